@@ -1,0 +1,1 @@
+"""Data, not code: the TOML files beside this file are read with importlib.resources."""

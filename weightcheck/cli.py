@@ -1,0 +1,91 @@
+"""The ``weightcheck`` command line. Each command is a short pipeline:
+load -> normalize -> (compare | check | plan+write) -> render.
+
+Exit status: 0 fine; 1 findings (check errors, compare incompatible); 2 could not do the job
+(bad input, unreachable Hub, refused operation) — always one line on stderr, never a traceback.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from weightcheck import __version__
+from weightcheck.errors import WeightcheckError
+
+TABLE_FORMAT = "simple"
+
+
+class _Group(click.Group):
+    def main(self, *args, **kwargs):  # one line, exit 2, for everything we raise
+        kwargs.setdefault("standalone_mode", True)
+        try:
+            return super().main(*args, **{**kwargs, "standalone_mode": False})
+        except WeightcheckError as e:
+            click.echo(f"weightcheck: error: {e.line()}", err=True)
+            sys.exit(2)
+        except click.exceptions.Abort:
+            click.echo("weightcheck: interrupted", err=True)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            click.echo("weightcheck: interrupted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(2)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as e:  # a bug in weightcheck: still one line unless asked
+            if os.environ.get("WEIGHTCHECK_DEBUG"):
+                raise
+            click.echo(f"weightcheck: internal error: {type(e).__name__}: {e} "
+                       "(set WEIGHTCHECK_DEBUG=1 for a traceback; please report it)", err=True)
+            sys.exit(2)
+
+
+def token_option(f):
+    return click.option("--token", envvar="HF_TOKEN", default=None, show_envvar=True,
+                        help="Hugging Face token for gated or private repos.")(f)
+
+
+def output_options(f):
+    f = click.option("--markdown", "as_markdown", is_flag=True,
+                     help="Markdown (for a PR description or model card).")(f)
+    f = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")(f)
+    return f
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="weightcheck")
+def main():
+    """Inspect, compare, check and convert EAGLE-3 drafter checkpoints.
+
+    SRC is a Hub repo id (org/name or org/name@revision), a local folder, or a single
+    .safetensors/.bin/.pt file. Headers and config only: weights are not downloaded.
+    """
+
+
+@main.command()
+@click.argument("src")
+@click.option("--revision", default=None, help="Hub branch, tag or commit (same as SRC@REV).")
+@token_option
+@output_options
+def inspect(src, revision, token, as_json, as_markdown):
+    """What is in a checkpoint: dialect, architecture, config, tensors."""
+    from weightcheck import inspect as inspect_mod
+    from weightcheck import render
+    from weightcheck.drafter import load_drafter
+
+    d = load_drafter(src, revision=revision, token=token)
+    r = inspect_mod.report(d)
+    if as_json:
+        click.echo(render.to_json(r))
+    else:
+        click.echo(render.inspect_text(r, "github" if as_markdown else TABLE_FORMAT))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

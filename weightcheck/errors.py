@@ -1,0 +1,25 @@
+"""The one error type the tool raises for bad input.
+
+Every problem with what the user gave us (a path, a file, a header, a config, a repo) is a
+WeightcheckError naming *where* (a file, a repo path) and *what* is wrong. The CLI prints it as a
+single line and exits with status 2; anything else escaping is a bug in weightcheck.
+"""
+from __future__ import annotations
+
+
+class WeightcheckError(Exception):
+    """Bad input: rendered as ``weightcheck: error: WHERE: WHAT`` with exit status 2."""
+
+    exit_code = 2
+
+    def __init__(self, where: str | None, message: str):
+        self.where = str(where) if where is not None else None
+        self.message = message
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class UsageError(WeightcheckError):
+    """The command line itself asks for something impossible (e.g. OUT inside SRC)."""

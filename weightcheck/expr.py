@@ -1,0 +1,101 @@
+"""A tiny, safe expression language for the data files in mappings/.
+
+Shapes (``"T * n_aux"``), defaults (``"hidden_size // num_attention_heads"``) and conditions
+(``"fc_norm and not norm_output"``) are written as Python expressions over named values, and
+evaluated here on a whitelisted AST: names, integer/float/bool/None/str constants, lists,
+arithmetic, comparisons, ``and``/``or``/``not``, ``x if c else y`` and the functions ``len``,
+``min``, ``max``. No attribute access, no subscripts beyond lists, no calls to anything else.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import operator
+
+_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMPOPS = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+}
+_FUNCS = {"len": len, "min": min, "max": max}
+
+
+class ExprError(ValueError):
+    """An expression in a mapping file is malformed or names an unknown value."""
+
+
+class Undefined(ExprError):
+    """The expression needs a value the config does not provide."""
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(src: str) -> ast.AST:
+    try:
+        return ast.parse(src, mode="eval").body
+    except SyntaxError as e:
+        raise ExprError(f"bad expression {src!r}: {e.msg}") from None
+
+
+def evaluate(src: str, names: dict):
+    """Evaluate ``src`` with ``names``; a name whose value is None raises Undefined."""
+    return _eval(_parse(src), names, src)
+
+
+def names_in(src: str) -> set[str]:
+    return {n.id for n in ast.walk(_parse(src)) if isinstance(n, ast.Name)} - set(_FUNCS)
+
+
+def _eval(node, names, src):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in ("true", "false"):
+            return node.id == "true"
+        if node.id not in names or names[node.id] is None:
+            raise Undefined(f"{node.id} is not known (in {src!r})")
+        return names[node.id]
+    if isinstance(node, ast.List) or isinstance(node, ast.Tuple):
+        return [_eval(e, names, src) for e in node.elts]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return _BINOPS[type(node.op)](_eval(node.left, names, src), _eval(node.right, names, src))
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, names, src)
+        if isinstance(node.op, ast.Not):
+            return not v
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.UAdd):
+            return +v
+    if isinstance(node, ast.BoolOp):
+        if isinstance(node.op, ast.And):
+            result = True
+            for v in node.values:
+                result = _eval(v, names, src)
+                if not result:
+                    return result
+            return result
+        result = False
+        for v in node.values:
+            result = _eval(v, names, src)
+            if result:
+                return result
+        return result
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, names, src)
+        for op, comp in zip(node.ops, node.comparators):
+            right = _eval(comp, names, src)
+            if type(op) not in _CMPOPS or not _CMPOPS[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.IfExp):
+        return _eval(node.body if _eval(node.test, names, src) else node.orelse, names, src)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in _FUNCS and not node.keywords):
+        return _FUNCS[node.func.id](*[_eval(a, names, src) for a in node.args])
+    raise ExprError(f"unsupported syntax in {src!r}: {ast.dump(node)[:60]}")

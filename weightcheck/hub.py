@@ -1,0 +1,331 @@
+"""Hub sources through huggingface_hub: config into the HF cache, tensor headers by Range reads.
+
+What one ``open_hub`` does (online):
+  1. ``HfApi.model_info(repo, revision, files_metadata=True)``: the resolved commit sha, the file
+     list, sizes and LFS sha256 content hashes (used by ``compare`` to decide identity).
+  2. ``hf_hub_download`` of config.json (and the shard index, if any) at that commit: the normal
+     HF cache, so later runs and HF_HUB_OFFLINE=1 find them.
+  3. For each safetensors file: a Range read of its first 4 KiB, and a second one for the rest of
+     the header only if it is longer; the weights are never downloaded. Headers are validated as
+     strictly as local ones (weightcheck/safetensors_header.py) and kept in a small header cache
+     (``$HF_HOME/weightcheck``, or ``$WEIGHTCHECK_CACHE``) keyed by commit, so offline mode works
+     for any repo inspected before.
+
+Environment honoured at call time (not import time): HF_ENDPOINT, HF_TOKEN (or --token),
+HF_HUB_OFFLINE, HF_HOME, HF_HUB_CACHE, HF_HUB_DOWNLOAD_TIMEOUT.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+from weightcheck.errors import WeightcheckError
+from weightcheck.safetensors_header import parse_header, read_header_length
+from weightcheck.sources import (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, Source, WeightFile,
+                                 add_pickled_file, add_safetensors_file,
+                                 check_index_against_headers, parse_index, parse_json, read_config)
+
+FIRST_READ = 4096  # bytes read first; a drafter header is ~2 KB
+
+
+def _truthy(v: str | None) -> bool:
+    return (v or "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def offline() -> bool:
+    return _truthy(os.environ.get("HF_HUB_OFFLINE"))
+
+
+def hf_home() -> str:
+    return os.path.expanduser(os.environ.get("HF_HOME") or os.path.join("~", ".cache", "huggingface"))
+
+
+def hub_cache() -> str:
+    return os.path.expanduser(os.environ.get("HF_HUB_CACHE") or os.path.join(hf_home(), "hub"))
+
+
+def our_cache() -> str:
+    return os.path.expanduser(os.environ.get("WEIGHTCHECK_CACHE") or os.path.join(hf_home(), "weightcheck"))
+
+
+def timeout() -> float:
+    try:
+        return float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 10)
+    except ValueError:
+        return 10.0
+
+
+def _token(token: str | None):
+    return token or os.environ.get("HF_TOKEN") or None
+
+
+def _net_error(where: str, e: Exception) -> WeightcheckError:
+    """Turn any huggingface_hub / HTTP exception into one clear line."""
+    from huggingface_hub import errors as hf_errors
+
+    name = type(e).__name__
+    if isinstance(e, hf_errors.GatedRepoError):
+        return WeightcheckError(where, "gated repository: accept its terms on the Hub, then pass "
+                                       "--token or set HF_TOKEN")
+    if isinstance(e, hf_errors.RepositoryNotFoundError):
+        return WeightcheckError(where, "repository not found on the Hub (or private: pass --token "
+                                       "or set HF_TOKEN)")
+    if isinstance(e, hf_errors.RevisionNotFoundError):
+        return WeightcheckError(where, "revision not found on the Hub")
+    if isinstance(e, hf_errors.EntryNotFoundError):
+        return WeightcheckError(where, "file not found in the repository")
+    if isinstance(e, hf_errors.OfflineModeIsEnabled):
+        return WeightcheckError(where, "HF_HUB_OFFLINE is set and this is not in the cache")
+    if isinstance(e, hf_errors.HfHubHTTPError):
+        status = getattr(getattr(e, "response", None), "status_code", "?")
+        return WeightcheckError(where, f"Hub request failed (HTTP {status})")
+    if "Timeout" in name:
+        return WeightcheckError(where, f"timed out talking to {endpoint()} ({name}; "
+                                       "HF_HUB_DOWNLOAD_TIMEOUT sets the limit)")
+    msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else name
+    return WeightcheckError(where, f"cannot reach {endpoint()}: {name}: {msg}")
+
+
+@dataclass
+class HubRepo:
+    repo_id: str
+    revision: str | None
+    commit: str | None
+    token: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.repo_id}@{self.revision}" if self.revision else self.repo_id
+
+    def url(self, fname: str) -> str:
+        return (f"{endpoint()}/{self.repo_id}/resolve/{self.commit}/"
+                f"{urllib.parse.quote(fname)}")
+
+    def download(self, fname: str) -> str:
+        """The whole file, through huggingface_hub's cache (used only when bytes are needed)."""
+        from huggingface_hub import hf_hub_download
+        try:
+            return hf_hub_download(self.repo_id, fname, revision=self.commit or self.revision,
+                                   cache_dir=hub_cache(), token=_token(self.token),
+                                   endpoint=endpoint(), local_files_only=offline())
+        except Exception as e:
+            raise _net_error(f"{self.where}/{fname}", e) from None
+
+    # -- headers ------------------------------------------------------------------------------
+    def _header_cache_path(self, fname: str) -> str:
+        return os.path.join(our_cache(), "headers", self.repo_id.replace("/", "--"), self.commit,
+                            fname.replace("/", "--"))
+
+    def read_range(self, fname: str, start: int, end: int) -> tuple[bytes, int | None]:
+        """Bytes [start, end) of a file, and the file's total size if the server says it."""
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+
+        headers = build_hf_headers(token=_token(self.token))
+        headers["Range"] = f"bytes={start}-{end - 1}"
+        where = f"{self.where}/{fname}"
+        try:
+            with http_stream_backoff("GET", self.url(fname), headers=headers,
+                                     timeout=timeout(), max_retries=3,
+                                     base_wait_time=0.5, max_wait_time=4) as r:
+                hf_raise_for_status(r)
+                total = None
+                cr = r.headers.get("Content-Range", "")
+                m = re.match(r"bytes \d+-\d+/(\d+)", cr)
+                if m:
+                    total = int(m.group(1))
+                want = end - start
+                buf = bytearray()
+                skip = start if r.status_code == 200 else 0  # a server that ignored Range
+                for chunk in r.iter_bytes():
+                    if skip:
+                        cut = min(skip, len(chunk))
+                        chunk, skip = chunk[cut:], skip - cut
+                    buf += chunk
+                    if len(buf) >= want:
+                        break
+                return bytes(buf[:want]), total
+        except WeightcheckError:
+            raise
+        except Exception as e:
+            raise _net_error(where, e) from None
+
+    def header_bytes(self, fname: str, size: int | None) -> bytes:
+        """8-byte length + header JSON, from our cache or two Range reads at most."""
+        cache = self._header_cache_path(fname) if self.commit else None
+        if cache and os.path.isfile(cache):
+            with open(cache, "rb") as f:
+                return f.read()
+        if offline():
+            local = _hf_cached_file(self.repo_id, self.commit, fname)
+            if local:
+                with open(local, "rb") as f:
+                    n = read_header_length(f.read(8), f"{self.where}/{fname}")
+                    return f.read(0) + _prefix(n) + f.read(n)
+            raise WeightcheckError(f"{self.where}/{fname}", "HF_HUB_OFFLINE is set and this file's "
+                                   "header is not in the cache (inspect it once online)")
+        where = f"{self.where}/{fname}"
+        first, total = self.read_range(fname, 0, FIRST_READ if not size else min(FIRST_READ, size))
+        n = read_header_length(first[:8], where, size or total)
+        raw = first[8:8 + n]
+        if len(raw) < n:
+            more, _ = self.read_range(fname, 8 + len(raw), 8 + n)
+            raw += more
+            if len(raw) < n:
+                raise WeightcheckError(where, f"header cut short: got {len(raw)} of {n} bytes")
+        blob = first[:8] + raw
+        if cache:
+            _atomic_write(cache, blob)
+        return blob
+
+
+def _prefix(n: int) -> bytes:
+    return n.to_bytes(8, "little")
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _repo_folder(repo_id: str) -> str:
+    return os.path.join(hub_cache(), "models--" + repo_id.replace("/", "--"))
+
+
+def _hf_cached_file(repo_id: str, commit: str | None, fname: str) -> str | None:
+    if not commit:
+        return None
+    p = os.path.join(_repo_folder(repo_id), "snapshots", commit, *fname.split("/"))
+    return p if os.path.isfile(p) else None
+
+
+def _resolve_offline(repo_id: str, revision: str | None) -> str:
+    rev = revision or "main"
+    if re.fullmatch(r"[0-9a-f]{40}", rev):
+        return rev
+    for refs in (os.path.join(our_cache(), "refs", repo_id.replace("/", "--"), rev),
+                 os.path.join(_repo_folder(repo_id), "refs", rev)):
+        if os.path.isfile(refs):
+            with open(refs) as f:
+                sha = f.read().strip()
+            if re.fullmatch(r"[0-9a-f]{40}", sha):
+                return sha
+    raise WeightcheckError(f"{repo_id}@{rev}", "HF_HUB_OFFLINE is set and this repo/revision is "
+                                               "not in the cache")
+
+
+def _manifest_path(repo_id: str, commit: str) -> str:
+    return os.path.join(our_cache(), "manifests", repo_id.replace("/", "--"), commit + ".json")
+
+
+def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None) -> Source:
+    repo = HubRepo(repo_id, revision, None, token)
+    where = repo.where
+    if offline():
+        repo.commit = _resolve_offline(repo_id, revision)
+        mpath = _manifest_path(repo_id, repo.commit)
+        if os.path.isfile(mpath):
+            with open(mpath) as f:
+                siblings = json.load(f)["siblings"]
+        else:
+            snap = os.path.join(_repo_folder(repo_id), "snapshots", repo.commit)
+            if not os.path.isdir(snap):
+                raise WeightcheckError(where, "HF_HUB_OFFLINE is set and this repo/revision is not "
+                                              "in the cache")
+            siblings = [{"name": os.path.relpath(os.path.join(d, n), snap).replace(os.sep, "/"),
+                         "size": os.path.getsize(os.path.join(d, n)), "sha256": None}
+                        for d, _, ns in os.walk(snap) for n in ns]
+    else:
+        from huggingface_hub import HfApi
+        try:
+            info = HfApi(endpoint=endpoint(), token=_token(token)).model_info(
+                repo_id, revision=revision, files_metadata=True, timeout=timeout())
+        except Exception as e:
+            raise _net_error(where, e) from None
+        repo.commit = info.sha
+        siblings = []
+        for s in info.siblings or []:
+            lfs = getattr(s, "lfs", None)
+            sha = getattr(lfs, "sha256", None) if lfs is not None else None
+            if sha is None and isinstance(lfs, dict):
+                sha = lfs.get("sha256")
+            siblings.append({"name": s.rfilename, "size": s.size, "sha256": sha})
+        if repo.commit:
+            _atomic_write(_manifest_path(repo_id, repo.commit),
+                          json.dumps({"revision": revision, "siblings": siblings}).encode())
+            _atomic_write(os.path.join(our_cache(), "refs", repo_id.replace("/", "--"),
+                                       revision or "main"), repo.commit.encode())
+
+    src = Source(spec=spec, kind="hub", location=repo_id, revision=revision or "main",
+                 commit=repo.commit, hub=repo)
+    by_name = {s["name"]: s for s in siblings}
+    names = sorted(by_name)
+
+    if "config.json" in by_name:
+        path = repo.download("config.json")
+        if os.path.getsize(path) > MAX_CONFIG_BYTES:
+            raise WeightcheckError(f"{where}/config.json", "config.json is larger than we accept")
+        src.config = read_config(path)
+        src.config_file = f"{where}/config.json"
+
+    def weight_file(fname, fmt):
+        s = by_name.get(fname, {})
+        return WeightFile(name=fname, format=fmt, url=repo.url(fname), size=s.get("size"),
+                          sha256=s.get("sha256"))
+
+    index_name = None
+    top = [n for n in names if "/" not in n]
+    if "model.safetensors.index.json" in top:
+        index_name, src.layout = "model.safetensors.index.json", "sharded safetensors"
+    elif "model.safetensors" in top:
+        fnames, src.layout = ["model.safetensors"], "model.safetensors"
+    elif any(n.endswith(".safetensors") for n in top):
+        fnames, src.layout = [n for n in top if n.endswith(".safetensors")], "safetensors"
+    elif "pytorch_model.bin.index.json" in top:
+        index_name, src.layout = "pytorch_model.bin.index.json", "sharded pytorch_model.bin"
+    elif "pytorch_model.bin" in top:
+        fnames, src.layout = ["pytorch_model.bin"], "pytorch_model.bin"
+    elif "training_state.pt" in top:
+        fnames, src.layout = ["training_state.pt"], "SpecForge training_state.pt"
+    else:
+        raise WeightcheckError(where, "not a checkpoint: the repo has no model.safetensors, "
+                                      "model.safetensors.index.json, *.safetensors or pytorch_model.bin")
+    weight_map = None
+    if index_name:
+        ipath = repo.download(index_name)
+        if os.path.getsize(ipath) > MAX_INDEX_BYTES:
+            raise WeightcheckError(f"{where}/{index_name}", "index is larger than we accept")
+        with open(ipath, "rb") as f:
+            obj = parse_json(f.read(), f"{where}/{index_name}", "index")
+        weight_map = parse_index(obj, f"{where}/{index_name}")
+        src.index, src.index_file = obj, f"{where}/{index_name}"
+        fnames = sorted(set(weight_map.values()))
+        for f in fnames:
+            if f.startswith("/") or ".." in f.split("/"):
+                raise WeightcheckError(f"{where}/{index_name}", f"index names {f!r}, which leaves "
+                                                                "the repository: refused")
+            if f not in by_name:
+                raise WeightcheckError(f"{where}/{index_name}", f"index names shard {f!r}, which "
+                                                                "is not in the repository")
+    for f in fnames:
+        if f.endswith(".safetensors"):
+            wf = weight_file(f, "safetensors")
+            blob = repo.header_bytes(f, wf.size)
+            header = parse_header(blob[8:], f"{where}/{f}", wf.size)
+            add_safetensors_file(src, wf, header)
+        else:
+            wf = weight_file(f, "pickle")
+            wf.local_path = repo.download(f)
+            add_pickled_file(src, wf)
+    if weight_map is not None:
+        check_index_against_headers(src, weight_map, index_name)
+    return src

@@ -1,0 +1,134 @@
+"""Architectures as data: the tensors a config implies (mappings/architectures/*.toml).
+
+``expected(arch, normalized_config)`` expands an architecture's tensor templates against a normalized
+config into :class:`Expected` entries — canonical name, shape, dtype, presence — or reports which
+config value it could not evaluate (``shape=None`` and ``problem`` set).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from weightcheck import expr, mappings
+from weightcheck.safetensors_header import CONFIG_DTYPES
+
+
+@dataclass(frozen=True)
+class TensorTemplate:
+    name: str
+    shape: tuple[str, ...]
+    dtype: str = "model"
+    when: str | None = None
+    presence: str = "required"
+    for_each: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    description: str
+    config_architectures: tuple[str, ...]
+    signature: tuple[str, ...]
+    tensors: tuple[TensorTemplate, ...]
+
+    def canonical_names(self, max_aux: int = 8) -> set[str]:
+        """Every canonical name this architecture can have (for_each expanded up to max_aux)."""
+        out = set()
+        for t in self.tensors:
+            if t.for_each:
+                out.update(t.name.format(i=i) for i in range(max_aux))
+            else:
+                out.add(t.name)
+        return out
+
+    def template_for(self, canonical: str) -> TensorTemplate | None:
+        for t in self.tensors:
+            if t.for_each:
+                prefix, _, suffix = t.name.partition("{i}")
+                if canonical.startswith(prefix) and canonical.endswith(suffix) \
+                        and canonical[len(prefix):len(canonical) - len(suffix)].isdigit():
+                    return t
+            elif t.name == canonical:
+                return t
+        return None
+
+
+@dataclass
+class Expected:
+    name: str
+    shape: tuple[int, ...] | None
+    dtype: str | None  # safetensors spelling; None when the config names no dtype
+    presence: str
+    note: str = ""
+    problem: str | None = None  # why the shape could not be computed
+
+
+@dataclass
+class Inventory:
+    architecture: Architecture
+    tensors: dict[str, Expected] = field(default_factory=dict)
+    not_applicable: set[str] = field(default_factory=set)  # templates whose `when` is false
+
+
+@functools.lru_cache(maxsize=None)
+def architectures() -> tuple[Architecture, ...]:
+    out = []
+    for fname in mappings.list_dir("architectures"):
+        data = mappings.load(f"architectures/{fname}")
+        a = data["architecture"]
+        out.append(Architecture(
+            name=a["name"], description=a.get("description", ""),
+            config_architectures=tuple(a.get("config_architectures", ())),
+            signature=tuple(a.get("signature", ())),
+            tensors=tuple(TensorTemplate(
+                name=t["name"], shape=tuple(t["shape"]), dtype=t.get("dtype", "model"),
+                when=t.get("when"), presence=t.get("presence", "required"),
+                for_each=t.get("for_each"), note=t.get("note", "")) for t in data["tensor"])))
+    return tuple(out)
+
+
+def by_name(name: str) -> Architecture:
+    for a in architectures():
+        if a.name == name:
+            return a
+    raise KeyError(name)
+
+
+def all_canonical_names() -> set[str]:
+    out = set()
+    for a in architectures():
+        out |= a.canonical_names()
+    return out
+
+
+def expected(arch: Architecture, symbols: dict) -> Inventory:
+    """Expand ``arch`` for a config given as expression symbols (NormalizedConfig.symbols())."""
+    inv = Inventory(architecture=arch)
+    model_dtype = CONFIG_DTYPES.get(str(symbols.get("dtype") or "").lower())
+    for t in arch.tensors:
+        try:
+            if t.when and not expr.evaluate(t.when, symbols):
+                inv.not_applicable.add(t.name)
+                continue
+        except expr.Undefined as e:
+            # a condition we cannot decide: the tensor is expected only if present
+            inv.tensors[t.name] = Expected(t.name, None, None, "optional", t.note,
+                                           problem=f"cannot tell whether it is expected: {e}")
+            continue
+        count = 1
+        if t.for_each:
+            try:
+                count = int(expr.evaluate(t.for_each, symbols))
+            except expr.Undefined:
+                count = 0
+        names = [t.name.format(i=i) for i in range(count)] if t.for_each else [t.name]
+        dtype = model_dtype if t.dtype == "model" else t.dtype
+        for name in names:
+            try:
+                shape = tuple(int(expr.evaluate(s, symbols)) for s in t.shape)
+                problem = None
+            except expr.Undefined as e:
+                shape, problem = None, f"shape unknown: {e}"
+            inv.tensors[name] = Expected(name, shape, dtype, t.presence, t.note, problem)
+    return inv

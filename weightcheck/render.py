@@ -1,0 +1,92 @@
+"""Rendering reports: tabulate tables for the terminal, JSON, and Markdown.
+
+Commands build JSON-able dicts; this module only formats them.
+"""
+from __future__ import annotations
+
+import json
+
+from tabulate import tabulate
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def human_count(n: int) -> str:
+    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(n)
+
+
+def shape_str(shape) -> str:
+    return "?" if shape is None else "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def to_json(report: dict) -> str:
+    return json.dumps(report, indent=2, sort_keys=False, default=str)
+
+
+def value_str(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"))
+    return str(v)
+
+
+def _source_line(src: dict) -> str:
+    rev = ""
+    if src["kind"] == "hub":
+        rev = f" @ {src['revision']} (commit {src['commit']})"
+    return f"{src['location']}{rev} [{src['kind']}, {src['layout']}]"
+
+
+def inspect_text(r: dict, fmt: str = "simple") -> str:
+    from weightcheck.inspect import KEY_FIELDS
+
+    md = fmt == "github"
+    out = []
+    if md:
+        out.append(f"## weightcheck inspect `{r['source']['spec']}`\n")
+    lines = [
+        ("source", _source_line(r["source"])),
+        ("dialect", f"{r['dialect']['name']}"
+         + (f" + wrapper {', '.join(r['dialect']['wrappers'])}" if r['dialect']['wrappers'] else "")
+         + (f" ({'; '.join(r['dialect']['evidence'])})" if r['dialect']['evidence'] else "")),
+        ("architecture", f"{r['architecture']['name'] or '-'} ({r['architecture']['evidence']})"),
+    ]
+    if r.get("looks_like_target"):
+        lines.append(("warning", f"this looks like a target model, not a drafter: {r['looks_like_target']}"))
+    out.append(tabulate(lines, tablefmt="github" if md else "plain"))
+    out.append("")
+    norm, prov = r["config"]["normalized"], r["config"]["provenance"]
+    rows = [(k, value_str(norm.get(k)), prov.get(k, "")) for k in KEY_FIELDS]
+    out.append(tabulate(rows, headers=["config", "value", "from"], tablefmt=fmt))
+    out.append("")
+    trows = [(t["name"], t["canonical"] or "?", shape_str(t["shape"]), t["dtype"],
+              human_count(t["parameters"]), human_bytes(t["bytes"]), t["status"])
+             for t in r["tensors"]]
+    out.append(tabulate(trows, headers=["tensor", "canonical", "shape", "dtype", "params", "bytes",
+                                        "status"], tablefmt=fmt))
+    tot = r["totals"]
+    out.append("")
+    out.append(f"{tot['tensors']} tensors, {human_count(tot['parameters'])} parameters "
+               f"({tot['parameters']}), {human_bytes(tot['bytes'])}")
+    for m in r["missing"]:
+        out.append(f"missing ({m['presence']}): {m['canonical']} {shape_str(m['shape'])}"
+                   + (f" — {m['note']}" if m["note"] else ""))
+    for n in r["unknown"]:
+        out.append(f"unknown: {n} (no dialect in mappings/dialects explains this name)")
+    for n in r["config"]["problems"]:
+        out.append(f"config: {n}")
+    for n in r["notes"]:
+        out.append(f"note: {n}")
+    return "\n".join(out)
