@@ -87,5 +87,47 @@ def inspect(src, revision, token, as_json, as_markdown):
         click.echo(render.inspect_text(r, "github" if as_markdown else TABLE_FORMAT))
 
 
+@main.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--revision-a", default=None, help="Hub revision of A (same as A@REV).")
+@click.option("--revision-b", default=None, help="Hub revision of B (same as B@REV).")
+@click.option("--values", is_flag=True,
+              help="Read both sides' weights: max |a-b|, relative L2, cosine, byte equality "
+                   "(needs torch; Hub files are downloaded through the HF cache).")
+@click.option("--strict", is_flag=True,
+              help="Also fail on dtype, serving-field and missing-optional-tensor differences.")
+@token_option
+@output_options
+def compare(a, b, revision_a, revision_b, values, strict, token, as_json, as_markdown):
+    """Are two drafters the same model? identical / compatible / incompatible.
+
+    Exit 0 for identical or compatible, 1 for incompatible (or any difference with --strict),
+    2 when a source cannot be read.
+    """
+    from weightcheck import compare as compare_mod
+    from weightcheck import render
+    from weightcheck.drafter import load_drafter
+
+    if values:
+        _require_torch("--values")
+    da = load_drafter(a, revision=revision_a, token=token)
+    db = load_drafter(b, revision=revision_b, token=token)
+    c = compare_mod.compare(da, db, values=values, progress=not as_json)
+    r = compare_mod.report(c, values=values, strict=strict)
+    if as_json:
+        click.echo(render.to_json(r))
+    else:
+        click.echo(render.compare_text(r, "github" if as_markdown else TABLE_FORMAT))
+    sys.exit(r["exit_status"])
+
+
+def _require_torch(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise WeightcheckError(None, f"{what} needs torch: pip install 'weightcheck[torch]'") from None
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

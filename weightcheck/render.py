@@ -90,3 +90,62 @@ def inspect_text(r: dict, fmt: str = "simple") -> str:
     for n in r["notes"]:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+def compare_text(r: dict, fmt: str = "simple") -> str:
+    md = fmt == "github"
+    out = []
+    a, b = r["a"], r["b"]
+    if md:
+        out.append(f"## weightcheck compare\n")
+    rows = [("A", _source_line(a["source"]), a["dialect"], a["architecture"]),
+            ("B", _source_line(b["source"]), b["dialect"], b["architecture"])]
+    out.append(tabulate(rows, headers=["", "source", "dialect", "architecture"], tablefmt=fmt))
+    out.append("")
+    verdict = r["verdict"].upper()
+    out.append(f"**verdict: {verdict}**" if md else f"verdict: {verdict}")
+    for reason in r["reasons"]:
+        out.append(f"- {reason}" if md else f"  reason: {reason}")
+    if r["strict"] and r["strict_failures"]:
+        out.append("strict mode fails on:")
+    for s in r["strict_failures"]:
+        out.append(f"- {s}" if md else f"  {'strict' if r['strict'] else 'note'}: {s}")
+    out.append("")
+    if r["only_in_a"] or r["only_in_b"]:
+        rows = [(t["canonical"], t["name"], "", t["presence"] or "-") for t in r["only_in_a"]] + \
+               [(t["canonical"], "", t["name"], t["presence"] or "-") for t in r["only_in_b"]]
+        out.append(tabulate(rows, headers=["only in one", "A", "B", "presence"], tablefmt=fmt))
+        out.append("")
+    if r["shape_mismatches"]:
+        rows = [(m["canonical"], shape_str(m["a"]), shape_str(m["b"])) for m in r["shape_mismatches"]]
+        out.append(tabulate(rows, headers=["shape mismatch", "A", "B"], tablefmt=fmt))
+        out.append("")
+    if r["dtype_mismatches"]:
+        rows = [(m["canonical"], m["a"], m["b"]) for m in r["dtype_mismatches"]]
+        out.append(tabulate(rows, headers=["dtype mismatch", "A", "B"], tablefmt=fmt))
+        out.append("")
+    if r["config_differences"]:
+        rows = [(d["field"], d["category"], value_str(d["a"]), value_str(d["b"]))
+                for d in sorted(r["config_differences"],
+                                key=lambda d: (["architecture", "serving", "informational"].index(d["category"])
+                                               if d["category"] in ("architecture", "serving", "informational") else 3,
+                                               d["field"]))]
+        out.append(tabulate(rows, headers=["config field", "category", "A", "B"], tablefmt=fmt))
+        out.append("")
+    if "values" in r:
+        rows = []
+        for name, v in r["values"].items():
+            if "error" in v:
+                rows.append((name, "-", "-", "-", v["error"]))
+                continue
+            rows.append((name, f"{v['max_abs_diff']:.3g}", f"{v['rel_l2']:.3g}", f"{v['cosine']:.6f}",
+                         "yes" if v["bytes_equal"] else "no"))
+        out.append(tabulate(rows, headers=["tensor", "max |a-b|", "rel L2", "cosine", "bytes equal"],
+                            tablefmt=fmt))
+        out.append("")
+    by = r["bytes"]
+    out.append(f"{len(r['tensors'])} paired tensors: {by['equal']} byte-identical, {by['different']} "
+               f"different, {by['not_compared']} not compared")
+    for n in r["notes"]:
+        out.append(f"note: {n}")
+    return "\n".join(out)

@@ -1,0 +1,88 @@
+"""Shared test helpers: run the CLI in-process, build synthetic drafters, find the fixtures."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "examples" / "configs"
+PRODUCERS = ROOT / "tests" / "fixtures" / "producers"
+
+
+class Result:
+    def __init__(self, code, out, err):
+        self.exit_code, self.stdout, self.stderr = code, out, err
+
+    @property
+    def json(self):
+        return json.loads(self.stdout)
+
+    def __repr__(self):
+        return f"<Result exit={self.exit_code} stdout={self.stdout[:300]!r} stderr={self.stderr[:300]!r}>"
+
+
+def run_cli(*args, env=None) -> Result:
+    """Run ``weightcheck ARGS`` in-process (click's runner); stderr kept apart."""
+    from weightcheck.cli import main
+
+    runner = CliRunner()
+    r = runner.invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
+    return Result(r.exit_code, r.stdout, r.stderr)
+
+
+def run_subprocess(*args, env=None, timeout=120) -> Result:
+    """Run ``python -m weightcheck ARGS`` in a fresh interpreter (for import-level checks)."""
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "weightcheck", *map(str, args)], capture_output=True,
+                       text=True, env=e, timeout=timeout, cwd=str(ROOT))
+    return Result(p.returncode, p.stdout, p.stderr)
+
+
+def load_config(name: str) -> dict:
+    """A real SpecForge config from examples/configs (copies of ../shared/reference/configs)."""
+    with open(CONFIGS / name) as f:
+        return json.load(f)
+
+
+K2 = "specforge-kimi-k2-eagle3.json"
+K25 = "specforge-kimi-k25-eagle3.json"
+
+
+@pytest.fixture
+def tiny_cfg():
+    """The Kimi-K2 SpecForge drafter config scaled down (hidden 128, vocab 2048, draft 400)."""
+    from weightcheck import synth
+    return synth.scaled_config(load_config(K2))
+
+
+@pytest.fixture
+def make_drafter(tmp_path):
+    """make_drafter(name, cfg, dialect="specforge", **kw) -> folder with config.json + model.safetensors."""
+    from weightcheck import synth
+
+    def make(name="drafter", cfg=None, dialect="specforge", **kw):
+        cfg = cfg or synth.scaled_config(load_config(K2))
+        out = tmp_path / name
+        synth.write_drafter(str(out), cfg, dialect=dialect, **kw)
+        return out
+    return make
+
+
+@pytest.fixture(autouse=True)
+def _isolated_hf(tmp_path_factory, monkeypatch):
+    """No test touches ~/.cache/huggingface or the network by accident."""
+    home = tmp_path_factory.mktemp("hf_home")
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("WEIGHTCHECK_CACHE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: fail fast
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    yield

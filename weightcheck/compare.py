@@ -1,0 +1,266 @@
+"""``weightcheck compare A B``: one verdict across dialects, configs and values.
+
+load both -> normalize -> pair tensors by *canonical* name -> :func:`compare` (a JSON-able report,
+schema ``weightcheck.compare/1``) -> render.
+
+Verdicts:
+  identical     same canonical tensors, shapes, dtypes and bytes (and no architecture difference)
+  compatible    every canonical tensor pairs with an equal shape, no required tensor is missing on
+                either side, and the architecture fields of the normalized configs agree: B's
+                weights load into A's architecture and vice versa
+  incompatible  anything else, with each reason
+``--strict`` also fails (exit 1) on dtype, serving-field and missing-optional-tensor differences.
+
+Byte identity is decided from Hub LFS sha256 when both tensors sit at the same place in files
+with equal content hashes; otherwise by comparing the bytes, which happens only when both sides
+are local or when ``--values`` asks for it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from weightcheck import config as config_mod
+from weightcheck.drafter import Drafter, Tensor
+from weightcheck.inspect import source_report
+
+SCHEMA = "weightcheck.compare/1"
+
+_TORCH = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
+          "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+          "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+_ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+             "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+VALUES_CHUNK_ELEMS = 4 << 20  # elements per chunk in --values: ~16 MB of float32 per side
+
+
+@dataclass
+class Pair:
+    canonical: str
+    a: Tensor | None
+    b: Tensor | None
+    bytes_equal: bool | None = None
+    how: str | None = None  # lfs | bytes | None
+    values: dict | None = None
+
+
+@dataclass
+class Comparison:
+    a: Drafter
+    b: Drafter
+    pairs: list[Pair] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    strict_failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _presence(d: Drafter, canonical: str) -> str | None:
+    if d.inventory is None:
+        return None
+    e = d.inventory.tensors.get(canonical)
+    return e.presence if e else None
+
+
+def _key(t: Tensor) -> str:
+    return t.canonical if t.canonical is not None else f"?{t.name}"
+
+
+def pair_tensors(a: Drafter, b: Drafter) -> list[Pair]:
+    ma = {_key(t): t for t in a.tensors}
+    mb = {_key(t): t for t in b.tensors}
+    keys = sorted(set(ma) | set(mb), key=lambda k: (k.startswith("?"), k))
+    return [Pair(k, ma.get(k), mb.get(k)) for k in keys]
+
+
+def config_differences(a: Drafter, b: Drafter) -> list[dict]:
+    out = []
+    fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
+    for f in fields:
+        va, vb = a.normalized.values.get(f), b.normalized.values.get(f)
+        if isinstance(va, (int, float)) and isinstance(vb, (int, float)) \
+                and not isinstance(va, bool) and not isinstance(vb, bool):
+            same = float(va) == float(vb)
+        else:
+            same = va == vb
+        if not same:
+            out.append({"field": f, "category": config_mod.category_of(f), "a": va, "b": vb,
+                        "a_from": a.normalized.provenance.get(f),
+                        "b_from": b.normalized.provenance.get(f)})
+    return out
+
+
+def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
+    fa, fb = a.source.files.get(ta.file), b.source.files.get(tb.file)
+    return bool(fa and fb and fa.sha256 and fa.sha256 == fb.sha256
+                and ta.begin == tb.begin and ta.end == tb.end)
+
+
+def _bytes_equal(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
+    from weightcheck.tensor_io import iter_chunks
+
+    if ta.nbytes != tb.nbytes:
+        return False
+    for ca, cb in zip(iter_chunks(a.source, ta.name), iter_chunks(b.source, tb.name)):
+        if ca != cb:
+            return False
+    return True
+
+
+def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
+    """max |a-b|, ‖a-b‖/‖a‖, cosine and byte equality, streamed in bounded chunks (torch)."""
+    import torch
+
+    from weightcheck.tensor_io import iter_chunks
+
+    if ta.dtype not in _TORCH or tb.dtype not in _TORCH:
+        return {"error": f"values of {ta.dtype}/{tb.dtype} are not supported"}
+    isa, isb = _ITEMSIZE[ta.dtype], _ITEMSIZE[tb.dtype]
+    da, db = getattr(torch, _TORCH[ta.dtype]), getattr(torch, _TORCH[tb.dtype])
+    n = VALUES_CHUNK_ELEMS
+    max_abs = 0.0
+    sdd = saa = sbb = sab = 0.0
+    nonfinite = 0
+    bytes_eq = ta.dtype == tb.dtype
+    for ca, cb in zip(iter_chunks(a.source, ta.name, n * isa, isa),
+                      iter_chunks(b.source, tb.name, n * isb, isb)):
+        if bytes_eq and ca != cb:
+            bytes_eq = False
+        xa = torch.frombuffer(bytearray(ca), dtype=da).to(torch.float32) if ca else torch.zeros(0)
+        xb = torch.frombuffer(bytearray(cb), dtype=db).to(torch.float32) if cb else torch.zeros(0)
+        fin = torch.isfinite(xa) & torch.isfinite(xb)
+        nonfinite += int((~fin).sum())
+        if not bool(fin.all()):
+            xa, xb = xa[fin], xb[fin]
+        d = xa - xb
+        if d.numel():
+            max_abs = max(max_abs, float(d.abs().max()))
+        sdd += float(torch.sum(d.double() * d.double()))
+        saa += float(torch.sum(xa.double() * xa.double()))
+        sbb += float(torch.sum(xb.double() * xb.double()))
+        sab += float(torch.sum(xa.double() * xb.double()))
+    rel = (sdd ** 0.5) / (saa ** 0.5) if saa > 0 else (0.0 if sdd == 0 else float("inf"))
+    cos = sab / ((saa * sbb) ** 0.5) if saa > 0 and sbb > 0 else (1.0 if saa == sbb == 0 else 0.0)
+    out = {"max_abs_diff": max_abs, "rel_l2": rel, "cosine": cos, "bytes_equal": bytes_eq}
+    if nonfinite:
+        out["non_finite"] = nonfinite
+    return out
+
+
+def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True) -> Comparison:
+    c = Comparison(a, b, pairs=pair_tensors(a, b))
+    both_local = a.source.kind != "hub" and b.source.kind != "hub"
+    for label, d in (("A", a), ("B", b)):
+        if d.looks_like_target:
+            c.reasons.append(f"{label} looks like a target model, not a drafter: {d.looks_like_target}")
+        if d.architecture is None:
+            c.notes.append(f"{label}: {d.architecture_evidence}")
+    if a.architecture and b.architecture and a.architecture.name != b.architecture.name:
+        c.reasons.append(f"architectures differ: A is {a.architecture.name}, B is {b.architecture.name}")
+
+    for p in c.pairs:
+        if p.a is None or p.b is None:
+            have, lack, lack_label = (p.a, b, "B") if p.b is None else (p.b, a, "A")
+            presence = _presence(lack, p.canonical) or _presence(a if lack is b else b, p.canonical)
+            if p.canonical.startswith("?"):
+                c.reasons.append(f"{have.name} (a name no dialect explains) only in "
+                                 f"{'A' if lack_label == 'B' else 'B'}")
+            elif presence == "required":
+                c.reasons.append(f"{p.canonical} missing in {lack_label} (its config requires it)")
+            else:
+                c.strict_failures.append(f"{p.canonical} ({presence or 'not expected'}) only in "
+                                         f"{'A' if lack_label == 'B' else 'B'}")
+            continue
+        if tuple(p.a.shape) != tuple(p.b.shape):
+            c.reasons.append(f"{p.canonical}: shape {list(p.a.shape)} in A, {list(p.b.shape)} in B")
+            continue
+        if p.a.dtype != p.b.dtype:
+            c.strict_failures.append(f"{p.canonical}: dtype {p.a.dtype} in A, {p.b.dtype} in B")
+
+    diffs = config_differences(a, b)
+    for dif in diffs:
+        if dif["category"] == "architecture":
+            c.reasons.append(f"config {dif['field']}: {dif['a']!r} in A, {dif['b']!r} in B")
+        elif dif["category"] == "serving":
+            c.strict_failures.append(f"config {dif['field']} (serving): {dif['a']!r} in A, "
+                                     f"{dif['b']!r} in B")
+    c.__dict__["config_differences"] = diffs
+
+    paired = [p for p in c.pairs if p.a is not None and p.b is not None
+              and tuple(p.a.shape) == tuple(p.b.shape)]
+    bar = None
+    total = sum(p.a.nbytes + p.b.nbytes for p in paired)
+    if (values or both_local) and progress and total > (256 << 20):
+        from tqdm.auto import tqdm
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc="compare", leave=False)
+    for p in paired:
+        if _same_lfs_place(a, b, p.a, p.b):
+            p.bytes_equal, p.how = True, "lfs-sha256"
+        if values and p.how == "lfs-sha256":
+            p.values = {"max_abs_diff": 0.0, "rel_l2": 0.0, "cosine": 1.0, "bytes_equal": True}
+        elif values:
+            p.values = _values(a, b, p.a, p.b)
+            if p.bytes_equal is None and "bytes_equal" in p.values:
+                p.bytes_equal, p.how = p.values["bytes_equal"], "bytes"
+        elif p.bytes_equal is None and both_local and p.a.dtype == p.b.dtype:
+            p.bytes_equal, p.how = _bytes_equal(a, b, p.a, p.b), "bytes"
+        elif p.bytes_equal is None and p.a.dtype != p.b.dtype:
+            p.bytes_equal, p.how = False, "dtype"
+        if bar:
+            bar.update(p.a.nbytes + p.b.nbytes)
+    if bar:
+        bar.close()
+    return c
+
+
+def verdict(c: Comparison) -> str:
+    if c.reasons:
+        return "incompatible"
+    sides_match = all(p.a is not None and p.b is not None for p in c.pairs)
+    if sides_match and all(p.bytes_equal is True for p in c.pairs) \
+            and all(p.a.dtype == p.b.dtype for p in c.pairs):
+        return "identical"
+    return "compatible"
+
+
+def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
+    v = verdict(c)
+    only_a = [{"canonical": p.canonical.lstrip("?"), "name": p.a.name,
+               "presence": _presence(c.b, p.canonical) or _presence(c.a, p.canonical)}
+              for p in c.pairs if p.b is None]
+    only_b = [{"canonical": p.canonical.lstrip("?"), "name": p.b.name,
+               "presence": _presence(c.a, p.canonical) or _presence(c.b, p.canonical)}
+              for p in c.pairs if p.a is None]
+    both = [p for p in c.pairs if p.a is not None and p.b is not None]
+    undecided = sum(1 for p in both if p.bytes_equal is None)
+    notes = list(c.notes)
+    if v == "compatible" and undecided:
+        notes.append(f"bytes of {undecided} tensor(s) not compared (Hub sources without matching "
+                     "content hashes): pass --values to read and compare them")
+    r = {
+        "schema": SCHEMA,
+        "verdict": v,
+        "exit_status": 1 if v == "incompatible" or (strict and c.strict_failures) else 0,
+        "strict": strict,
+        "reasons": list(c.reasons),
+        "strict_failures": list(c.strict_failures),
+        "a": {"source": source_report(c.a), "dialect": c.a.dialect,
+              "architecture": c.a.architecture.name if c.a.architecture else None},
+        "b": {"source": source_report(c.b), "dialect": c.b.dialect,
+              "architecture": c.b.architecture.name if c.b.architecture else None},
+        "only_in_a": only_a,
+        "only_in_b": only_b,
+        "shape_mismatches": [{"canonical": p.canonical, "a": list(p.a.shape), "b": list(p.b.shape)}
+                             for p in both if tuple(p.a.shape) != tuple(p.b.shape)],
+        "dtype_mismatches": [{"canonical": p.canonical, "a": p.a.dtype, "b": p.b.dtype}
+                             for p in both if p.a.dtype != p.b.dtype],
+        "config_differences": c.__dict__.get("config_differences", []),
+        "bytes": {"equal": sum(1 for p in both if p.bytes_equal is True),
+                  "different": sum(1 for p in both if p.bytes_equal is False),
+                  "not_compared": undecided},
+        "tensors": [{"canonical": p.canonical, "name_a": p.a.name, "name_b": p.b.name,
+                     "shape": list(p.a.shape), "dtype_a": p.a.dtype, "dtype_b": p.b.dtype,
+                     "bytes_equal": p.bytes_equal, "decided_by": p.how} for p in both],
+        "notes": notes,
+    }
+    if values:
+        r["values"] = {p.canonical: p.values for p in both if p.values is not None}
+    return r
