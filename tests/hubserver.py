@@ -64,9 +64,11 @@ _RANGE_RE = re.compile(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", re.IGNORECASE)
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class RequestRecord:
-    """One served request, as seen by the server (appended once the response is finished)."""
+    """One request, as seen by the server. Appended to ``HubServer.requests`` when the request arrives (so the log
+    is in arrival order) and updated while it is answered: ``status`` stays 0 until the response headers are sent
+    (e.g. during a stall) and ``body_bytes`` grows as the body is written."""
 
     method: str
     path: str  # request path as sent (percent-encoded), without the query string
@@ -75,7 +77,7 @@ class RequestRecord:
     status: int
     body_bytes: int  # response body bytes actually written to the socket
     authorization: str | None  # the Authorization request header, if any
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -223,13 +225,15 @@ class _Rule:
     value: Any = None  # status (fail), nbytes (reset), seconds (stall)
     extra: Any = None  # stall: after_bytes
 
+    needs_body: bool = False
+
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method.upper() == method) and self.substring in path
 
 
-def _take(rules: list[_Rule], method: str, path: str) -> _Rule | None:
+def _take(rules: list[_Rule], method: str, path: str, body: bool = True) -> _Rule | None:
     for rule in rules:
-        if rule.matches(method, path):
+        if rule.matches(method, path) and (body or not rule.needs_body):
             if rule.times is not None:
                 rule.times -= 1
                 if rule.times <= 0:
@@ -309,20 +313,32 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- core ----
     def _dispatch(self) -> None:
         hub = self.server.hub
-        self._status = 0
-        self._sent = 0
-        self._reset_after: int | None = None
-        self._stall_after: tuple[int, float] | None = None
         raw_path, _, query = self.path.partition("?")
         self._raw_path, self._query = raw_path, query
         self._params = {k: v[-1] for k, v in parse_qs(query).items()}
+        self._rec = RequestRecord(
+            method=self.command,
+            path=raw_path,
+            query=query,
+            range=self.headers.get("Range"),
+            status=0,
+            body_bytes=0,
+            authorization=self.headers.get("Authorization"),
+            headers=dict(self.headers.items()),
+        )
+        hub._record(self._rec)
+        self._sent = 0
+        self._reset_after: int | None = None
+        self._stall_after: tuple[int, float] | None = None
+        self._count_key: tuple[str, str] | None = None
         length = int(self.headers.get("Content-Length") or 0)
         self._body = self.rfile.read(length) if length else b""
         decoded = unquote(raw_path)
         method = self.command
-        self._count_key: tuple[str, str] | None = None
         try:
-            rule = hub._take("stall", method, decoded)
+            # HEAD responses have no body: body-related rules (reset, stall after n bytes) skip them
+            has_body = method != "HEAD"
+            rule = hub._take("stall", method, decoded, body=has_body)
             if rule is not None:
                 if rule.extra is None:
                     hub._stop.wait(rule.value)
@@ -330,7 +346,7 @@ class _Handler(BaseHTTPRequestHandler):
                         raise _Abort()
                 else:
                     self._stall_after = (rule.extra, rule.value)
-            rule = hub._take("reset", method, decoded)
+            rule = hub._take("reset", method, decoded, body=has_body)
             if rule is not None:
                 self._reset_after = rule.value
             rule = hub._take("fail", method, decoded)
@@ -344,27 +360,14 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
         except Exception as e:  # a bug in the server: answer 500 instead of hanging the client
-            try:
-                self._send_error(_Reply(500, f"hubserver internal error: {e!r}"))
-            except OSError:
-                self.close_connection = True
-        finally:
-            hub._record(
-                RequestRecord(
-                    method=method,
-                    path=raw_path,
-                    query=query,
-                    range=self.headers.get("Range"),
-                    status=self._status,
-                    body_bytes=self._sent,
-                    authorization=self.headers.get("Authorization"),
-                    headers=dict(self.headers.items()),
-                ),
-                self._count_key,
-            )
+            self.close_connection = True
+            if self._rec.status == 0:  # headers not sent yet
+                try:
+                    self._send_error(_Reply(500, f"hubserver internal error: {e!r}"))
+                except OSError:
+                    pass
 
     def _route(self, raw_path: str) -> None:
-        hub = self.server.hub
         segs = [unquote(s) for s in raw_path.split("/")[1:]]
         if segs and segs[-1] == "" and len(segs) > 1:
             segs = segs[:-1]
@@ -439,7 +442,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write(body)
 
     def _start(self, status: int, headers: Mapping[str, str], length: int) -> None:
-        self._status = status
+        self._rec.status = status
         self.send_response(status)
         request_id = self.headers.get("X-Amzn-Trace-Id") or self.headers.get("X-Request-Id") or str(uuid.uuid4())
         self.send_header("X-Request-Id", request_id)
@@ -478,6 +481,7 @@ class _Handler(BaseHTTPRequestHandler):
                 n = min(n, self._reset_after - self._sent)
             self.wfile.write(view[:n])
             self._sent += n
+            self._rec.body_bytes = self._sent
             hub._count(n, self._count_key)
             view = view[n:]
 
@@ -696,11 +700,11 @@ def _parse_range(header: str | None, size: int) -> tuple[int, int] | str | None:
             return "unsatisfiable"
         return max(0, size - n), size - 1
     start = int(a)
-    end = int(b) if b else size - 1
-    if end < start:
-        return None
+    if b and int(b) < start:
+        return None  # syntactically invalid: ignore
     if start >= size:
         return "unsatisfiable"
+    end = int(b) if b else size - 1
     return start, min(end, size - 1)
 
 
@@ -716,8 +720,9 @@ class HubServer:
 
         with HubServer() as hub:
             sha = hub.add_repo("org/model", {"config.json": b"{}", "model.safetensors": Path(...)})
-            ... point huggingface_hub at hub.url ...
-            assert hub.bytes_served < 100_000
+            ... point huggingface_hub at hub.url (hf_env / patch_hf_hub) ...
+            # huggingface_hub 2.4.0 reads a safetensors header with ONE "Range: bytes=0-100000" GET
+            assert hub.bytes_by_file[("org/model", "model.safetensors")] <= 100_001
 
     Attributes:
         url: ``"http://127.0.0.1:PORT"`` (valid after ``start()``).
@@ -870,8 +875,8 @@ class HubServer:
     ):
         """Matching responses send their headers and ``nbytes`` body bytes, then the socket is shut down.
 
-        Only responses with a body are affected (HEAD is not: it has no body)."""
-        self._add_rule("reset", _Rule(path_substring, times, method, value=nbytes))
+        HEAD requests are never matched (no body), so a HEAD does not use up ``times``."""
+        self._add_rule("reset", _Rule(path_substring, times, method, value=nbytes, needs_body=True))
 
     def stall(
         self,
@@ -882,8 +887,10 @@ class HubServer:
         after_bytes: int | None = None,
     ):
         """Matching requests wait ``seconds`` before the response (or, with ``after_bytes=n``, after sending the
-        headers and n body bytes). ``stop()`` interrupts a stall."""
-        self._add_rule("stall", _Rule(path_substring, times, method, value=seconds, extra=after_bytes))
+        headers and n body bytes; HEAD requests are then not matched). ``stop()`` interrupts a stall."""
+        rule = _Rule(path_substring, times, method, value=seconds, extra=after_bytes)
+        rule.needs_body = after_bytes is not None
+        self._add_rule("stall", rule)
 
     def redirect_resolves_to(self, other: "HubServer | None") -> None:
         """Answer resolve requests for LFS files with a 302 to ``other``'s ``/__cdn__/`` route (absolute URL on
@@ -903,16 +910,16 @@ class HubServer:
         with self._lock:
             self._rules[kind].append(rule)
 
-    def _take(self, kind: str, method: str, path: str) -> _Rule | None:
+    def _take(self, kind: str, method: str, path: str, body: bool = True) -> _Rule | None:
         with self._lock:
-            return _take(self._rules[kind], method, path)
+            return _take(self._rules[kind], method, path, body)
 
     def _register_cdn_blob(self, blob: _Blob, repo_id: str, path: str) -> str:
         with self._lock:
             self._cdn_blobs[blob.sha256] = blob
         return f"{self.url}/__cdn__/{blob.sha256}?" + urlencode({"repo": repo_id, "path": path})
 
-    def _record(self, rec: RequestRecord, key: tuple[str, str] | None) -> None:
+    def _record(self, rec: RequestRecord) -> None:
         with self._lock:
             self.requests.append(rec)
 
@@ -987,3 +994,5 @@ def patch_hf_hub(monkeypatch, endpoint: str, hf_home: os.PathLike | str) -> None
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", os.path.join(hf_home, "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", os.path.join(hf_home, "stored_tokens"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", constants.DEFAULT_ETAG_TIMEOUT)
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", constants.DEFAULT_DOWNLOAD_TIMEOUT)

@@ -227,7 +227,8 @@ def _manifest_path(repo_id: str, commit: str) -> str:
     return os.path.join(our_cache(), "manifests", repo_id.replace("/", "--"), commit + ".json")
 
 
-def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None) -> Source:
+def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
+             only: set[str] | None = None) -> Source:
     repo = HubRepo(repo_id, revision, None, token)
     where = repo.where
     if offline():
@@ -309,6 +310,8 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None) -
         weight_map = parse_index(obj, f"{where}/{index_name}")
         src.index, src.index_file = obj, f"{where}/{index_name}"
         fnames = sorted(set(weight_map.values()))
+        if only is not None:  # a target: read just the shards holding these tensors
+            fnames = sorted({weight_map[n] for n in only if n in weight_map})
         for f in fnames:
             if f.startswith("/") or ".." in f.split("/"):
                 raise WeightcheckError(f"{where}/{index_name}", f"index names {f!r}, which leaves "
@@ -327,5 +330,8 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None) -
             wf.local_path = repo.download(f)
             add_pickled_file(src, wf)
     if weight_map is not None:
-        check_index_against_headers(src, weight_map, index_name)
+        if only is None:
+            check_index_against_headers(src, weight_map, index_name)
+        else:
+            src.__dict__["weight_map"] = weight_map
     return src

@@ -22,6 +22,8 @@ from weightcheck.errors import WeightcheckError
 MAX_HEADER_BYTES = 100_000_000
 # json nesting we accept in a header: a real one is 3 deep.
 MAX_JSON_DEPTH = 64
+# the safetensors library reads shapes and offsets as usize and refuses products that overflow it
+USIZE_MAX = 2**64 - 1
 
 # dtype name -> size in bits, as the safetensors library (0.8) spells them.
 DTYPE_BITS: dict[str, int] = {
@@ -138,6 +140,11 @@ def _int_list(value, what: str, name: str, where: str) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _short(shape) -> str:
+    text = str(list(shape))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header:
     """Parse header bytes (without the 8-byte length) and validate every entry.
 
@@ -159,7 +166,9 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
     if not isinstance(obj, dict):
         raise WeightcheckError(where, f"header is a JSON {type(obj).__name__}, not an object")
 
-    metadata = obj.pop("__metadata__", None) or {}
+    metadata = obj.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
     if not isinstance(metadata, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise WeightcheckError(where, "__metadata__ must map strings to strings")
@@ -180,17 +189,29 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
             raise WeightcheckError(where, f"tensor {name!r}: unknown dtype {dtype!r}")
         shape = _int_list(spec["shape"], "shape", name, where)
         if any(d < 0 for d in shape):
-            raise WeightcheckError(where, f"tensor {name!r}: negative dimension in shape {list(shape)}")
+            raise WeightcheckError(where, f"tensor {name!r}: negative dimension in shape {_short(shape)}")
+        numel = 1
+        for d in shape:
+            numel *= d
+            if d > USIZE_MAX or numel > USIZE_MAX:
+                raise WeightcheckError(where, f"tensor {name!r}: shape {_short(shape)} overflows "
+                                              "64 bits")
         offsets = _int_list(spec["data_offsets"], "data_offsets", name, where)
         if len(offsets) != 2:
             raise WeightcheckError(where, f"tensor {name!r}: data_offsets must have 2 entries")
         begin, end = offsets
-        if begin < 0 or end < begin:
+        if begin < 0 or end < begin or end > USIZE_MAX:
             raise WeightcheckError(where, f"tensor {name!r}: bad data_offsets [{begin}, {end}]")
-        bits = math.prod(shape) * DTYPE_BITS[dtype]
-        if bits % 8 or bits // 8 != end - begin:
+        bits = numel * DTYPE_BITS[dtype]
+        if bits > USIZE_MAX:
+            raise WeightcheckError(where, f"tensor {name!r}: shape {_short(shape)} of {dtype} "
+                                          "overflows 64 bits")
+        if bits % 8:
+            raise WeightcheckError(where, f"tensor {name!r}: shape {_short(shape)} of {dtype} is "
+                                          f"{bits} bits, not a whole number of bytes")
+        if bits // 8 != end - begin:
             raise WeightcheckError(
-                where, f"tensor {name!r}: shape {list(shape)} of {dtype} needs {bits / 8:g} bytes "
+                where, f"tensor {name!r}: shape {_short(shape)} of {dtype} needs {bits // 8} bytes "
                        f"but data_offsets give {end - begin}")
         tensors[name] = TensorEntry(name, dtype, shape, begin, end)
 

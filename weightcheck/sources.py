@@ -280,7 +280,7 @@ def _choose_local_files(root: str) -> tuple[str, list[str], str | None]:
                                  f"or training_state.pt{hint}")
 
 
-def open_local(spec: str, path: str) -> Source:
+def open_local(spec: str, path: str, only: set[str] | None = None) -> Source:
     path = os.path.abspath(path)
     if os.path.isdir(path):
         src = Source(spec=spec, kind="folder", location=path)
@@ -314,6 +314,8 @@ def open_local(spec: str, path: str) -> Source:
         weight_map = parse_index(obj, ipath)
         src.index = obj
         fnames = sorted(set(weight_map.values()))
+        if only is not None:  # a target: read just the shards holding these tensors
+            fnames = sorted({weight_map[n] for n in only if n in weight_map})
         for f in fnames:
             full = check_member_name(root, f, ipath)
             if not os.path.isfile(full):
@@ -328,11 +330,15 @@ def open_local(spec: str, path: str) -> Source:
             wf = WeightFile(name=f, format="pickle", local_path=full, size=os.path.getsize(full))
             add_pickled_file(src, wf)
     if weight_map is not None:
-        check_index_against_headers(src, weight_map, index_name)
+        if only is None:
+            check_index_against_headers(src, weight_map, index_name)
+        else:
+            src.__dict__["weight_map"] = weight_map
     return src
 
 
-def open_source(spec: str, revision: str | None = None, token: str | None = None) -> Source:
+def open_source(spec: str, revision: str | None = None, token: str | None = None,
+                only: set[str] | None = None) -> Source:
     """Resolve SRC: an existing local path first, else a Hub repo id."""
     if not spec:
         raise WeightcheckError(None, "empty source")
@@ -340,12 +346,12 @@ def open_source(spec: str, revision: str | None = None, token: str | None = None
     if os.path.exists(expanded):
         if revision:
             raise WeightcheckError(spec, "a revision was given for a local path")
-        return open_local(spec, expanded)
+        return open_local(spec, expanded, only)
     m = HUB_ID.match(spec)
     if m and not spec.startswith((".", "/", "~")):
         rev = m.group("rev")
         if rev and revision and rev != revision:
             raise WeightcheckError(spec, f"two revisions given: @{rev} and {revision}")
         from weightcheck import hub
-        return hub.open_hub(spec, m.group("repo"), rev or revision, token)
+        return hub.open_hub(spec, m.group("repo"), rev or revision, token, only)
     raise WeightcheckError(spec, "path not found (and not a Hub repo id of the form org/name[@revision])")

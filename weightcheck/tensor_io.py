@@ -61,3 +61,20 @@ def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> I
 
 def read_all(src: Source, name: str) -> bytes:
     return b"".join(iter_chunks(src, name))
+
+
+def read_small(src: Source, name: str, limit: int = 16 << 20) -> bytes:
+    """The bytes of one small tensor (d2t, t2d, a norm): a Range read for Hub sources, so the
+    file it sits in is not downloaded."""
+    rec = src.tensors[name]
+    if rec.nbytes > limit:
+        raise ValueError(f"{name} is {rec.nbytes} bytes, more than read_small reads")
+    wf = src.files[rec.file]
+    if rec.nbytes == 0:
+        return b""
+    if src.kind == "hub" and wf.format == "safetensors" and wf.local_path is None:
+        data, _ = src.hub.read_range(rec.file, rec.begin, rec.end)
+        if len(data) != rec.nbytes:
+            raise WeightcheckError(f"{src.spec}/{rec.file}", f"short read of tensor {name!r}")
+        return data
+    return read_all(src, name)
