@@ -122,6 +122,56 @@ def compare(a, b, revision_a, revision_b, values, strict, token, as_json, as_mar
     sys.exit(r["exit_status"])
 
 
+@main.command()
+@click.argument("src")
+@click.option("--engine", "engine_spec", default=None, metavar="sglang|vllm[==VERSION]",
+              help="Replay this engine's loader (data in mappings/engines/, newest version read "
+                   "unless ==VERSION names an older one).")
+@click.option("--target", default=None, metavar="TARGET",
+              help="The target model (Hub id or folder): config and headers only.")
+@click.option("--training-config", type=click.Path(dir_okay=False), default=None,
+              help="A SpecForge-style drafter config: can SRC initialize exactly that architecture?")
+@click.option("--values", is_flag=True,
+              help="Also read the weights (streamed, needs torch): NaN/Inf, constant tensors, "
+                   "untrained norms, an lm_head copied from the target.")
+@click.option("--explain", is_flag=True, help="Print the engine's key-by-key table.")
+@click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
+@token_option
+@output_options
+def check(src, engine_spec, target, training_config, values, explain, revision, token, as_json,
+          as_markdown):
+    """The gate before training or serving: every rule, and the engine's own view.
+
+    Exit 0 when no finding is an error, 1 when one is, 2 when SRC could not be checked.
+    Rules: docs/rules.md.
+    """
+    from weightcheck import check as check_mod
+    from weightcheck import render
+    from weightcheck.drafter import load_drafter
+    from weightcheck.target import load_target
+
+    engine, version = None, None
+    if engine_spec:
+        engine, _, version = engine_spec.partition("==")
+        from weightcheck import engine as engine_mod
+        data = engine_mod.load(engine)
+        if version and version not in data["engine"]["versions_read"]:
+            raise WeightcheckError(None, f"{engine} {version} was not read; versions known: "
+                                         f"{', '.join(data['engine']['versions_read'])}")
+    if values:
+        _require_torch("--values")
+    d = load_drafter(src, revision=revision, token=token)
+    t = load_target(target, token=token) if target else None
+    ctx, findings = check_mod.run(d, engine=engine, engine_version=version or None, target=t,
+                                  training_config=training_config, values=values)
+    r = check_mod.report(ctx, findings)
+    if as_json:
+        click.echo(check_mod.dumps(r))
+    else:
+        click.echo(render.check_text(r, "github" if as_markdown else TABLE_FORMAT, explain))
+    sys.exit(0 if r["ok"] else 1)
+
+
 def _require_torch(what: str) -> None:
     try:
         import torch  # noqa: F401

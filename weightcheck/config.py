@@ -111,6 +111,14 @@ def normalize(raw: dict | None) -> NormalizedConfig:
                 value = expr.evaluate(spec.default, out.values)
             except expr.Undefined:
                 continue
+            except (ArithmeticError, TypeError) as e:
+                # e.g. head_dim = hidden_size // num_attention_heads with 0 heads: no value
+                out.problems.append((spec.name, f"default {spec.default!r} cannot be computed: {e}"))
+                pending.remove(spec)
+                progressed = True
+                continue
+            if value is None:  # the default names a field that is itself unknown: still absent
+                continue
             out.values[spec.name] = value
             out.provenance[spec.name] = "default"
             pending.remove(spec)

@@ -17,6 +17,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from weightcheck import config as config_mod
 from weightcheck import inventory, mappings
 from weightcheck.errors import WeightcheckError
 
@@ -181,19 +182,26 @@ def canonicalize(names, config: dict | None = None, extra: tuple[Dialect, ...] =
     evidence = {}
     for d in layouts:
         ev = []
-        explained = sum(1 for n in names if d.to_canonical(stripped[n]) in known
-                        and d.to_canonical(stripped[n]) != stripped[n])
         pattern_hits = {p: sum(1 for n in names if re.search(p, n) or re.search(p, stripped[n]))
                         for p in d.tensor_patterns}
+        # a name counts once for a layout that maps it to a known canonical name, by renaming it
+        # or because it carries one of the layout's own patterns (a name every layout leaves
+        # as it is, such as fc.weight, is evidence for none)
+        claimed = 0
+        for n in names:
+            c = d.to_canonical(stripped[n])
+            if c in known and (c != stripped[n] or any(
+                    re.search(p, n) or re.search(p, stripped[n]) for p in d.tensor_patterns)):
+                claimed += 1
         for p, c in pattern_hits.items():
             if c:
                 ev.append(f"{c} tensor name(s) match {p}")
-        for k in d.config_keys:
-            if k in config:
+        for k in d.config_keys:  # "a.b" looks inside object a
+            if config_mod.lookup(config, k) is not config_mod._MISSING:
                 ev.append(f"config has `{k}`")
         if arch0 in d.architectures:
             ev.append(f"config architectures[0] is {arch0}")
-        scores[d.name] = (sum(pattern_hits.values()) + explained, len(ev))
+        scores[d.name] = (claimed, len(ev))
         evidence[d.name] = ev
     best = max(layouts, key=lambda d: scores[d.name]) if layouts else None
     if best is not None and scores[best.name] == (0, 0):
@@ -214,7 +222,8 @@ def canonicalize(names, config: dict | None = None, extra: tuple[Dialect, ...] =
             out.canonical[n] = c
             out.via[n] = best.name
             continue
-        for d in layouts:
+        # the other layout that best fits the whole checkpoint first (ties: file order)
+        for d in sorted(layouts, key=lambda d: scores[d.name], reverse=True):
             if d is best:
                 continue
             c2 = d.to_canonical(s)

@@ -42,8 +42,13 @@ def _parse(src: str) -> ast.AST:
 
 
 def evaluate(src: str, names: dict):
-    """Evaluate ``src`` with ``names``; a name whose value is None raises Undefined."""
-    return _eval(_parse(src), names, src)
+    """Evaluate ``src`` with ``names``. A name whose value is None is *unknown*: it may be tested for
+    truth (``x if aux_layer_ids else 3``: unknown is false) or with ``is None``, but arithmetic,
+    ordering or equality on it raises Undefined, as does a name not given at all."""
+    try:
+        return _eval(_parse(src), names, src)
+    except TypeError as e:
+        raise Undefined(f"{e} (in {src!r})") from None
 
 
 def names_in(src: str) -> set[str]:
@@ -56,7 +61,7 @@ def _eval(node, names, src):
     if isinstance(node, ast.Name):
         if node.id in ("true", "false"):
             return node.id == "true"
-        if node.id not in names or names[node.id] is None:
+        if node.id not in names:
             raise Undefined(f"{node.id} is not known (in {src!r})")
         return names[node.id]
     if isinstance(node, ast.List) or isinstance(node, ast.Tuple):
@@ -89,6 +94,8 @@ def _eval(node, names, src):
         left = _eval(node.left, names, src)
         for op, comp in zip(node.ops, node.comparators):
             right = _eval(comp, names, src)
+            if (left is None or right is None) and not isinstance(op, (ast.Is, ast.IsNot)):
+                raise Undefined(f"comparison with an unknown value (in {src!r})")
             if type(op) not in _CMPOPS or not _CMPOPS[type(op)](left, right):
                 return False
             left = right

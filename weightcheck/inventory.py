@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from weightcheck import expr, mappings
 from weightcheck.safetensors_header import CONFIG_DTYPES
 
+# most copies a for_each template expands to (n_aux is 3 in practice; SGLang reads at most a few)
+MAX_FOR_EACH = 64
+
 
 @dataclass(frozen=True)
 class TensorTemplate:
@@ -111,7 +114,7 @@ def expected(arch: Architecture, symbols: dict) -> Inventory:
             if t.when and not expr.evaluate(t.when, symbols):
                 inv.not_applicable.add(t.name)
                 continue
-        except expr.Undefined as e:
+        except (expr.Undefined, ArithmeticError) as e:
             # a condition we cannot decide: the tensor is expected only if present
             inv.tensors[t.name] = Expected(t.name, None, None, "optional", t.note,
                                            problem=f"cannot tell whether it is expected: {e}")
@@ -119,16 +122,27 @@ def expected(arch: Architecture, symbols: dict) -> Inventory:
         count = 1
         if t.for_each:
             try:
-                count = int(expr.evaluate(t.for_each, symbols))
+                count = expr.evaluate(t.for_each, symbols)
             except expr.Undefined:
-                count = 0
+                count = None
+            count = int(count) if isinstance(count, (int, float)) else 0
+            if count > MAX_FOR_EACH:
+                # a config claiming a million aux layers must not make us build a million names
+                inv.tensors[t.name] = Expected(t.name, None, None, t.presence, t.note,
+                                               problem=f"{t.for_each} = {count} is more than "
+                                                       f"{MAX_FOR_EACH}: not expanded")
+                continue
         names = [t.name.format(i=i) for i in range(count)] if t.for_each else [t.name]
         dtype = model_dtype if t.dtype == "model" else t.dtype
         for name in names:
             try:
-                shape = tuple(int(expr.evaluate(s, symbols)) for s in t.shape)
+                dims = [expr.evaluate(s, symbols) for s in t.shape]
+                unknown = [s for s, v in zip(t.shape, dims) if not isinstance(v, (int, float))]
+                if unknown:  # a bare symbol whose config value is unknown evaluates to None
+                    raise expr.Undefined(f"{', '.join(unknown)} is not known")
+                shape = tuple(int(v) for v in dims)
                 problem = None
-            except expr.Undefined as e:
+            except (expr.Undefined, ArithmeticError) as e:
                 shape, problem = None, f"shape unknown: {e}"
             inv.tensors[name] = Expected(name, shape, dtype, t.presence, t.note, problem)
     return inv

@@ -149,3 +149,49 @@ def compare_text(r: dict, fmt: str = "simple") -> str:
     for n in r["notes"]:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+def check_text(r: dict, fmt: str = "simple", explain: bool = False) -> str:
+    md = fmt == "github"
+    out = []
+    if md:
+        out.append(f"## weightcheck check `{r['source']['spec']}`\n")
+    head = [("source", _source_line(r["source"])), ("dialect", r["dialect"]),
+            ("architecture", r["architecture"] or "-")]
+    if r["engine"]:
+        head.append(("engine", f"{r['engine']['name']} {r['engine']['version']} (replayed from "
+                               f"mappings/engines/{r['engine']['name']}.toml)"))
+    if r["target"]:
+        t = r["target"]
+        head.append(("target", f"{t['spec']} ({t['model_type']}, hidden {t['hidden_size']}, vocab "
+                               f"{t['vocab_size']}, {t['num_hidden_layers']} layers)"))
+    out.append(tabulate(head, tablefmt="github" if md else "plain"))
+    out.append("")
+    if r["findings"]:
+        rows = [(f["code"], f["severity"], f["subject"] or "", f["message"]) for f in r["findings"]]
+        out.append(tabulate(rows, headers=["code", "severity", "subject", "message"], tablefmt=fmt,
+                            maxcolwidths=[None, None, 40, 90]))
+        out.append("")
+    if explain and r["engine"]:
+        e = r["engine"]
+        rows = [(x["name"], x["engine_name"] or "", x["param"] or "", x["fate"], x["why"])
+                for x in e["tensors"]]
+        out.append(tabulate(rows, headers=["checkpoint tensor", "looked up as", "engine parameter",
+                                           "fate", "why"], tablefmt=fmt, maxcolwidths=[None, None, None, None, 60]))
+        out.append("")
+        rows = [(p["param"], p["canonical"], p["state"], ", ".join(p["sources"]), p["note"])
+                for p in e["parameters"]]
+        out.append(tabulate(rows, headers=["engine parameter", "canonical", "state", "from", "note"],
+                            tablefmt=fmt, maxcolwidths=[None, None, None, 40, 60]))
+        out.append("")
+        rows = [(k, value_str(v["value"]), v["from"]) for k, v in e["config"].items()]
+        out.append(tabulate(rows, headers=["config the engine reads", "value", "from"], tablefmt=fmt))
+        aux = e["aux_layers"]
+        out.append("")
+        out.append(f"aux layer ids: {aux['ids']} (from {aux['from'] or 'nowhere: engine default ' + str(aux['default'])})"
+                   + (f"; capture the outputs of target layers {aux['captures_output_of_layers']}"
+                      if aux.get("captures_output_of_layers") is not None else ""))
+        out.append("")
+    s = r["summary"]
+    out.append(f"{s['errors']} error(s), {s['warnings']} warning(s), {s['info']} info — {r['conclusion']}")
+    return "\n".join(out)

@@ -198,18 +198,26 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
         raise WeightcheckError(path, "a pickled checkpoint; reading it needs torch "
                                      "(pip install 'weightcheck[torch]'). It is read only with "
                                      "torch.load(weights_only=True), never unpickled otherwise") from None
+    import warnings
     try:
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as e:
-            if "mmap" not in str(e):
-                raise
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+        # torch warns on stderr (e.g. about the pickle protocol); the one-line error says enough
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as e:
+                if "mmap" not in str(e):
+                    raise
+                obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError, zipfile errors
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if "weights_only" in str(e) or "Unsupported global" in str(e):
-            msg = "refused: the pickle needs more than tensors to load (torch.load weights_only=True: " \
-                  + msg[:160] + ")"
+        text = str(e).strip()
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        msg = f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+        if "weights_only" in text or "nsupported global" in text or "GLOBAL" in text:
+            # the informative line names what the pickle wanted to call (e.g. posix.system)
+            why = next((ln for ln in lines if "GLOBAL" in ln or "nsupported" in ln), lines[0])
+            msg = ("refused: the pickle needs more than tensors to load, so it was not loaded "
+                   f"(torch.load weights_only=True: {why[:200]})")
         raise WeightcheckError(path, f"cannot load pickled checkpoint: {msg}") from None
     key = None
     if isinstance(obj, dict):
@@ -312,12 +320,17 @@ def open_local(spec: str, path: str, only: set[str] | None = None) -> Source:
         src.index_file = ipath
         obj = read_json_file(ipath, "index", MAX_INDEX_BYTES)
         weight_map = parse_index(obj, ipath)
+        if not weight_map:
+            raise WeightcheckError(ipath, "index has an empty weight_map: it lists no tensors")
         src.index = obj
         fnames = sorted(set(weight_map.values()))
         if only is not None:  # a target: read just the shards holding these tensors
             fnames = sorted({weight_map[n] for n in only if n in weight_map})
         for f in fnames:
             full = check_member_name(root, f, ipath)
+            if not f.endswith((".safetensors",) + _PICKLE_EXT):
+                raise WeightcheckError(ipath, f"index names {f!r}, which is not a .safetensors, "
+                                              ".bin or .pt file: refused")
             if not os.path.isfile(full):
                 raise WeightcheckError(ipath, f"index names shard {f!r}, which does not exist")
     for f in fnames:
@@ -348,7 +361,9 @@ def open_source(spec: str, revision: str | None = None, token: str | None = None
             raise WeightcheckError(spec, "a revision was given for a local path")
         return open_local(spec, expanded, only)
     m = HUB_ID.match(spec)
-    if m and not spec.startswith((".", "/", "~")):
+    # a missing `dir/model.safetensors` is a mistyped path, not a Hub repo id
+    looks_like_file = spec.endswith((".safetensors", ".json") + _PICKLE_EXT)
+    if m and not spec.startswith((".", "/", "~")) and not looks_like_file:
         rev = m.group("rev")
         if rev and revision and rev != revision:
             raise WeightcheckError(spec, f"two revisions given: @{rev} and {revision}")
