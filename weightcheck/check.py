@@ -357,4 +357,5 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
 
 
 def dumps(r: dict) -> str:
-    return json.dumps(r, indent=2, default=str)
+    from weightcheck.render import to_json
+    return to_json(r)

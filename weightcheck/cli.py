@@ -172,6 +172,82 @@ def check(src, engine_spec, target, training_config, values, explain, revision, 
     sys.exit(0 if r["ok"] else 1)
 
 
+@main.command()
+@click.argument("src")
+@click.argument("out")
+@click.option("--to", "to", required=True, type=click.Choice(["sglang", "vllm", "speculators"]),
+              help="The destination layout (mappings/engines/<to>.toml [output]).")
+@click.option("--config-from", default=None, metavar="REF",
+              help="Keep SRC's weights, take REF's config (only when compare says compatible).")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default=None,
+              help="Cast floating-point tensors (streamed with torch).")
+@click.option("--embeddings", default="keep", metavar="keep|drop|from=TARGET",
+              help="Keep SRC's embed_tokens, drop it (the engines use the target's), or take the "
+                   "target's (only that tensor is read).")
+@click.option("--lm-head-from", default=None, metavar="TARGET",
+              help="For a drafter without lm_head: gather the target's lm_head rows at the d2t ids.")
+@click.option("--target", default=None, metavar="TARGET",
+              help="The target model: its family decides the aux-id convention conversion.")
+@click.option("--max-shard-size", default="5GB", show_default=True,
+              help="Largest output file (e.g. 5GB, 500MB, 2GiB).")
+@click.option("--mapping", "mapping_file", type=click.Path(dir_okay=False), default=None,
+              help="Your own dialect file (same format as mappings/dialects/*.toml) to read SRC.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
+@token_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
+def convert(src, out, to, config_from, dtype, embeddings, lm_head_from, target, max_shard_size,
+            mapping_file, dry_run, force, revision, token, as_json):
+    """Write SRC in the names and config layout an engine reads, verified, never half-written.
+
+    Renamed tensors are copied as byte ranges (no torch, flat memory); every output tensor is
+    re-read and checked against its source before OUT appears.
+    """
+    from weightcheck import convert as convert_mod
+    from weightcheck import render
+    from weightcheck.dialects import dialect_from_data
+    from weightcheck.drafter import load_drafter
+    from weightcheck.mappings import load_toml_file
+    from weightcheck.target import load_target
+
+    if embeddings not in ("keep", "drop") and not embeddings.startswith("from="):
+        raise WeightcheckError(None, f"--embeddings {embeddings!r}: use keep, drop or from=TARGET")
+    extra = ()
+    if mapping_file:
+        extra = (dialect_from_data(load_toml_file(mapping_file), mapping_file),)
+    shard_size = convert_mod.parse_size(max_shard_size)
+    if dtype:
+        _require_torch("--dtype")
+    d = load_drafter(src, revision=revision, token=token, extra_dialects=extra)
+    if not dry_run:
+        convert_mod.check_paths(d, out, force)
+    ref = load_drafter(config_from, token=token) if config_from else None
+    tgt = load_target(target, token=token) if target else None
+    emb = load_target(embeddings[5:], token=token) if embeddings.startswith("from=") else None
+    head = load_target(lm_head_from, token=token) if lm_head_from else None
+    if any(it for it in (d.source.files.values()) if it.format == "pickle"):
+        _require_torch("converting a pickled checkpoint")
+    p = convert_mod.plan(d, to, out, dtype=dtype, embeddings=embeddings, lm_head_from=head,
+                         config_from=ref, max_shard_size=shard_size, target=tgt, embed_target=emb)
+    r = convert_mod.plan_report(p)
+    if dry_run:
+        click.echo(render.to_json(r) if as_json else render.convert_text(r, dry_run=True))
+        return
+    bar = None
+    total = sum(it.nbytes for it in p.items)
+    if total > (256 << 20) and not as_json and sys.stderr.isatty():
+        from tqdm.auto import tqdm
+        bar = tqdm(total=total, unit="B", unit_scale=True, desc="convert", leave=False)
+    try:
+        summary = convert_mod.write(p, force=force, progress=bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    r["written"] = summary
+    click.echo(render.to_json(r) if as_json else render.convert_text(r, dry_run=False))
+
+
 def _require_torch(what: str) -> None:
     try:
         import torch  # noqa: F401

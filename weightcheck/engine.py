@@ -29,8 +29,13 @@ def _ver(v: str) -> tuple:
     return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.\-+]", re.sub(r"post", "", v)) if x)
 
 
+# layouts convert can write (mappings/engines/<name>.toml [output]); `speculators` is a format, not
+# an engine, but its file has the same shape
+LAYOUTS = ENGINES + ("speculators",)
+
+
 def load(engine: str) -> dict:
-    if engine not in ENGINES:
+    if engine not in LAYOUTS:
         raise WeightcheckError(None, f"unknown engine {engine!r}: choose {', '.join(ENGINES)}")
     return mappings.load(f"engines/{engine}.toml")
 
@@ -80,8 +85,8 @@ class EngineView:
 
 
 def _since_ok(item: dict, version: str) -> bool:
-    s = item.get("since")
-    return not s or _ver(version) >= _ver(s)
+    s, u = item.get("since"), item.get("until")  # until: first version it no longer applies to
+    return (not s or _ver(version) >= _ver(s)) and (not u or _ver(version) < _ver(u))
 
 
 def _dotted_names(src: str) -> list[str]:
@@ -204,6 +209,9 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
         if not evaluate_when(p.get("when", ""), vals, raw):
             continue
         for i, full in enumerate(_expand(p["param"], n_aux)):
+            for r in names_cfg.get("param_rename", []):  # older module trees (sglang <= 0.5.11)
+                if _since_ok(r, version):
+                    full = re.sub(r["pattern"], r["replace"], full)
             params[full] = dict(p, param=full, canonical=p["canonical"].format(i=i))
     param_names = {k.split("[")[0] for k in params}
 
@@ -342,7 +350,8 @@ def aux_layers(data: dict, raw: dict, vals: dict, version: str) -> dict:
             ids, src = v, path
             break
     return {"ids": ids, "from": src, "default": aux.get("default"),
-            "conventions": [{k: c[k] for k in ("target_model_types", "captures_output_of") if k in c}
+            "conventions": [{k: c[k] for k in ("target_model_types", "captures_output_of",
+                                                "default_ids_output_of") if k in c}
                             | ({"since": c["since"]} if "since" in c else {})
                             | ({"versions": c["versions"]} if "versions" in c else {})
                             for c in aux.get("convention", [])]}
@@ -351,6 +360,7 @@ def aux_layers(data: dict, raw: dict, vals: dict, version: str) -> dict:
 def captured_layers(view_: EngineView, target_model_type: str | None, num_layers: int | None) -> list | None:
     """The 0-based target layers whose outputs the ids capture, for a target model type."""
     ids = view_.aux.get("ids")
+    default = ids is None
     if ids is None and num_layers:
         ids = [2, num_layers // 2, num_layers - 3]  # both engines' default ids
     if not ids or not target_model_type:
@@ -362,6 +372,13 @@ def captured_layers(view_: EngineView, target_model_type: str | None, num_layers
             continue
         if "versions" in c and view_.version not in c["versions"]:
             continue
+        if default and c.get("default_ids_output_of"):
+            # the engine's own default is not the same as passing those ids explicitly (SGLang
+            # captures at the input of [2, L//2, L-3]: outputs of [1, L//2-1, L-4])
+            try:
+                return [int(x) for x in expr.evaluate(c["default_ids_output_of"], {"L": num_layers or 0})]
+            except (expr.ExprError, TypeError, ValueError):
+                return None
         rule = c["captures_output_of"]
         out = []
         for k in ids:

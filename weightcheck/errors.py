@@ -18,7 +18,9 @@ class WeightcheckError(Exception):
         super().__init__(self.line())
 
     def line(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        # one line, whatever a file name or a header contains
+        return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class UsageError(WeightcheckError):

@@ -30,8 +30,19 @@ def shape_str(shape) -> str:
     return "?" if shape is None else "[" + ", ".join(str(s) for s in shape) + "]"
 
 
+def _finite(o):
+    """Strict JSON has no NaN/Infinity: write them as strings."""
+    if isinstance(o, float) and (o != o or o in (float("inf"), float("-inf"))):
+        return str(o)
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
 def to_json(report: dict) -> str:
-    return json.dumps(report, indent=2, sort_keys=False, default=str)
+    return json.dumps(_finite(report), indent=2, sort_keys=False, default=str, allow_nan=False)
 
 
 def value_str(v) -> str:
@@ -194,4 +205,24 @@ def check_text(r: dict, fmt: str = "simple", explain: bool = False) -> str:
         out.append("")
     s = r["summary"]
     out.append(f"{s['errors']} error(s), {s['warnings']} warning(s), {s['info']} info — {r['conclusion']}")
+    return "\n".join(out)
+
+
+def convert_text(r: dict, dry_run: bool) -> str:
+    out = [f"{'plan' if dry_run else 'converted'}: {r['source']} ({r['source_dialect']}) -> "
+           f"{r['out']} [{r['to']}]"]
+    rows = [(t["source"] or "-", t["output"], t["shard"], t["dtype"], shape_str(t["shape"]), t["how"])
+            for t in r["tensors"]]
+    out.append(tabulate(rows, headers=["source tensor", "output name", "file", "dtype", "shape", "how"],
+                        tablefmt="simple"))
+    for c in r["config_changes"]:
+        out.append(f"config: {c}")
+    for n in r["notes"]:
+        out.append(f"note: {n}")
+    if dry_run:
+        out.append("dry run: nothing written")
+    else:
+        w = r["written"]
+        out.append(f"wrote {w['tensors']} tensors ({human_bytes(w['bytes'])}) in "
+                   f"{', '.join(w['files'])}, config.json, README.md — every tensor verified")
     return "\n".join(out)

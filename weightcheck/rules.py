@@ -125,9 +125,14 @@ def duplicates(ctx):
 def wrappers(ctx):
     for w in ctx.d.naming.wrappers:
         dname, prefix = w.split(":", 1)
-        yield ctx.f("WC104", f"tensor names carry the prefix `{prefix}` ({dname}); SGLang and vLLM "
-                             "prepend `model.` themselves and would match nothing — convert the "
-                             "checkpoint (weightcheck convert) before serving", prefix)
+        if prefix == "model.":
+            # SGLang's Llama drafter uses an existing model.* name as it is (docs/engines.md §0 #3)
+            why = ("vLLM prepends `model.` itself and fails on the doubled `model.model.*` names "
+                   "(so does SGLang's MLA drafter)")
+        else:
+            why = "SGLang and vLLM prepend `model.` themselves and would match nothing"
+        yield ctx.f("WC104", f"tensor names carry the prefix `{prefix}` ({dname}); {why} — convert "
+                             "the checkpoint (weightcheck convert) before serving", prefix)
 
 
 # =============================================================================================

@@ -1,0 +1,148 @@
+"""Helpers for tests/test_check_rules.py: build broken drafters from clean ones, run `check`.
+
+Checkpoints are edited at the byte level (safetensors headers read with weightcheck's own strict
+reader, tensors re-written with weightcheck.safetensors_writer), so a test states exactly which
+name, shape, dtype or value it breaks and nothing else changes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import shutil
+import struct
+
+from conftest import PRODUCERS, run_cli
+from weightcheck.safetensors_header import read_local_header
+from weightcheck.safetensors_writer import OutTensor, write_file
+
+TARGET = PRODUCERS / "target-llama"
+
+
+# ---------------------------------------------------------------------------------------------
+# reading and writing checkpoints
+def read_tensors(path) -> list[OutTensor]:
+    """Every tensor of a .safetensors file (or a folder's model.safetensors), bytes in memory."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        path = path / "model.safetensors"
+    h = read_local_header(str(path))
+    raw = path.read_bytes()
+    return [OutTensor(t.name, t.dtype, tuple(t.shape),
+                      raw[h.data_start + t.begin:h.data_start + t.end])
+            for t in h.tensors.values()]
+
+
+def tensor_map(path) -> dict[str, OutTensor]:
+    return {t.name: t for t in read_tensors(path)}
+
+
+def read_config(folder) -> dict:
+    return json.loads((pathlib.Path(folder) / "config.json").read_text())
+
+
+def write_checkpoint(folder, cfg: dict | None, tensors, metadata=None) -> pathlib.Path:
+    """config.json (unless cfg is None) + model.safetensors; returns the folder."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if cfg is not None:
+        (folder / "config.json").write_text(json.dumps(cfg, indent=2))
+    write_file(str(folder / "model.safetensors"), list(tensors),
+               {"format": "pt"} if metadata is None else metadata)
+    return folder
+
+
+def edit(src, out, cfg=None, tensors=None, drop=(), rename=None, add=()) -> pathlib.Path:
+    """A copy of checkpoint folder ``src`` at ``out`` with edits:
+
+    cfg(dict) -> dict|None   edits the config in place or returns a new one
+    tensors(dict name->OutTensor) edits tensors in place
+    drop: names to leave out; rename: {old: new}; add: extra OutTensors (appended)
+    """
+    src = pathlib.Path(src)
+    config = read_config(src) if (src / "config.json").exists() else None
+    if cfg is not None:
+        new = cfg(config)
+        if isinstance(new, dict):
+            config = new
+    tmap = tensor_map(src)
+    if tensors is not None:
+        tensors(tmap)
+    out_tensors = []
+    for name, t in tmap.items():
+        if name in drop:
+            continue
+        if rename and name in rename:
+            t = OutTensor(rename[name], t.dtype, t.shape, t.data)
+        out_tensors.append(t)
+    out_tensors.extend(add)
+    return write_checkpoint(out, config, out_tensors)
+
+
+def copy_fixture(name: str, out) -> pathlib.Path:
+    out = pathlib.Path(out)
+    shutil.copytree(PRODUCERS / name, out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor bytes
+def bf16_bytes(values) -> bytes:
+    """bf16 little-endian: the high half of each float32 (exact for the values the tests use)."""
+    return b"".join(struct.pack("<f", float(v))[2:] for v in values)
+
+
+def f32_bytes(values) -> bytes:
+    return struct.pack(f"<{len(values)}f", *map(float, values))
+
+
+def const_bytes(dtype: str, value: float, n: int) -> bytes:
+    one = bf16_bytes([value]) if dtype == "BF16" else f32_bytes([value])
+    assert dtype in ("BF16", "F32"), dtype
+    return one * n
+
+
+def i64_bytes(values) -> bytes:
+    return struct.pack(f"<{len(values)}q", *values)
+
+
+def i64_values(raw: bytes) -> list[int]:
+    return list(struct.unpack(f"<{len(raw) // 8}q", raw))
+
+
+def numel(shape) -> int:
+    return math.prod(shape)
+
+
+def with_value(t: OutTensor, value: float, at: int | None = None) -> OutTensor:
+    """A copy of ``t`` whose every element (or only element ``at``) is ``value``."""
+    size = {"BF16": 2, "F32": 4}[t.dtype]
+    if at is None:
+        return OutTensor(t.name, t.dtype, t.shape, const_bytes(t.dtype, value, numel(t.shape)))
+    data = bytearray(t.data)
+    data[at * size:(at + 1) * size] = const_bytes(t.dtype, value, 1)
+    return OutTensor(t.name, t.dtype, t.shape, bytes(data))
+
+
+# ---------------------------------------------------------------------------------------------
+# running check
+def check(src, *args) -> tuple[int, dict]:
+    """``weightcheck check SRC ARGS --json`` in-process: (exit code, report)."""
+    r = run_cli("check", src, *args, "--json")
+    assert r.exit_code in (0, 1), r
+    rep = json.loads(r.stdout)
+    assert rep["ok"] == (r.exit_code == 0), rep
+    return r.exit_code, rep
+
+
+def by_code(report: dict, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["code"] == code]
+
+
+def codes(report: dict) -> set[str]:
+    return {f["code"] for f in report["findings"]}
+
+
+def mentions(f: dict, text: str) -> bool:
+    """The finding names ``text`` as its subject or in its message."""
+    return f.get("subject") == text or text in (f.get("subject") or "") or text in f["message"]

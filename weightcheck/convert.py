@@ -1,0 +1,742 @@
+"""``weightcheck convert SRC OUT --to sglang|vllm|speculators``: engine-ready checkpoints.
+
+load -> normalize -> :func:`plan` (every output tensor: name, shard, dtype, where its bytes come
+from; the output config) -> :func:`write` (temporary folder beside OUT, verified, renamed into
+place) -> render.
+
+* Tensors that are only renamed are copied as byte ranges from the source files with
+  ``os.copy_file_range`` (kernel-side, no deserialization, no torch): memory stays flat.
+* Casts (``--dtype``) stream tensor by tensor, in chunks, with torch.
+* ``--embeddings from=TARGET`` / ``--lm-head-from TARGET`` read only the one tensor they need from
+  the target (Range reads for a Hub target).
+* Every output file is re-opened with the safetensors library (names, dtypes, shapes against the
+  plan) and every tensor's bytes re-read and checked against the source (or the produced bytes)
+  by digest before OUT appears. Interrupted (Ctrl-C, SIGTERM) -> the temporary folder is removed;
+  killed -> it is removed by the next run. SRC is never written to.
+
+The destination layouts are data: the ``[output]`` section of mappings/engines/<to>.toml.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import zlib
+from dataclasses import dataclass, field
+
+from weightcheck import __version__
+from weightcheck import config as config_mod
+from weightcheck import dialects, engine as engine_mod
+from weightcheck.drafter import Drafter
+from weightcheck.errors import UsageError, WeightcheckError
+from weightcheck.safetensors_header import DTYPE_BITS, read_local_header
+
+DESTINATIONS = ("sglang", "vllm", "speculators")
+CHUNK = 16 << 20
+TMP_MARK = ".weightcheck-tmp-"
+
+_DTYPE_ARG = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
+_CONFIG_NAME = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+# target model types whose aux-id convention we know (both engines' [[aux_layers.convention]])
+_LLAMA_DEFAULT = "llama"
+
+
+def parse_size(text: str) -> int:
+    """'5GB' -> 5e9, '500MB', '2GiB' -> 2*2**30, '1000' -> 1000 bytes (transformers' units)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise UsageError(None, f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or 2GiB")
+    num, unit = float(m.group(1)), (m.group(2) or "").upper()
+    scale = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+             "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6,
+             "G": 10**9, "T": 10**12}.get(unit)
+    if scale is None:
+        raise UsageError(None, f"--max-shard-size {text!r}: unknown unit {unit!r}")
+    return int(num * scale)
+
+
+@dataclass
+class Item:
+    """One output tensor and where its bytes come from."""
+
+    out_name: str
+    canonical: str
+    dtype: str
+    shape: tuple
+    kind: str  # copy | cast | embed-from-target | head-from-target | pickle
+    src_name: str | None = None  # name in the source (drafter or target)
+    src_dtype: str | None = None
+    shard: int = 0
+    digest: str | None = None  # expected digest of the output bytes (filled while writing)
+
+    @property
+    def nbytes(self) -> int:
+        n = DTYPE_BITS[self.dtype]
+        for d in self.shape:
+            n *= d
+        return n // 8
+
+
+@dataclass
+class Plan:
+    src: Drafter
+    to: str
+    out: str
+    items: list = field(default_factory=list)
+    shards: int = 1
+    config: dict = field(default_factory=dict)
+    config_changes: list = field(default_factory=list)  # human-readable lines
+    notes: list = field(default_factory=list)
+    target: object | None = None  # --target: the model the drafter serves (aux-id family)
+    embed_target: object | None = None  # --embeddings from=TARGET
+    head_target: object | None = None  # --lm-head-from TARGET
+    metadata: dict = field(default_factory=dict)
+
+    def shard_name(self, i: int) -> str:
+        return "model.safetensors" if self.shards == 1 else \
+            f"model-{i + 1:05d}-of-{self.shards:05d}.safetensors"
+
+
+# =============================================================================================
+# config
+LAYER_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings", "hidden_act",
+                "attention_bias", "mlp_bias", "rope_theta", "rope_scaling", "rope_parameters",
+                "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
+                "initializer_range", "attention_dropout", "num_hidden_layers")
+EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", "norm_before_fc", "fc_norm", "norm_output",
+                "norm_before_residual", "num_aux_hidden_states")
+SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version",
+                    "transformer_layer_config", "eagle_aux_hidden_state_layer_ids", "auto_map")
+
+
+def flat_view(raw: dict) -> dict:
+    """Any drafter config as one flat dict (a speculators transformer_layer_config lifted up)."""
+    out = {}
+    layer = raw.get("transformer_layer_config")
+    if isinstance(layer, dict):
+        out.update({k: v for k, v in layer.items() if k != "architectures"})
+    out.update({k: v for k, v in raw.items() if k not in SPECULATORS_ONLY})
+    return out
+
+
+def target_family(drafter: Drafter, target) -> tuple[str, str]:
+    """(model_type, how we know) of the target, for aux-id conventions."""
+    if target is not None and target.model_type:
+        return target.model_type, f"target {target.source.spec}"
+    known = set()
+    for e in ("sglang", "vllm"):
+        for c in engine_mod.load(e).get("aux_layers", {}).get("convention", []):
+            known.update(c.get("target_model_types", []))
+    mt = drafter.config.get("model_type")
+    if mt in known and mt != "llama":
+        return mt, f"the drafter config's model_type {mt!r}"
+    return _LLAMA_DEFAULT, "assumed (no --target; pass one to be sure)"
+
+
+def convention_of(d: Drafter) -> str:
+    """The engine whose aux-id convention a drafter's ids are written in (docs/engines.md)."""
+    if engine_mod.is_speculators_format(d.config) or d.dialect == "speculators":
+        return "vllm"
+    return "sglang"
+
+
+def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_layers) -> list:
+    """The ids that make ``dst_engine`` capture the same target layers ``src_engine`` captures."""
+    if ids is None or src_engine == dst_engine:
+        return ids
+    L = num_layers or (max(ids) + 2)
+    layers = _captured(ids, src_engine, model_type, L)
+    if layers is None:
+        raise WeightcheckError(None, f"no aux-id convention known for target model_type "
+                                     f"{model_type!r} in {src_engine}")
+    for delta in (1, -1, 0):
+        cand = [x + delta for x in layers]
+        if _captured(cand, dst_engine, model_type, L) == layers:
+            return cand
+    raise WeightcheckError(None, f"cannot express aux layers {layers} in {dst_engine}'s convention")
+
+
+def _captured(ids, eng: str, model_type: str, L: int):
+    from weightcheck import expr
+    data = engine_mod.load(eng)
+    version = engine_mod.newest(data)
+    for c in data.get("aux_layers", {}).get("convention", []):
+        if model_type not in c.get("target_model_types", []):
+            continue
+        if "versions" in c and version not in c["versions"]:
+            continue
+        return [int(expr.evaluate(c["captures_output_of"], {"k": k, "ids": ids, "L": L})) for k in ids]
+    if model_type != _LLAMA_DEFAULT:
+        return _captured(ids, eng, _LLAMA_DEFAULT, L)
+    return None
+
+
+def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
+    """The output config.json in the destination layout of mappings/engines/<to>.toml [output]."""
+    out_spec = engine_mod.load(plan.to)["output"]
+    src = plan.src
+    norm = config_mod.normalize(base)
+    flat = flat_view(base)
+    # drop every place aux ids could be; they are written back where the destination reads them
+    ec = dict(flat.get("eagle_config") or {})
+    ec.pop("eagle_aux_hidden_state_layer_ids", None)
+    flat.pop("eagle_aux_hidden_state_layer_ids", None)
+    ids = norm.get("aux_layer_ids")
+    src_conv = convention_of(src) if base is src.config else \
+        ("vllm" if engine_mod.is_speculators_format(base) else "sglang")
+    dst_conv = out_spec["aux_convention"]
+    model_type, how = target_family(src, plan.target)
+    L = plan.target.num_layers if plan.target is not None else None
+    new_ids = convert_ids(ids, src_conv, dst_conv, model_type, L)
+    if ids is not None and new_ids != ids:
+        plan.config_changes.append(
+            f"aux layer ids {ids} ({src_conv} convention) -> {new_ids} ({dst_conv} convention): the "
+            f"same target layers for a {model_type} target ({how}); docs/engines.md")
+    elif ids is None:
+        plan.notes.append("the source names no aux layer ids: the engine will capture its defaults")
+    # dtype
+    dtype_name = _CONFIG_NAME.get(out_dtype) if out_dtype else None
+    dtype_name = dtype_name or norm.get("dtype") or "bfloat16"
+    for k in ("dtype", "torch_dtype"):
+        flat.pop(k, None)
+    vd = norm.get("draft_vocab_size")
+    if out_spec["config_layout"] == "flat":
+        cfg = {k: v for k, v in flat.items()}
+        cfg["architectures"] = list(out_spec["architectures"])
+        cfg["draft_vocab_size"] = vd  # SGLang reads it as an attribute: absent fails
+        if norm.get("target_hidden_size") is not None and "target_hidden_size" in flat:
+            cfg["target_hidden_size"] = norm.get("target_hidden_size")
+        cfg.setdefault("model_type", "llama")
+        if flat.get("model_type") in (None, "eagle3"):
+            cfg["model_type"] = "llama"
+        if new_ids is not None:
+            for path in out_spec["aux_ids_paths"]:
+                if path.startswith("eagle_config."):
+                    ec[path.split(".", 1)[1]] = list(new_ids)
+                else:
+                    cfg[path] = list(new_ids)
+        ec.setdefault("use_aux_hidden_state", True)
+        cfg["eagle_config"] = ec
+        if plan.to != "vllm":
+            cfg.pop("norm_before_residual", None)  # refused above when true
+        elif norm.get("norm_before_residual") is not None:
+            cfg["norm_before_residual"] = norm.get("norm_before_residual")
+        cfg["dtype"] = dtype_name
+        cfg["torch_dtype"] = dtype_name  # speculators and transformers 4 read this spelling
+    else:  # speculators
+        layer = {k: flat[k] for k in LAYER_FIELDS if k in flat}
+        layer["model_type"] = "llama"
+        layer["architectures"] = ["LlamaForCausalLM"]
+        layer["num_hidden_layers"] = 1
+        layer["torch_dtype"] = dtype_name
+        verifier = {}
+        old = base.get("speculators_config") if isinstance(base.get("speculators_config"), dict) else {}
+        if isinstance(old.get("verifier"), dict):
+            verifier = dict(old["verifier"])
+        if plan.target is not None:
+            verifier = {"name_or_path": plan.target.source.spec,
+                        "architectures": plan.target.architectures}
+        verifier.setdefault("name_or_path", None)
+        verifier.setdefault("architectures", [])
+        cfg = {
+            "architectures": list(out_spec["architectures"]),
+            "speculators_model_type": "eagle3",
+            "speculators_version": base.get("speculators_version", "0.9.0"),
+            "transformer_layer_config": layer,
+            "draft_vocab_size": vd,
+            "norm_before_residual": bool(norm.get("norm_before_residual") or False),
+            "norm_before_fc": bool(norm.get("norm_before_fc") or False),
+            "fc_norm": bool(norm.get("fc_norm") or False),
+            "norm_output": bool(norm.get("norm_output") or False),
+            "target_hidden_size": norm.get("target_hidden_size"),
+            "eagle_aux_hidden_state_layer_ids": list(new_ids) if new_ids is not None else None,
+            "speculators_config": old or {
+                "algorithm": "eagle3",
+                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3,
+                                      "verifier_accept_k": 1, "accept_tolerance": 0.0}],
+                "default_proposal_method": "greedy",
+                "verifier": verifier},
+            "dtype": dtype_name,
+            "torch_dtype": dtype_name,
+        }
+        if old:
+            cfg["speculators_config"] = dict(old, verifier=verifier)
+        if norm.get("norm_before_residual") is None:
+            plan.config_changes.append("norm_before_residual written as false explicitly (vLLM "
+                                       "assumes true for speculators configs that omit it)")
+    # what changed, for --dry-run and the model card
+    before = config_mod.normalize(src.config)
+    after = config_mod.normalize(cfg)
+    for spec in config_mod.field_specs():
+        a, b = before.get(spec.name), after.get(spec.name)
+        if a != b and spec.name != "aux_layer_ids":
+            plan.config_changes.append(f"{spec.name}: {a!r} -> {b!r}")
+    return cfg
+
+
+# =============================================================================================
+# planning
+def plan(src: Drafter, to: str, out: str, dtype: str | None = None, embeddings: str = "keep",
+         lm_head_from=None, config_from: Drafter | None = None, max_shard_size: int = 5 * 10**9,
+         target=None, embed_target=None) -> Plan:
+    if to not in DESTINATIONS:
+        raise UsageError(None, f"--to {to!r}: choose {', '.join(DESTINATIONS)}")
+    p = Plan(src=src, to=to, out=out, target=target, embed_target=embed_target,
+             head_target=lm_head_from)
+    out_spec = engine_mod.load(to)["output"]
+    if src.naming.unknown:
+        raise WeightcheckError(src.source.spec, f"{len(src.naming.unknown)} tensor name(s) no dialect "
+                                                f"explains (first: {src.naming.unknown[0]}): add a "
+                                                "dialect file with --mapping")
+    if src.naming.duplicates:
+        c, names = next(iter(src.naming.duplicates.items()))
+        raise WeightcheckError(src.source.spec, f"{c} is given twice ({', '.join(names)})")
+    if src.looks_like_target:
+        raise WeightcheckError(src.source.spec, f"looks like a target model, not a drafter: "
+                                                f"{src.looks_like_target}")
+    base = src.config
+    if config_from is not None:
+        from weightcheck import compare as compare_mod
+        c = compare_mod.compare(src, config_from, values=False, progress=False)
+        if compare_mod.verdict(c) == "incompatible":
+            raise WeightcheckError(config_from.source.spec,
+                                   "--config-from refused: compare says incompatible: "
+                                   + "; ".join(c.reasons))
+        base = config_from.config
+        p.notes.append(f"config from {config_from.source.spec} (compare: {compare_mod.verdict(c)})")
+    if not base:
+        raise WeightcheckError(src.source.spec, "no config.json: nothing to build the output config "
+                                                "from (pass --config-from REF)")
+    norm = config_mod.normalize(base)
+    for r in out_spec.get("refuse", []):
+        if engine_mod.evaluate_when(r["when"], {k: v for k, v in norm.values.items()}, base):
+            raise WeightcheckError(src.source.spec, f"cannot convert to {to}: {r['why']}")
+    out_dtype = _DTYPE_ARG[dtype] if dtype else None
+    names_dialect = dialects.by_name(out_spec["names_dialect"])
+    canon = src.by_canonical()
+
+    for c, t in sorted(canon.items()):
+        if c == "embed_tokens.weight" and embeddings != "keep":
+            continue
+        if c == "t2d" and "t2d" not in out_spec.get("keep", []):
+            continue
+        d = t.dtype
+        kind = "copy"
+        if src.source.files[t.file].format == "pickle":
+            kind = "pickle"
+        if out_dtype and d in ("BF16", "F16", "F32", "F64") and d != out_dtype:
+            kind, d = "cast", out_dtype
+        p.items.append(Item(names_dialect.from_canonical(c), c, d, tuple(t.shape), kind, t.name, t.dtype))
+
+    H = norm.get("hidden_size")
+    if embeddings.startswith("from="):
+        et = embed_target
+        if et is None or et.embed is None:
+            raise WeightcheckError(embeddings[5:], "target has no embedding tensor to take")
+        if H and et.embed.shape[1] != H:
+            raise WeightcheckError(embeddings[5:], f"the target's embedding {list(et.embed.shape)} "
+                                                   f"is not {H} wide")
+        d = out_dtype or et.embed.dtype
+        p.items.append(Item(names_dialect.from_canonical("embed_tokens.weight"), "embed_tokens.weight",
+                            d, tuple(et.embed.shape), "embed-from-target", et.embed.name, et.embed.dtype))
+        p.notes.append(f"embed_tokens.weight taken from {et.source.spec} ({et.embed.name})")
+    elif embeddings == "drop" and "embed_tokens.weight" in canon:
+        p.notes.append("embed_tokens.weight dropped (the engines use the target's embedding)")
+    if lm_head_from is not None:
+        if "lm_head.weight" in canon:
+            raise WeightcheckError(src.source.spec, "--lm-head-from: the drafter already has an lm_head")
+        head = lm_head_from.lm_head or (lm_head_from.embed if lm_head_from.config.get("tie_word_embeddings") else None)
+        if head is None:
+            raise WeightcheckError(lm_head_from.source.spec, "target has no lm_head to gather rows from")
+        vd = norm.get("draft_vocab_size")
+        d = out_dtype or head.dtype
+        p.items.append(Item(names_dialect.from_canonical("lm_head.weight"), "lm_head.weight", d,
+                            (vd, head.shape[1]), "head-from-target", head.name, head.dtype))
+        p.notes.append(f"lm_head.weight gathered from {lm_head_from.source.spec} ({head.name}) at the "
+                       f"d2t target ids: [{vd}, {head.shape[1]}]")
+    # shards: greedy in canonical order, like transformers' shard_checkpoint
+    size, shard = 0, 0
+    for it in p.items:
+        if size and size + it.nbytes > max_shard_size:
+            shard, size = shard + 1, 0
+        it.shard = shard
+        size += it.nbytes
+    p.shards = shard + 1
+    p.config = build_config(p, base, out_dtype)
+    s = src.source
+    p.metadata = {"format": "pt", "weightcheck_version": __version__,
+                  "weightcheck_source": s.location if s.kind != "hub" else s.spec.split("@")[0],
+                  "weightcheck_source_revision": s.commit or "",
+                  "weightcheck_converted_to": to}
+    return p
+
+
+# =============================================================================================
+# writing
+class _Interrupted(Exception):
+    pass
+
+
+def _tmp_dir(out: str) -> str:
+    parent, name = os.path.split(os.path.abspath(out))
+    return os.path.join(parent, f".{name}{TMP_MARK}{os.getpid()}")
+
+
+def clean_stale(out: str) -> list[str]:
+    """Remove temporary folders a killed run left beside OUT (their process is gone)."""
+    parent, name = os.path.split(os.path.abspath(out))
+    removed = []
+    prefix = f".{name}{TMP_MARK}"
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.startswith(prefix):
+            continue
+        pid = e[len(prefix):].split(".")[0]
+        alive = False
+        if pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+                alive = int(pid) != os.getpid()
+            except (ProcessLookupError, PermissionError):
+                alive = False
+        if not alive:
+            shutil.rmtree(os.path.join(parent, e), ignore_errors=True)
+            removed.append(e)
+    return removed
+
+
+def check_paths(src: Drafter, out: str, force: bool) -> None:
+    out_abs = os.path.realpath(os.path.abspath(out))
+    s = src.source
+    if s.kind != "hub":
+        root = s.location if s.kind == "folder" else os.path.dirname(s.location)
+        root = os.path.realpath(root)
+        if out_abs == root or os.path.commonpath([out_abs, root]) == root:
+            raise UsageError(out, f"OUT is {'SRC' if out_abs == root else 'inside SRC'} ({root}): "
+                                  "refused, the source is never written to")
+        for f in s.files.values():
+            if f.local_path and os.path.realpath(f.local_path) == out_abs:
+                raise UsageError(out, "OUT is a file of SRC: refused")
+    if os.path.lexists(out) and not force:
+        raise UsageError(out, "exists: pass --force to replace it")
+    parent = os.path.dirname(out_abs) or "."
+    if not os.path.isdir(parent):
+        raise UsageError(out, f"parent folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(out, f"cannot write in {parent} (permission denied)")
+
+
+def _digest_ranges(path: str, begin: int, end: int, crc: int = 0) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = begin
+        while pos < end:
+            n = min(CHUNK, end - pos)
+            buf = os.pread(fd, n, pos)
+            if len(buf) != n:
+                raise WeightcheckError(path, "file ends early")
+            crc = zlib.crc32(buf, crc)
+            pos += n
+        return crc
+    finally:
+        os.close(fd)
+
+
+def _copy_range(src_path: str, src_off: int, n: int, out_fd: int, out_off: int) -> None:
+    fd = os.open(src_path, os.O_RDONLY)
+    try:
+        done = 0
+        use_cfr = hasattr(os, "copy_file_range")
+        while done < n:
+            if use_cfr:
+                try:
+                    k = os.copy_file_range(fd, out_fd, n - done, src_off + done, out_off + done)
+                except OSError:
+                    use_cfr = False
+                    continue
+                if k == 0:
+                    raise WeightcheckError(src_path, "source ended inside a tensor")
+            else:
+                buf = os.pread(fd, min(CHUNK, n - done), src_off + done)
+                if not buf:
+                    raise WeightcheckError(src_path, "source ended inside a tensor")
+                k = os.pwrite(out_fd, buf, out_off + done)
+            done += k
+    finally:
+        os.close(fd)
+
+
+def _produce(plan: Plan, it: Item, write) -> None:
+    """Stream the bytes of a non-copy item to ``write``."""
+    from weightcheck.tensor_io import iter_chunks, read_small, torch_tensor_bytes  # noqa: F401
+
+    if it.kind in ("cast", "pickle"):
+        import torch
+        from weightcheck.compare import _ITEMSIZE, _TORCH
+        isz = _ITEMSIZE[it.src_dtype]
+        src_t = getattr(torch, _TORCH[it.src_dtype])
+        dst_t = getattr(torch, _TORCH[it.dtype])
+        for chunk in iter_chunks(plan.src.source, it.src_name, CHUNK // isz * isz, isz):
+            x = torch.frombuffer(bytearray(chunk), dtype=src_t)
+            write(torch_tensor_bytes(x.to(dst_t)) if dst_t != src_t else chunk)
+        return
+    if it.kind == "embed-from-target":
+        tgt = plan.embed_target
+        rec = tgt.embed
+        isz = DTYPE_BITS[rec.dtype] // 8
+        for a in range(0, rec.nbytes, CHUNK // isz * isz):
+            chunk = _read_tensor_range(tgt.source, rec, a, min(rec.nbytes, a + CHUNK // isz * isz))
+            write(_cast_bytes(chunk, it.src_dtype, it.dtype) if it.src_dtype != it.dtype else chunk)
+        return
+    if it.kind == "head-from-target":
+        tgt = plan.head_target
+        rec = tgt.lm_head or tgt.embed
+        row = rec.nbytes // rec.shape[0]
+        raw = read_small(plan.src.source, plan.src.by_canonical()["d2t"].name) \
+            if "d2t" in plan.src.by_canonical() else None
+        import struct
+        vd = it.shape[0]
+        d2t = list(struct.unpack(f"<{vd}q", raw)) if raw else [0] * vd
+        ids = [i + d2t[i] for i in range(vd)]
+        if any(not 0 <= x < rec.shape[0] for x in ids):
+            raise WeightcheckError(tgt.source.spec, "d2t maps outside the target's lm_head rows")
+        # stream the target head once, in chunks, and pick the rows (Range reads for a Hub target)
+        wanted = {}
+        for pos, tid in enumerate(ids):
+            wanted.setdefault(tid, []).append(pos)
+        rows_out: dict[int, bytes] = {}
+        per = max(1, CHUNK // row)
+        for start in range(0, rec.shape[0], per):
+            stop = min(rec.shape[0], start + per)
+            if not any(start <= t < stop for t in wanted):
+                continue
+            data = _read_tensor_range(tgt.source, rec, start * row, stop * row)
+            for t in range(start, stop):
+                for pos in wanted.get(t, ()):
+                    rows_out[pos] = data[(t - start) * row:(t - start + 1) * row]
+        for pos in range(vd):
+            b = rows_out[pos]
+            write(_cast_bytes(b, it.src_dtype, it.dtype) if it.src_dtype != it.dtype else b)
+        return
+    raise AssertionError(it.kind)
+
+
+def _read_tensor_range(src, rec, a: int, b: int) -> bytes:
+    wf = src.files[rec.file]
+    if src.kind == "hub" and wf.local_path is None:
+        data, _ = src.hub.read_range(rec.file, rec.begin + a, rec.begin + b)
+        return data
+    fd = os.open(src.local_path(rec.file), os.O_RDONLY)
+    try:
+        return os.pread(fd, b - a, rec.begin + a)
+    finally:
+        os.close(fd)
+
+
+def _cast_bytes(chunk: bytes, src_dtype: str, dst_dtype: str) -> bytes:
+    import torch
+    from weightcheck.compare import _TORCH
+    from weightcheck.tensor_io import torch_tensor_bytes
+    x = torch.frombuffer(bytearray(chunk), dtype=getattr(torch, _TORCH[src_dtype]))
+    return torch_tensor_bytes(x.to(getattr(torch, _TORCH[dst_dtype])))
+
+
+def write(plan: Plan, force: bool = False, progress=None) -> dict:
+    """Write, verify, publish. Returns a summary dict."""
+    out = os.path.abspath(plan.out)
+    clean_stale(out)
+    tmp = _tmp_dir(out)
+    os.makedirs(tmp)
+    old_handlers = {}
+
+    def on_signal(signum, frame):
+        raise _Interrupted(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            old_handlers[sig] = signal.signal(sig, on_signal)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        files = _write_shards(plan, tmp, progress)
+        verify(plan, tmp)
+        _write_config_and_card(plan, tmp, files)
+        _publish(tmp, out, force)
+        return {"out": out, "files": files, "tensors": len(plan.items),
+                "bytes": sum(it.nbytes for it in plan.items)}
+    except _Interrupted as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WeightcheckError(plan.out, f"interrupted by signal {e.args[0]}: nothing written") from None
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WeightcheckError(plan.out, f"cannot write: {e.strerror or e}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        for sig, h in old_handlers.items():
+            signal.signal(sig, h)
+
+
+def _write_shards(plan: Plan, tmp: str, progress) -> list:
+    from weightcheck.safetensors_writer import OutTensor, header_bytes
+
+    files = []
+    weight_map = {}
+    total = 0
+    for shard in range(plan.shards):
+        items = [it for it in plan.items if it.shard == shard]
+        name = plan.shard_name(shard)
+        path = os.path.join(tmp, name)
+        head = header_bytes([OutTensor(it.out_name, it.dtype, it.shape, b"") for it in items],
+                            plan.metadata)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, head)
+            off = len(head)
+            for it in items:
+                if it.kind == "copy":
+                    rec = plan.src.source.tensors[it.src_name]
+                    spath = plan.src.source.local_path(rec.file)
+                    _copy_range(spath, rec.begin, it.nbytes, fd, off)
+                    it.digest = _digest_ranges(spath, rec.begin, rec.end)
+                else:
+                    crc = [0]
+                    pos = [off]
+
+                    def w(chunk, _fd=fd, _crc=crc, _pos=pos):
+                        view = memoryview(chunk)
+                        while view:
+                            k = os.pwrite(_fd, view, _pos[0])
+                            _pos[0] += k
+                            view = view[k:]
+                        _crc[0] = zlib.crc32(chunk, _crc[0])
+                    _produce(plan, it, w)
+                    if pos[0] - off != it.nbytes:
+                        raise WeightcheckError(it.src_name, f"produced {pos[0] - off} bytes for "
+                                                            f"{it.out_name}, expected {it.nbytes}")
+                    it.digest = crc[0]
+                off += it.nbytes
+                weight_map[it.out_name] = name
+                if progress:
+                    progress(it.nbytes)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        total += off
+        files.append(name)
+    if plan.shards > 1:
+        index = {"metadata": {"total_size": sum(it.nbytes for it in plan.items)},
+                 "weight_map": dict(sorted(weight_map.items()))}
+        with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
+            json.dump(index, f, indent=2)
+            f.write("\n")
+        files.append("model.safetensors.index.json")
+    return files
+
+
+def verify(plan: Plan, tmp: str) -> None:
+    """Re-open every shard with the safetensors library and our strict parser, and re-read every
+    tensor's bytes against the digest of its source (or of the bytes we produced)."""
+    try:
+        from safetensors import safe_open
+        import numpy  # noqa: F401  (the library's numpy framework reads headers without torch)
+        framework = "numpy"
+    except ImportError:
+        safe_open, framework = None, None
+    for shard in range(plan.shards):
+        name = plan.shard_name(shard)
+        path = os.path.join(tmp, name)
+        items = {it.out_name: it for it in plan.items if it.shard == shard}
+        if safe_open is not None:
+            with safe_open(path, framework=framework) as f:
+                keys = set(f.keys())
+                if keys != set(items):
+                    raise WeightcheckError(path, f"verification failed: the safetensors library reads "
+                                                 f"{sorted(keys ^ set(items))[:3]} differently")
+                for k in keys:
+                    sl = f.get_slice(k)
+                    if tuple(sl.get_shape()) != tuple(items[k].shape) or sl.get_dtype() != items[k].dtype:
+                        raise WeightcheckError(path, f"verification failed: {k} reads back as "
+                                                     f"{sl.get_dtype()} {sl.get_shape()}")
+                if (f.metadata() or {}).get("format") != "pt":
+                    raise WeightcheckError(path, "verification failed: __metadata__ format is not pt")
+        header = read_local_header(path)
+        for k, it in items.items():
+            t = header.tensors[k]
+            got = _digest_ranges(path, header.data_start + t.begin, header.data_start + t.end)
+            if got != it.digest:
+                raise WeightcheckError(path, f"verification failed: {k} differs from its source")
+
+
+def _write_config_and_card(plan: Plan, tmp: str, files: list) -> None:
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(plan.config, f, indent=2)
+        f.write("\n")
+    s = plan.src.source
+    rev = f" at revision `{s.commit}`" if s.commit else ""
+    lines = [
+        f"# EAGLE-3 drafter for {plan.to}",
+        "",
+        f"Converted by weightcheck {__version__} from `{s.spec}`{rev} "
+        f"({plan.src.dialect} dialect, {s.layout}) to the {plan.to} layout "
+        f"(mappings/engines/{plan.to}.toml).",
+        "",
+        f"- tensors: {len(plan.items)} in {len(files) - (1 if plan.shards > 1 else 0)} file(s), "
+        f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against its source",
+        f"- renamed only: {sum(1 for it in plan.items if it.kind == 'copy')}; cast: "
+        f"{sum(1 for it in plan.items if it.kind == 'cast')}; taken from a target: "
+        f"{sum(1 for it in plan.items if it.kind.endswith('from-target'))}",
+    ]
+    for c in plan.config_changes:
+        lines.append(f"- config: {c}")
+    for n in plan.notes:
+        lines.append(f"- {n}")
+    with open(os.path.join(tmp, "README.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _publish(tmp: str, out: str, force: bool) -> None:
+    if os.path.lexists(out):
+        if not force:
+            raise UsageError(out, "exists: pass --force to replace it")
+        aside = f"{out}{TMP_MARK}old-{os.getpid()}"
+        os.rename(out, aside)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            os.rename(aside, out)
+            raise
+        if os.path.isdir(aside) and not os.path.islink(aside):
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.unlink(aside)
+    else:
+        try:
+            os.rename(tmp, out)
+        except OSError as e:
+            if os.path.lexists(out):  # another convert won the race
+                raise UsageError(out, "exists (another process wrote it first)") from None
+            raise e
+
+
+def plan_report(p: Plan) -> dict:
+    return {
+        "schema": "weightcheck.convert/1",
+        "source": p.src.source.spec, "source_dialect": p.src.dialect, "to": p.to, "out": p.out,
+        "shards": [p.shard_name(i) for i in range(p.shards)],
+        "tensors": [{"source": it.src_name, "canonical": it.canonical, "output": it.out_name,
+                     "shard": p.shard_name(it.shard), "dtype": it.dtype,
+                     "source_dtype": it.src_dtype, "shape": list(it.shape), "how": it.kind,
+                     "bytes": it.nbytes} for it in p.items],
+        "config_changes": p.config_changes,
+        "notes": p.notes,
+        "config": p.config,
+    }
