@@ -238,45 +238,57 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
 
 
 def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
-    """Sampled rows of the drafter's lm_head equal the target's lm_head rows at the d2t ids."""
-    from weightcheck.tensor_io import read_small
+    """Sampled rows of the drafter's lm_head equal the target's lm_head rows at the d2t ids
+    (compared as values when the dtypes differ: ModelOpt writes an fp32 copy of a bf16 head)."""
+    from weightcheck.compare import _TORCH
 
     t = ctx.target
     head = ctx.tensor("lm_head.weight")
-    if t is None or t.lm_head is None or head is None or head.dtype != t.lm_head.dtype:
+    if t is None or t.lm_head is None or head is None:
         return False
     if len(head.shape) != 2 or len(t.lm_head.shape) != 2 or head.shape[1] != t.lm_head.shape[1]:
+        return False
+    same_dtype = head.dtype == t.lm_head.dtype
+    if not same_dtype and (head.dtype not in _TORCH or t.lm_head.dtype not in _TORCH):
         return False
     d2t, _ = ctx.vocab_maps()
     rows = head.shape[0]
     row_bytes = head.nbytes // rows if rows else 0
-    if not rows or not row_bytes:
+    their_rows = t.lm_head.shape[0]
+    their_row_bytes = t.lm_head.nbytes // their_rows if their_rows else 0
+    if not rows or not row_bytes or not their_row_bytes:
         return False
-    from weightcheck.sources import TensorRecord
     step = max(1, rows // samples)
     for i in range(0, rows, step):
-        tid = i + (d2t[i] if d2t else 0)
-        if not 0 <= tid < t.lm_head.shape[0]:
+        tid = i + (d2t[i] if d2t and i < len(d2t) else 0)
+        if not 0 <= tid < their_rows:
             return False
         mine = _row(ctx.d.source, head.name, i, row_bytes)
-        rec = t.lm_head
-        src = t.source
-        fake = f"__row_{rec.name}_{tid}"
-        src.tensors[fake] = TensorRecord(fake, rec.dtype, (rec.shape[1],), row_bytes, rec.file,
-                                         rec.begin + tid * row_bytes, rec.begin + (tid + 1) * row_bytes)
-        try:
-            theirs = read_small(src, fake)
-        finally:
-            del src.tensors[fake]
-        if mine != theirs:
+        theirs = _row(t.source, t.lm_head.name, tid, their_row_bytes)
+        if same_dtype:
+            if mine != theirs:
+                return False
+        elif not _values_equal(mine, head.dtype, theirs, t.lm_head.dtype):
             return False
     return True
+
+
+def _values_equal(a: bytes, da: str, b: bytes, db: str) -> bool:
+    import torch
+
+    from weightcheck.compare import _TORCH
+    x = torch.frombuffer(bytearray(a), dtype=getattr(torch, _TORCH[da])).to(torch.float64)
+    y = torch.frombuffer(bytearray(b), dtype=getattr(torch, _TORCH[db])).to(torch.float64)
+    return x.shape == y.shape and bool(torch.equal(x, y))
 
 
 def _row(src, name, i, row_bytes) -> bytes:
     from weightcheck.sources import TensorRecord
     from weightcheck.tensor_io import read_small
     rec = src.tensors[name]
+    if rec.begin is None:  # a pickled tensor (training_state.pt) has no byte range: ask torch
+        from weightcheck.tensor_io import _pickle_tensors, torch_tensor_bytes
+        return torch_tensor_bytes(_pickle_tensors(src, rec.file)[name][i])
     fake = f"__row_{name}_{i}"
     src.tensors[fake] = TensorRecord(fake, rec.dtype, (row_bytes,), row_bytes, rec.file,
                                      rec.begin + i * row_bytes, rec.begin + (i + 1) * row_bytes)

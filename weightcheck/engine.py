@@ -183,6 +183,8 @@ def _expand(param: str, n: int) -> list[str]:
 
 
 def view(drafter, engine: str, version: str | None = None) -> EngineView:
+    if engine not in ENGINES:  # load() also knows the `speculators` output layout: not an engine
+        raise WeightcheckError(None, f"unknown engine {engine!r}: choose {', '.join(ENGINES)}")
     data = load(engine)
     version = version or newest(data)
     raw = drafter.config or {}

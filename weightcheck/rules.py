@@ -599,7 +599,11 @@ def training_shapes(ctx):
       needs="training")
 def training_reinit(ctx):
     for c in ctx.cache.get("training_reinit", ()):
-        yield ctx.f("WC902", f"{c}: not in SRC; training would initialize it from scratch", c)
+        if c == "embed_tokens.weight":
+            yield ctx.f("WC902", f"{c}: not in SRC; SpecForge takes the target's embedding (and "
+                                 "freezes it), others initialize it", c)
+        else:
+            yield ctx.f("WC902", f"{c}: not in SRC; training would initialize it from scratch", c)
 
 
 @rule("WC903", "training-ignored", "warning",
