@@ -175,7 +175,12 @@ def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True)
         if p.a.dtype != p.b.dtype:
             c.strict_failures.append(f"{p.canonical}: dtype {p.a.dtype} in A, {p.b.dtype} in B")
 
-    diffs = config_differences(a, b)
+    if a.source.config is None or b.source.config is None:
+        diffs = []
+        c.notes.append("config not compared: " + " and ".join(
+            f"{label} has no config.json" for label, d in (("A", a), ("B", b)) if d.source.config is None))
+    else:
+        diffs = config_differences(a, b)
     for dif in diffs:
         if dif["category"] == "architecture":
             c.reasons.append(f"config {dif['field']}: {dif['a']!r} in A, {dif['b']!r} in B")

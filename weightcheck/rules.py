@@ -232,7 +232,10 @@ def dtype_mixed(ctx):
             kinds.setdefault(t.dtype, []).append(t.name)
     if len(kinds) > 1:
         desc = ", ".join(f"{k} ({len(v)})" for k, v in sorted(kinds.items()))
-        yield ctx.f("WC208", f"weights in several dtypes: {desc}", None)
+        major = max(sorted(kinds), key=lambda k: len(kinds[k]))
+        odd = [n for k, v in sorted(kinds.items()) if k != major for n in v]
+        names = ", ".join(odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
+        yield ctx.f("WC208", f"weights in several dtypes: {desc}; not {major}: {names}", odd[0])
 
 
 @rule("WC209", "dtype-vs-config", "warning",
