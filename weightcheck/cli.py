@@ -237,7 +237,7 @@ def convert(src, out, to, config_from, dtype, embeddings, lm_head_from, target, 
     bar = None
     total = sum(it.nbytes for it in p.items)
     if total > (256 << 20) and not as_json and sys.stderr.isatty():
-        from tqdm.auto import tqdm
+        from huggingface_hub.utils import tqdm  # huggingface_hub's own tqdm: no new dependency
         bar = tqdm(total=total, unit="B", unit_scale=True, desc="convert", leave=False)
     try:
         summary = convert_mod.write(p, force=force, progress=bar.update if bar else None)

@@ -106,7 +106,13 @@ def _bytes_equal(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
 
 
 def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
-    """max |a-b|, ‖a-b‖/‖a‖, cosine and byte equality, streamed in bounded chunks (torch)."""
+    """max |a-b|, ‖a-b‖/‖a‖, cosine and byte equality, streamed in bounded chunks (torch).
+
+    Each chunk is converted once per side to float64 and reduced with dot products; the
+    finiteness mask is only computed for a chunk whose sums come out non-finite."""
+    import math
+    import warnings
+
     import torch
 
     from weightcheck.tensor_io import iter_chunks
@@ -124,19 +130,30 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
                       iter_chunks(b.source, tb.name, n * isb, isb)):
         if bytes_eq and ca != cb:
             bytes_eq = False
-        xa = torch.frombuffer(bytearray(ca), dtype=da).to(torch.float32) if ca else torch.zeros(0)
-        xb = torch.frombuffer(bytearray(cb), dtype=db).to(torch.float32) if cb else torch.zeros(0)
-        fin = torch.isfinite(xa) & torch.isfinite(xb)
-        nonfinite += int((~fin).sum())
-        if not bool(fin.all()):
-            xa, xb = xa[fin], xb[fin]
+        if not ca:
+            continue
+        with warnings.catch_warnings():  # read-only buffers: we never write to these views
+            warnings.simplefilter("ignore")
+            xa = torch.frombuffer(ca, dtype=da)
+            xb = torch.frombuffer(cb, dtype=db)
+        xa = xa.to(torch.float64)
+        xb = xb.to(torch.float64)
         d = xa - xb
+        c_dd, c_aa, c_bb, c_ab = (float(torch.dot(d, d)), float(torch.dot(xa, xa)),
+                                  float(torch.dot(xb, xb)), float(torch.dot(xa, xb)))
+        if not math.isfinite(c_dd + c_aa + c_bb + c_ab):
+            fin = torch.isfinite(xa) & torch.isfinite(xb)
+            nonfinite += int((~fin).sum())
+            xa, xb = xa[fin], xb[fin]
+            d = xa - xb
+            c_dd, c_aa, c_bb, c_ab = (float(torch.dot(d, d)), float(torch.dot(xa, xa)),
+                                      float(torch.dot(xb, xb)), float(torch.dot(xa, xb)))
         if d.numel():
             max_abs = max(max_abs, float(d.abs().max()))
-        sdd += float(torch.sum(d.double() * d.double()))
-        saa += float(torch.sum(xa.double() * xa.double()))
-        sbb += float(torch.sum(xb.double() * xb.double()))
-        sab += float(torch.sum(xa.double() * xb.double()))
+        sdd += c_dd
+        saa += c_aa
+        sbb += c_bb
+        sab += c_ab
     rel = (sdd ** 0.5) / (saa ** 0.5) if saa > 0 else (0.0 if sdd == 0 else float("inf"))
     cos = sab / ((saa * sbb) ** 0.5) if saa > 0 and sbb > 0 else (1.0 if saa == sbb == 0 else 0.0)
     out = {"max_abs_diff": max_abs, "rel_l2": rel, "cosine": cos, "bytes_equal": bytes_eq}
@@ -194,7 +211,7 @@ def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True)
     bar = None
     total = sum(p.a.nbytes + p.b.nbytes for p in paired)
     if (values or both_local) and progress and total > (256 << 20):
-        from tqdm.auto import tqdm
+        from huggingface_hub.utils import tqdm  # huggingface_hub's own tqdm: no new dependency
         bar = tqdm(total=total, unit="B", unit_scale=True, desc="compare", leave=False)
     for p in paired:
         if _same_lfs_place(a, b, p.a, p.b):

@@ -106,7 +106,8 @@ LAYER_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_
                 "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings", "hidden_act",
                 "attention_bias", "mlp_bias", "rope_theta", "rope_scaling", "rope_parameters",
                 "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
-                "initializer_range", "attention_dropout", "num_hidden_layers")
+                "initializer_range", "attention_dropout", "num_hidden_layers",
+                "layer_types", "sliding_window", "use_sliding_window")  # attention the layer was trained with
 EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", "norm_before_fc", "fc_norm", "norm_output",
                 "norm_before_residual", "num_aux_hidden_states")
 SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version",
@@ -141,7 +142,17 @@ def convention_of(d: Drafter) -> str:
     """The engine whose aux-id convention a drafter's ids are written in (docs/engines.md)."""
     if engine_mod.is_speculators_format(d.config) or d.dialect == "speculators":
         return "vllm"
+    if _top_level_ids_only(d.config):  # e.g. our own --to vllm output of a ModelOpt drafter
+        return "vllm"
     return "sglang"
+
+
+def _top_level_ids_only(cfg: dict) -> bool:
+    """Ids only at the top level: where vLLM-convention writers put them (speculators, --to vllm);
+    SGLang-convention producers (SpecForge, ModelOpt) nest them in eagle_config."""
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    return isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and \
+        not isinstance(ec.get("eagle_aux_hidden_state_layer_ids"), list)
 
 
 def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_layers) -> list:
@@ -169,7 +180,10 @@ def _captured(ids, eng: str, model_type: str, L: int):
             continue
         if "versions" in c and version not in c["versions"]:
             continue
-        return [int(expr.evaluate(c["captures_output_of"], {"k": k, "ids": ids, "L": L})) for k in ids]
+        # the expression language has no subscripts: ``ids[i]`` is given as the name ``ids_i``
+        rule = re.sub(r"\bids\[(\d+)\]", r"ids_\1", c["captures_output_of"])
+        names = {f"ids_{i}": v for i, v in enumerate(ids)}
+        return [int(expr.evaluate(rule, {**names, "k": k, "ids": ids, "L": L})) for k in ids]
     if model_type != _LLAMA_DEFAULT:
         return _captured(ids, eng, _LLAMA_DEFAULT, L)
     return None
@@ -187,7 +201,7 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     flat.pop("eagle_aux_hidden_state_layer_ids", None)
     ids = norm.get("aux_layer_ids")
     src_conv = convention_of(src) if base is src.config else \
-        ("vllm" if engine_mod.is_speculators_format(base) else "sglang")
+        ("vllm" if engine_mod.is_speculators_format(base) or _top_level_ids_only(base) else "sglang")
     dst_conv = out_spec["aux_convention"]
     model_type, how = target_family(src, plan.target)
     L = plan.target.num_layers if plan.target is not None else None
@@ -196,6 +210,10 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         plan.config_changes.append(
             f"aux layer ids {ids} ({src_conv} convention) -> {new_ids} ({dst_conv} convention): the "
             f"same target layers for a {model_type} target ({how}); docs/engines.md")
+    elif ids is not None and src_conv != dst_conv:  # kept, but say why (it depends on the family)
+        plan.config_changes.append(
+            f"aux layer ids {ids} ({src_conv} convention) kept: {dst_conv}'s convention captures the "
+            f"same target layers with them for a {model_type} target ({how}); docs/engines.md")
     elif ids is None:
         plan.notes.append("the source names no aux layer ids: the engine will capture its defaults")
     # dtype
@@ -553,7 +571,6 @@ def write(plan: Plan, force: bool = False, progress=None) -> dict:
     out = os.path.abspath(plan.out)
     clean_stale(out)
     tmp = _tmp_dir(out)
-    os.makedirs(tmp)
     old_handlers = {}
 
     def on_signal(signum, frame):
@@ -565,6 +582,7 @@ def write(plan: Plan, force: bool = False, progress=None) -> dict:
         except ValueError:  # not the main thread
             pass
     try:
+        os.makedirs(tmp)  # only once the handlers are in place: a signal now removes it
         files = _write_shards(plan, tmp, progress)
         verify(plan, tmp)
         _write_config_and_card(plan, tmp, files)

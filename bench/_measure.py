@@ -1,0 +1,104 @@
+"""Shared helpers for bench/: run a command as a subprocess and measure it.
+
+Peak RSS comes from ``/usr/bin/time -f %M`` when it exists. Two pitfalls it avoids:
+``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` is the maximum over *all* children waited for
+so far (a small run measured after a big one reports the big one), and even the per-child
+``os.wait4`` rusage has the *parent's* RSS as a floor on Linux (the child starts as a fork/vfork
+of this ~35 MB Python process and exec keeps the old high-water mark). /usr/bin/time is a ~2 MB
+C program, so its floor is negligible. Without it we fall back to os.wait4 and say so.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+
+# run `python -m weightcheck` from this source tree, whatever is installed
+ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+RSS_METHOD = ("/usr/bin/time -f %M" if TIME else
+              "os.wait4 ru_maxrss (floor = the bench process's own RSS, ~35 MB)")
+_MARK = "BENCH_MAXRSS_KB"
+
+
+def run(cmd: list[str]) -> dict:
+    """Run ``cmd``; return wall seconds, peak RSS (bytes), exit code, stdout and stderr."""
+    full = [TIME, "-f", f"{_MARK} %M", *cmd] if TIME else cmd
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(full, stdout=out, stderr=err, env=ENV)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    rss = ru.ru_maxrss * 1024
+    if TIME:
+        head, _, last = stderr.rstrip().rpartition(b"\n")
+        if last.startswith(_MARK.encode()):
+            rss, stderr = int(last.split()[1]) * 1024, head
+    return {"wall": wall, "rss": rss, "rc": p.returncode, "stdout": stdout, "stderr": stderr}
+
+
+def repeat(cmd: list[str], n: int, ok=(0,)) -> dict:
+    """One untimed warm-up run, then ``n`` timed runs: median/min wall, max peak RSS."""
+    runs = [run(cmd) for _ in range(n + 1)]
+    for r in runs:
+        if r["rc"] not in ok:
+            sys.exit(f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-2000:]}")
+    timed = runs[1:]
+    return {"median": statistics.median(r["wall"] for r in timed),
+            "min": min(r["wall"] for r in timed),
+            "rss": max(r["rss"] for r in timed), "last": timed[-1]}
+
+
+def imported_modules(cmd_after_python: list[str]) -> set[str]:
+    """Top-level modules a ``python -X importtime ...`` run imports (read from its stderr)."""
+    r = run([sys.executable, "-X", "importtime", *cmd_after_python])
+    mods = set()
+    for line in r["stderr"].decode(errors="replace").splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name and not name.startswith("package"):
+                mods.add(name.split(".")[0])
+    return mods
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def machine() -> dict:
+    import safetensors
+    try:
+        from importlib.metadata import version
+        torch_v = version("torch")
+    except Exception:
+        torch_v = "not installed"
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        mem = f"{kb / 2**20:.1f} GiB"
+    except OSError:
+        pass
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "ram": mem,
+            "python": platform.python_version(), "torch": torch_v,
+            "safetensors": safetensors.__version__, "os": platform.platform()}
