@@ -55,16 +55,14 @@ def write_checkpoint(folder, cfg: dict | None, tensors, metadata=None) -> pathli
 def edit(src, out, cfg=None, tensors=None, drop=(), rename=None, add=()) -> pathlib.Path:
     """A copy of checkpoint folder ``src`` at ``out`` with edits:
 
-    cfg(dict) -> dict|None   edits the config in place or returns a new one
+    cfg(dict)                edits the config in place (its return value is ignored)
     tensors(dict name->OutTensor) edits tensors in place
     drop: names to leave out; rename: {old: new}; add: extra OutTensors (appended)
     """
     src = pathlib.Path(src)
     config = read_config(src) if (src / "config.json").exists() else None
     if cfg is not None:
-        new = cfg(config)
-        if isinstance(new, dict):
-            config = new
+        cfg(config)
     tmap = tensor_map(src)
     if tensors is not None:
         tensors(tmap)
@@ -83,6 +81,43 @@ def copy_fixture(name: str, out) -> pathlib.Path:
     out = pathlib.Path(out)
     shutil.copytree(PRODUCERS / name, out)
     return out
+
+
+def write_sharded(folder, cfg: dict, tensors, split: int, weight_map_edit=None,
+                  total_size_delta: int = 0) -> pathlib.Path:
+    """Two shards (tensors[:split], tensors[split:]) and a model.safetensors.index.json, edited by
+    ``weight_map_edit(weight_map)`` and ``total_size_delta`` to make it lie."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2))
+    shards = {"model-00001-of-00002.safetensors": tensors[:split],
+              "model-00002-of-00002.safetensors": tensors[split:]}
+    weight_map = {}
+    for fname, part in shards.items():
+        write_file(str(folder / fname), part, {"format": "pt"})
+        weight_map.update({t.name: fname for t in part})
+    if weight_map_edit is not None:
+        weight_map_edit(weight_map)
+    total = sum(t.nbytes for t in tensors) + total_size_delta
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    return folder
+
+
+def target_copy(out, **config_changes) -> pathlib.Path:
+    """target-llama with its config changed (only config and the embed/lm_head headers are read)."""
+    out = copy_fixture("target-llama", out)
+    cfg = read_config(out)
+    cfg.update(config_changes)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+def target_head_rows(ids) -> bytes:
+    """The target-llama lm_head rows at target ids ``ids``, as bytes (BF16 [len(ids), 64])."""
+    head = tensor_map(TARGET)["lm_head.weight"]
+    row = len(head.data) // head.shape[0]
+    return b"".join(head.data[i * row:(i + 1) * row] for i in ids)
 
 
 # ---------------------------------------------------------------------------------------------

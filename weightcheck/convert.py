@@ -31,7 +31,7 @@ from weightcheck import config as config_mod
 from weightcheck import dialects, engine as engine_mod
 from weightcheck.drafter import Drafter
 from weightcheck.errors import UsageError, WeightcheckError
-from weightcheck.safetensors_header import DTYPE_BITS, read_local_header
+from weightcheck.safetensors_header import DTYPE_BITS, read_local_header, tensor_nbytes
 
 DESTINATIONS = ("sglang", "vllm", "speculators")
 CHUNK = 16 << 20
@@ -74,10 +74,7 @@ class Item:
 
     @property
     def nbytes(self) -> int:
-        n = DTYPE_BITS[self.dtype]
-        for d in self.shape:
-            n *= d
-        return n // 8
+        return tensor_nbytes(self.dtype, self.shape)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.safetensors_header import parse_header, read_header_length
 from weightcheck.sources import (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, Source, WeightFile,
                                  add_pickled_file, add_safetensors_file,
-                                 check_index_against_headers, parse_index, parse_json, read_config)
+                                 finish_index, parse_index, parse_json, read_config)
 
 FIRST_READ = 4096  # bytes read first; a drafter header is ~2 KB
 
@@ -329,9 +329,5 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
             wf = weight_file(f, "pickle")
             wf.local_path = repo.download(f)
             add_pickled_file(src, wf)
-    if weight_map is not None:
-        if only is None:
-            check_index_against_headers(src, weight_map, index_name)
-        else:
-            src.__dict__["weight_map"] = weight_map
+    finish_index(src, weight_map, index_name, only)
     return src

@@ -76,7 +76,7 @@ def inspect_text(r: dict, fmt: str = "simple") -> str:
     ]
     if r.get("looks_like_target"):
         lines.append(("warning", f"this looks like a target model, not a drafter: {r['looks_like_target']}"))
-    out.append(tabulate(lines, tablefmt="github" if md else "plain"))
+    out.append(tabulate(lines, headers=["", ""] if md else (), tablefmt="github" if md else "plain"))
     out.append("")
     norm, prov = r["config"]["normalized"], r["config"]["provenance"]
     rows = [(k, value_str(norm.get(k)), prov.get(k, "")) for k in KEY_FIELDS]
@@ -176,7 +176,7 @@ def check_text(r: dict, fmt: str = "simple", explain: bool = False) -> str:
         t = r["target"]
         head.append(("target", f"{t['spec']} ({t['model_type']}, hidden {t['hidden_size']}, vocab "
                                f"{t['vocab_size']}, {t['num_hidden_layers']} layers)"))
-    out.append(tabulate(head, tablefmt="github" if md else "plain"))
+    out.append(tabulate(head, headers=["", ""] if md else (), tablefmt="github" if md else "plain"))
     out.append("")
     if r["findings"]:
         rows = [(f["code"], f["severity"], f["subject"] or "", f["message"]) for f in r["findings"]]

@@ -448,8 +448,13 @@ def aux_ids(ctx):
     if len(set(ids)) != len(ids):
         yield ctx.f("WC403", f"duplicate aux layer id in {ids}", "aux_layer_ids")
     L = ctx.target.num_layers if ctx.target is not None else None
-    if L and any(i >= L for i in ids):
-        yield ctx.f("WC403", f"aux layer ids {ids} reach past the target's {L} layers (0..{L - 1})",
+    # SGLang's convention: id k is the output of layer k (0..L-1); vLLM's (speculators drafters):
+    # the output of layer k-1, so id L is the last layer (docs/engines.md §aux layers)
+    vllm_convention = ctx.d.dialect == "speculators" or "speculators_model_type" in ctx.d.config
+    top = L if vllm_convention else (L - 1 if L else None)
+    if L and any(i > top for i in ids):
+        yield ctx.f("WC403", f"aux layer ids {ids} reach past the target's {L} layers (ids 0..{top} "
+                             f"in the {'vLLM' if vllm_convention else 'SGLang'} convention)",
                     "aux_layer_ids")
 
 

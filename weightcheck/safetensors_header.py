@@ -45,6 +45,11 @@ CONFIG_DTYPES = {
 }
 
 
+def tensor_nbytes(dtype: str, shape) -> int:
+    """Bytes a tensor of this dtype and shape takes in a safetensors file."""
+    return math.prod(shape) * DTYPE_BITS[dtype] // 8
+
+
 @dataclass(frozen=True)
 class TensorEntry:
     """One tensor as its header describes it."""

@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from weightcheck.safetensors_header import DTYPE_BITS
+from weightcheck.safetensors_header import tensor_nbytes
 
 
 @dataclass
@@ -24,10 +24,7 @@ class OutTensor:
 
     @property
     def nbytes(self) -> int:
-        n = DTYPE_BITS[self.dtype]
-        for d in self.shape:
-            n *= d
-        return n // 8
+        return tensor_nbytes(self.dtype, self.shape)
 
 
 def header_bytes(tensors: Iterable[OutTensor], metadata: dict[str, str] | None = None) -> bytes:

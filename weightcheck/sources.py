@@ -154,6 +154,17 @@ def add_safetensors_file(src: Source, wf: WeightFile, header: Header) -> None:
                                            header.data_start + t.begin, header.data_start + t.end)
 
 
+def finish_index(src: Source, weight_map: dict | None, index_name: str | None,
+                 only: set | None) -> None:
+    """After the shards are read: record index drift, or (a partial read for a target) keep the map."""
+    if weight_map is None:
+        return
+    if only is None:
+        check_index_against_headers(src, weight_map, index_name)
+    else:
+        src.__dict__["weight_map"] = weight_map
+
+
 def check_index_against_headers(src: Source, weight_map: dict[str, str], where: str) -> None:
     """Record (not raise) drift between an index and the shards' own headers."""
     for name, fname in weight_map.items():
@@ -342,11 +353,7 @@ def open_local(spec: str, path: str, only: set[str] | None = None) -> Source:
         else:
             wf = WeightFile(name=f, format="pickle", local_path=full, size=os.path.getsize(full))
             add_pickled_file(src, wf)
-    if weight_map is not None:
-        if only is None:
-            check_index_against_headers(src, weight_map, index_name)
-        else:
-            src.__dict__["weight_map"] = weight_map
+    finish_index(src, weight_map, index_name, only)
     return src
 
 

@@ -1,0 +1,1072 @@
+"""`weightcheck check`: every rule code fires on a drafter built to break it and stays quiet on clean
+ones; the failure modes of FORMATS.md §4 each caught with their code; the producers' own
+checkpoints (tests/fixtures/producers/) pass their engine; exit codes and output formats.
+
+Broken drafters are built from clean ones by editing exactly one thing (tests/check_builders.py).
+A new rule without an entry in TRIGGERS, or without a `### WCxxx` page in docs/rules.md, fails
+the meta-tests below.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+
+import weightcheck.check  # noqa: F401  (registers the WC7xx engine rules)
+from check_builders import (TARGET, by_code, check, codes, copy_fixture, edit, i64_bytes,
+                            i64_values, mentions, read_config, read_tensors, target_copy,
+                            target_head_rows, tensor_map, with_value, write_checkpoint,
+                            write_sharded)
+from conftest import K2, K25, PRODUCERS, ROOT, load_config, run_cli
+from weightcheck import synth
+from weightcheck.rules import ERROR, INFO, RULES, WARNING
+from weightcheck.safetensors_writer import OutTensor
+
+DOCS = ROOT / "docs" / "rules.md"
+
+
+@dataclass
+class W:
+    """What a case builder gets: a scratch folder, the make_drafter fixture and the tiny config."""
+
+    tmp: pathlib.Path
+    make: Callable
+    cfg: dict
+
+    def clean(self, name="clean", **kw) -> pathlib.Path:
+        return self.make(name, json.loads(json.dumps(self.cfg)), **kw)
+
+    def path(self, name) -> pathlib.Path:
+        return self.tmp / name
+
+    def json_file(self, name, obj) -> pathlib.Path:
+        p = self.tmp / name
+        p.write_text(json.dumps(obj, indent=2))
+        return p
+
+
+@pytest.fixture
+def w(tmp_path, make_drafter, tiny_cfg):
+    return W(tmp_path, make_drafter, tiny_cfg)
+
+
+# =============================================================================================
+# 1. one triggering case per rule code
+@dataclass
+class Trigger:
+    build: Callable  # W -> (src, [extra args])
+    subject: str  # the tensor or field the finding must name (subject or message)
+    severity: str
+
+
+TRIGGERS: dict[str, Trigger] = {}
+
+
+def trigger(code: str, subject: str, severity: str | None = None):
+    def deco(fn):
+        assert code not in TRIGGERS, code
+        TRIGGERS[code] = Trigger(fn, subject, severity or RULES[code].severity)
+        return fn
+    return deco
+
+
+def _down(t: OutTensor, name: str) -> OutTensor:
+    return OutTensor(name, t.dtype, t.shape, t.data)
+
+
+# --- WC1xx names -------------------------------------------------------------------------------
+@trigger("WC101", "mystery.proj.weight")
+def t_unknown_name(w):
+    return edit(w.clean(), w.path("x"), add=[OutTensor("mystery.proj.weight", "BF16", (4,), b"\0" * 8)]), []
+
+
+@trigger("WC102", "layers.0.mlp.down_proj.weight")
+def t_mixed_dialect(w):
+    """FORMATS §4.2: a midlayer.* checkpoint with a layers.0.*-only name mixed in."""
+    return edit(w.clean(), w.path("x"),
+                rename={"midlayer.mlp.down_proj.weight": "layers.0.mlp.down_proj.weight"}), []
+
+
+@trigger("WC103", "midlayer.mlp.down_proj.weight")
+def t_duplicate_canonical(w):
+    src = w.clean()
+    t = tensor_map(src)["midlayer.mlp.down_proj.weight"]
+    return edit(src, w.path("x"), add=[_down(t, "layers.0.mlp.down_proj.weight")]), []
+
+
+@trigger("WC104", "draft_model.")
+def t_wrapper_prefix(w):
+    src = w.clean()
+    return edit(src, w.path("x"), rename={n: "draft_model." + n for n in tensor_map(src)}), []
+
+
+# --- WC2xx inventory and shapes ------------------------------------------------------------------
+@trigger("WC201", "config.json")
+def t_no_config(w):
+    out = edit(w.clean(), w.path("x"))
+    (out / "config.json").unlink()
+    return out, []
+
+
+@trigger("WC202", "architectures")
+def t_unknown_architecture(w):
+    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["MysteryDraftModel"]),
+                drop=["fc.weight"]), []
+
+
+@trigger("WC203", "fc.weight")
+def t_target_as_drafter(w):
+    """FORMATS §4.12: the target model passed as the drafter."""
+    return TARGET, []
+
+
+@trigger("WC204", "midlayer.mlp.down_proj.weight")
+def t_missing_tensor(w):
+    return edit(w.clean(), w.path("x"), drop=["midlayer.mlp.down_proj.weight"]), []
+
+
+@trigger("WC205", "input_norm.weight")
+def t_unexpected_tensor(w):
+    n = 3 * w.cfg["hidden_size"]  # T * n_aux, but the config has no norm_before_fc
+    return edit(w.clean(), w.path("x"), add=[OutTensor("input_norm.weight", "BF16", (n,),
+                                                       with_value(OutTensor("", "BF16", (n,), b""), 1.5).data)]), []
+
+
+@trigger("WC206", "midlayer.mlp.down_proj.weight")
+def t_shape_mismatch(w):
+    def transpose(m):
+        t = m["midlayer.mlp.down_proj.weight"]
+        t.shape = tuple(reversed(t.shape))
+    return edit(w.clean(), w.path("x"), tensors=transpose), []
+
+
+@trigger("WC207", "midlayer.mlp.gate_proj.weight")
+def t_config_incomplete(w):
+    return edit(w.clean(), w.path("x"), cfg=lambda c: c.pop("intermediate_size")), []
+
+
+@trigger("WC208", "norm.weight")
+def t_dtype_mixed(w):
+    def f16(m):
+        m["norm.weight"].dtype = "F16"
+    return edit(w.clean(), w.path("x"), tensors=f16), []
+
+
+@trigger("WC209", "dtype")
+def t_dtype_vs_config(w):
+    # real: ModelOpt 0.47.0 wrote F32 weights under `torch_dtype: bfloat16` (fixture README)
+    return PRODUCERS / "modelopt-fullvocab-fp32", []
+
+
+@trigger("WC210", "midlayer.mlp.down_proj.weight")
+def t_index_inconsistent(w):
+    """FORMATS §4.13: the index names a tensor in the wrong shard."""
+    ts = read_tensors(w.clean())
+    names = [t.name for t in ts]
+    split = names.index("midlayer.mlp.down_proj.weight")
+
+    def lie(wm):
+        wm["midlayer.mlp.down_proj.weight"] = "model-00001-of-00002.safetensors"
+    return write_sharded(w.path("x"), w.cfg, ts, split, weight_map_edit=lie), []
+
+
+# --- WC3xx vocabulary ----------------------------------------------------------------------------
+@trigger("WC301", "lm_head.weight")
+def t_lm_head_rows(w):
+    def cut(m):
+        t = m["lm_head.weight"]
+        rows = 300
+        t.data = t.data[:rows * t.shape[1] * 2]
+        t.shape = (rows, t.shape[1])
+    return edit(w.clean(), w.path("x"), tensors=cut), []
+
+
+@trigger("WC302", "lm_head.weight")
+def t_lm_head_missing(w):
+    """FORMATS §4.3: no lm_head, draft_vocab_size == vocab_size, untied."""
+    cfg = dict(w.cfg, draft_vocab_size=w.cfg["vocab_size"])
+    return w.make("full", cfg, skip=("lm_head.weight",)), []
+
+
+@trigger("WC303", "tie_word_embeddings")
+def t_tied_reduced(w):
+    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True)), []
+
+
+@trigger("WC304", "d2t")
+def t_d2t_shape(w):
+    def i32(m):
+        import struct
+        v = i64_values(m["d2t"].data)
+        m["d2t"] = OutTensor("d2t", "I32", m["d2t"].shape, struct.pack(f"<{len(v)}i", *v))
+    return edit(w.clean(), w.path("x"), tensors=i32), []
+
+
+@trigger("WC305", "d2t")
+def t_d2t_missing(w):
+    return edit(w.clean(), w.path("x"), drop=["d2t"]), []
+
+
+def _d2t_past_end(m):
+    v = i64_values(m["d2t"].data)
+    v[-1] += 5000  # the last draft id now maps past the 2048-token vocabulary
+    m["d2t"].data = i64_bytes(v)
+
+
+@trigger("WC306", "d2t")
+def t_d2t_range(w):
+    return edit(w.clean(), w.path("x"), tensors=_d2t_past_end), []
+
+
+def _d2t_duplicate(m):
+    v = i64_values(m["d2t"].data)
+    v[5] = v[4] - 1  # draft id 5 -> the target id of draft id 4
+    m["d2t"].data = i64_bytes(v)
+
+
+@trigger("WC307", "d2t")
+def t_d2t_duplicates(w):
+    return edit(w.clean(), w.path("x"), tensors=_d2t_duplicate), []
+
+
+@trigger("WC308", "t2d")
+def t_t2d_shape(w):
+    def short(m):
+        t = m["t2d"]
+        t.data, t.shape = t.data[:1024], (1024,)
+    return edit(w.clean(), w.path("x"), tensors=short), []
+
+
+def _t2d_extra(m):
+    b = bytearray(m["t2d"].data)
+    b[b.index(0)] = 1  # one more target token marked than d2t reaches
+    m["t2d"].data = bytes(b)
+
+
+def _t2d_moved(m):
+    b = bytearray(m["t2d"].data)
+    off, on = b.index(0), b.index(1)
+    b[off], b[on] = 1, 0  # same count, one mark moved
+    m["t2d"].data = bytes(b)
+
+
+@trigger("WC309", "t2d")
+def t_t2d_count(w):
+    return edit(w.clean(), w.path("x"), tensors=_t2d_extra), []
+
+
+@trigger("WC310", "t2d")
+def t_t2d_vs_d2t(w):
+    return edit(w.clean(), w.path("x"), tensors=_t2d_moved), []
+
+
+# --- WC4xx config --------------------------------------------------------------------------------
+@trigger("WC401", "architectures")
+def t_architectures(w):
+    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["LlamaForCausalLM"])), []
+
+
+@trigger("WC402", "fc.weight")
+def t_fc_width(w):
+    """FORMATS §4.8: fc reads 3 x T but the config names 2 aux layers."""
+    return edit(w.clean(), w.path("x"),
+                cfg=lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[2, 30])), []
+
+
+def _ids(ids):
+    return lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=ids)
+
+
+@trigger("WC403", "aux_layer_ids")
+def t_aux_ids_past_target(w):
+    """FORMATS §4.9: id 4 of a 4-layer target (0..3)."""
+    return (edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 4])),
+            ["--target", TARGET])
+
+
+@trigger("WC404", "num_key_value_heads")
+def t_attention_geometry(w):
+    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_key_value_heads=3)), []
+
+
+@trigger("WC405", "rope_theta")
+def t_stale_rope_theta(w):
+    """FORMATS §4.13: rope_theta 1e6 beside rope_parameters.rope_theta 1e4."""
+    def rope(c):
+        c["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default"}
+    return edit(w.clean(), w.path("x"), cfg=rope), []
+
+
+@trigger("WC406", "num_hidden_layers")
+def t_layer_count(w):
+    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_hidden_layers=2)), []
+
+
+@trigger("WC407", "aux_layer_ids")
+def t_aux_ids_missing(w):
+    # real: `speculators convert` drops the ids unless passed explicitly (fixture README)
+    return PRODUCERS / "speculators-convert", []
+
+
+# --- WC5xx target --------------------------------------------------------------------------------
+@trigger("WC501", "target_hidden_size")
+def t_target_hidden(w):
+    return (edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=lambda c: c.update(target_hidden_size=96)),
+            ["--target", TARGET])
+
+
+@trigger("WC502", "vocab_size")
+def t_target_vocab(w):
+    return (edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=lambda c: c.update(vocab_size=1024)),
+            ["--target", TARGET])
+
+
+@trigger("WC503", "embed_tokens.weight")
+def t_target_embedding(w):
+    def half(m):
+        t = m["embed_tokens.weight"]
+        t.data, t.shape = t.data[:len(t.data) // 2], (t.shape[0] // 2, t.shape[1])
+    return edit(PRODUCERS / "specforge-hf", w.path("x"), tensors=half), ["--target", TARGET]
+
+
+@trigger("WC504", "dtype")
+def t_target_dtype(w):
+    return PRODUCERS / "modelopt-fullvocab-fp32", ["--target", TARGET]
+
+
+# --- WC7xx engine view ---------------------------------------------------------------------------
+@trigger("WC701", "architectures")
+def t_engine_architecture(w):
+    return PRODUCERS / "speculators-train", ["--engine", "sglang"]
+
+
+@trigger("WC702", "layers.0.self_attn.q_proj.weight")
+def t_engine_drops(w):
+    """SGLang before 0.5.12 knows only midlayer.*: layers.0.* names are dropped silently."""
+    return w.clean(dialect="speculators"), ["--engine", "sglang==0.5.11"]
+
+
+def _hf_names(w):
+    src = w.clean()
+    return edit(src, w.path("hf"), rename={n: "model." + n for n in tensor_map(src) if n != "lm_head.weight"})
+
+
+@trigger("WC703", "model.fc.weight")
+def t_engine_rejects(w):
+    """HF-style model.* names: vLLM prepends model. again and raises."""
+    return _hf_names(w), ["--engine", "vllm"]
+
+
+@trigger("WC704", "midlayer.self_attn.q_proj.weight")
+def t_engine_random(w):
+    return w.clean(dialect="speculators"), ["--engine", "sglang==0.5.11"]
+
+
+@trigger("WC705", "draft_vocab_size")
+def t_engine_config_error(w):
+    return (edit(PRODUCERS / "modelopt-fullvocab-fp32", w.path("x"), cfg=lambda c: c.pop("draft_vocab_size")),
+            ["--engine", "sglang"])
+
+
+@trigger("WC706", "transformer_layer_config")
+def t_engine_cannot_express(w):
+    return PRODUCERS / "speculators-train", ["--engine", "sglang"]
+
+
+@trigger("WC707", "norm_before_residual")
+def t_engine_default_differs(w):
+    return (edit(PRODUCERS / "speculators-train", w.path("x"), cfg=lambda c: c.pop("norm_before_residual")),
+            ["--engine", "vllm"])
+
+
+@trigger("WC708", "aux_layer_ids")
+def t_aux_convention(w):
+    # real: SpecForge's ids [0,1,2] (SGLang: outputs of layers 0,1,2) mean outputs of -1,0,1 in vLLM
+    return PRODUCERS / "specforge-sglang", ["--engine", "vllm", "--target", TARGET]
+
+
+@trigger("WC709", "target")
+def t_target_unsupported(w):
+    t = target_copy(w.path("mamba"), model_type="mamba", architectures=["MambaForCausalLM"])
+    return PRODUCERS / "specforge-sglang", ["--engine", "sglang", "--target", t]
+
+
+@trigger("WC710", "aux_layer_ids")
+def t_aux_location(w):
+    return PRODUCERS / "specforge-sglang", ["--engine", "vllm"]
+
+
+@trigger("WC711", "embed_tokens.weight")
+def t_shipped_for_nothing(w):
+    return PRODUCERS / "specforge-hf", ["--engine", "sglang"]
+
+
+# --- WC8xx values --------------------------------------------------------------------------------
+@trigger("WC801", "fc.weight")
+def t_non_finite(w):
+    def nan(m):
+        m["fc.weight"] = with_value(m["fc.weight"], float("nan"), at=7)
+    return edit(w.clean(), w.path("x"), tensors=nan), ["--values"]
+
+
+@trigger("WC802", "midlayer.mlp.up_proj.weight")
+def t_constant(w):
+    def zero(m):
+        m["midlayer.mlp.up_proj.weight"] = with_value(m["midlayer.mlp.up_proj.weight"], 0.0)
+    return edit(w.clean(), w.path("x"), tensors=zero), ["--values"]
+
+
+@trigger("WC803", "norm.weight")
+def t_norm_at_init(w):
+    def ones(m):
+        m["norm.weight"] = with_value(m["norm.weight"], 1.0)
+    return edit(w.clean(), w.path("x"), tensors=ones), ["--values"]
+
+
+def _head_copied_from_target(w):
+    """specforge-sglang with its lm_head replaced by the target's rows at the d2t ids."""
+    src = PRODUCERS / "specforge-sglang"
+    d2t = i64_values(tensor_map(src)["d2t"].data)
+
+    def copy_head(m):
+        m["lm_head.weight"].data = target_head_rows([i + off for i, off in enumerate(d2t)])
+    return edit(src, w.path("copied-head"), tensors=copy_head)
+
+
+@trigger("WC804", "lm_head.weight")
+def t_head_is_target_slice(w):
+    return _head_copied_from_target(w), ["--values", "--target", TARGET]
+
+
+# --- WC9xx training gate -------------------------------------------------------------------------
+def _training(w, cfg):
+    return w.clean("with-embed", include_embed=True), ["--training-config", w.json_file("train.json", cfg)]
+
+
+@trigger("WC901", "fc.weight")
+def t_training_shape(w):
+    return _training(w, synth.scaled_config(load_config(K2), hidden=256))
+
+
+@trigger("WC902", "input_norm.weight")
+def t_training_reinit(w):
+    return _training(w, dict(w.cfg, norm_before_fc=True))
+
+
+@trigger("WC903", "fc_norm.0.weight")
+def t_training_ignored(w):
+    src, args = _training(w, w.cfg)
+    n = w.cfg["hidden_size"]
+    extra = OutTensor("fc_norm.0.weight", "BF16", (n,), with_value(OutTensor("", "BF16", (n,), b""), 1.25).data)
+    return edit(src, w.path("x"), add=[extra]), args
+
+
+@trigger("WC904", "aux_layer_ids")
+def t_training_config_differs(w):
+    cfg = json.loads(json.dumps(w.cfg))
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 29, 57]
+    return _training(w, cfg)
+
+
+# --- the table is complete, and each entry fires --------------------------------------------------
+def test_every_rule_has_a_triggering_case():
+    missing = sorted(set(RULES) - set(TRIGGERS))
+    stale = sorted(set(TRIGGERS) - set(RULES))
+    assert not missing, f"rules without a triggering case in TRIGGERS: {missing}"
+    assert not stale, f"TRIGGERS entries for codes that are not rules: {stale}"
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_rule_triggers(code, w):
+    t = TRIGGERS.get(code)
+    assert t is not None, f"{code} has no triggering case: add one to TRIGGERS"
+    src, args = t.build(w)
+    exit_code, rep = check(src, *args)
+    hits = by_code(rep, code)
+    assert hits, f"{code} did not fire; findings: {[(f['code'], f['subject']) for f in rep['findings']]}"
+    assert any(f["severity"] == t.severity for f in hits), hits
+    assert any(mentions(f, t.subject) for f in hits), (t.subject, hits)
+    assert all(f["rule"] == RULES[code].slug for f in hits)
+    assert exit_code == (1 if any(f["severity"] == ERROR for f in rep["findings"]) else 0)
+
+
+# =============================================================================================
+# 1b. clean drafters: every rule runs and stays quiet
+@dataclass
+class Clean:
+    build: Callable  # tmp folder -> (src, args)
+    enables: frozenset  # the rule `needs` this run satisfies
+    allowed: frozenset = frozenset()  # real findings this clean run is known to have
+
+
+def _synth(tmp, name, cfg=None, **kw):
+    out = tmp / name
+    synth.write_drafter(str(out), cfg or synth.scaled_config(load_config(K2)), **kw)
+    return out
+
+
+def _training_clean(tmp):
+    cfg = synth.scaled_config(load_config(K2))
+    p = tmp / "train-k2.json"
+    p.write_text(json.dumps(cfg))
+    return _synth(tmp, "embed", include_embed=True), ["--training-config", p]
+
+
+ALL = frozenset({""})
+CLEAN = {
+    "synth specforge": Clean(lambda tmp: (_synth(tmp, "sf"), []), ALL),
+    "synth speculators": Clean(lambda tmp: (_synth(tmp, "spec", dialect="speculators"), []), ALL),
+    "synth K2.5 config": Clean(lambda tmp: (_synth(tmp, "k25", synth.scaled_config(load_config(K25))), []), ALL),
+    "synth --values": Clean(lambda tmp: (_synth(tmp, "sf-values"), ["--values"]), ALL | {"values"}),
+    "synth --training-config": Clean(_training_clean, ALL | {"training"}),
+    "synth speculators, sglang": Clean(
+        lambda tmp: (_synth(tmp, "spec-sg", dialect="speculators"), ["--engine", "sglang"]), ALL | {"engine"}),
+    "specforge-sglang, sglang, target": Clean(
+        lambda tmp: (PRODUCERS / "specforge-sglang", ["--engine", "sglang", "--target", TARGET]),
+        ALL | {"engine", "target"}),
+    "modelopt, sglang, target": Clean(
+        lambda tmp: (PRODUCERS / "modelopt", ["--engine", "sglang", "--target", TARGET]),
+        ALL | {"engine", "target"}),
+    "speculators-train, vllm, target": Clean(
+        lambda tmp: (PRODUCERS / "speculators-train", ["--engine", "vllm", "--target", TARGET]),
+        ALL | {"engine", "target"}),
+    # the values rules against a real target: the head here was not copied (WC804 quiet); its norms
+    # are still exactly 1.0 after SpecForge's 2 bf16 steps (WC803, a real finding: see below)
+    "specforge-sglang, --values, target": Clean(
+        lambda tmp: (PRODUCERS / "specforge-sglang", ["--values", "--target", TARGET]),
+        ALL | {"values", "target"}, frozenset({"WC803"})),
+}
+
+
+@pytest.fixture(scope="module")
+def clean_reports(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("clean")
+    out = {}
+    for label, c in CLEAN.items():
+        src, args = c.build(tmp)
+        out[label] = (c, check(src, *args))
+    return out
+
+
+def test_clean_runs_have_only_their_documented_findings(clean_reports):
+    for label, (c, (exit_code, rep)) in clean_reports.items():
+        assert exit_code == 0 and rep["ok"], (label, rep["findings"])
+        assert codes(rep) <= c.allowed, (label, rep["findings"])
+        if c.allowed:
+            assert codes(rep) == c.allowed, (label, "a documented finding disappeared")
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_rule_quiet_on_clean_drafters(code, clean_reports):
+    needs = RULES[code].needs
+    ran = [(label, rep) for label, (c, (_, rep)) in clean_reports.items()
+           if needs in c.enables and code not in c.allowed]
+    assert ran, f"no clean run enables {code} (needs {needs!r}): add one to CLEAN"
+    for label, rep in ran:
+        assert not by_code(rep, code), (label, by_code(rep, code))
+
+
+# =============================================================================================
+# docs/rules.md has a page for every code, and only for codes that exist
+def _doc_sections():
+    return {m.group(1): (m.group(2), m.group(3))
+            for m in re.finditer(r"^### (WC\d{3}) (\S+) \((\w+)", DOCS.read_text(), re.M)}
+
+
+def test_every_rule_has_a_docs_page_and_vice_versa():
+    docs = _doc_sections()
+    assert sorted(set(RULES) - set(docs)) == [], "rules without a ### section in docs/rules.md"
+    assert sorted(set(docs) - set(RULES)) == [], "docs/rules.md sections for codes that are not rules"
+
+
+def test_docs_pages_agree_with_the_registry():
+    for code, (slug, severity) in _doc_sections().items():
+        assert slug == RULES[code].slug, code
+        assert severity == RULES[code].severity, code
+        assert RULES[code].needs in ("", "target", "engine", "values", "training"), code
+
+
+# =============================================================================================
+# 2. the failure modes named by the spec, each caught with its code
+def test_midlayer_checkpoint_with_layers0_names_mixed_in(w):
+    mixed = ["layers.0.mlp.down_proj.weight", "layers.0.self_attn.v_proj.weight"]
+    src = edit(w.clean(), w.path("mixed"),
+               rename={m.replace("layers.0.", "midlayer."): m for m in mixed})
+    exit_code, rep = check(src)
+    assert exit_code == 1
+    assert rep["dialect"] == "specforge"
+    hits = by_code(rep, "WC102")
+    assert sorted(f["subject"] for f in hits) == sorted(mixed)
+    assert all(f["severity"] == ERROR for f in hits)
+    # SGLang 0.5.23 rewrites midlayer -> layers.0 and loads both spellings ...
+    _, new = check(src, "--engine", "sglang")
+    assert not codes(new) & {"WC702", "WC704"}
+    # ... SGLang 0.5.11 knows only midlayer.*: the mixed-in names are dropped, their params random
+    _, old = check(src, "--engine", "sglang==0.5.11")
+    assert sorted(f["subject"] for f in by_code(old, "WC702")) == sorted(mixed)
+    assert sorted(f["subject"] for f in by_code(old, "WC704")) == sorted(
+        m.replace("layers.0.", "midlayer.") for m in mixed)
+
+
+def test_missing_lm_head_with_untied_full_vocab(w):
+    cfg = dict(w.cfg, draft_vocab_size=w.cfg["vocab_size"], tie_word_embeddings=False)
+    exit_code, rep = check(w.make("full", cfg, skip=("lm_head.weight",)))
+    assert exit_code == 1
+    (f,) = by_code(rep, "WC302")
+    assert f["severity"] == ERROR and f["subject"] == "lm_head.weight"
+    assert "random" in f["message"] and "1.00" in f["message"]
+    assert codes(rep) == {"WC302"}  # no d2t/t2d expected for a full vocabulary
+    # and the engines agree: SGLang keeps a random head
+    _, sg = check(w.path("full"), "--engine", "sglang")
+    assert [f["subject"] for f in by_code(sg, "WC704")] == ["lm_head.weight"]
+
+
+def test_missing_lm_head_with_reduced_vocab_says_why(w):
+    _, rep = check(edit(w.clean(), w.path("x"), drop=["lm_head.weight"]))
+    (f,) = by_code(rep, "WC302")
+    assert "draft vocabulary of 400" in f["message"]
+
+
+def test_d2t_past_the_vocabulary(w):
+    exit_code, rep = check(edit(w.clean(), w.path("x"), tensors=_d2t_past_end))
+    assert exit_code == 1
+    (f,) = by_code(rep, "WC306")
+    assert f["subject"] == "d2t" and "[0, 2048)" in f["message"] and "draft id 399" in f["message"]
+
+
+def test_speculators_config_read_by_sglang():
+    exit_code, rep = check(PRODUCERS / "speculators-train", "--engine", "sglang")
+    assert exit_code == 1
+    (arch,) = by_code(rep, "WC701")
+    assert "Eagle3DraftModel" in arch["message"] and arch["severity"] == ERROR
+    subjects = {f["subject"] for f in by_code(rep, "WC706")}
+    # the layout itself, and norm_before_residual: true, which SGLang has no option for
+    assert subjects == {"transformer_layer_config", "norm_before_residual"}
+    assert rep["engine"]["speculators_format"] is True
+
+
+def test_target_model_passed_as_drafter():
+    exit_code, rep = check(TARGET)
+    assert exit_code == 1
+    (f,) = by_code(rep, "WC203")
+    assert f["severity"] == ERROR
+    assert "4 decoder layers" in f["message"] and "no fc.weight" in f["message"]
+    assert by_code(rep, "WC401")[0]["message"].startswith("architectures[0] is LlamaForCausalLM")
+    assert "WC202" not in codes(rep)  # WC203 says it better
+
+
+def test_stale_rope_theta_beside_rope_parameters(w):
+    def rope(c):
+        c["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default"}
+    exit_code, rep = check(edit(w.clean(), w.path("x"), cfg=rope))
+    assert exit_code == 0  # a warning
+    (f,) = by_code(rep, "WC405")
+    assert f["severity"] == WARNING and f["subject"] == "rope_theta" and "100x" in f["message"]
+    # equal values side by side (SpecForge's export mirrors them) are not stale
+    _, sf = check(PRODUCERS / "specforge-sglang")
+    assert read_config(PRODUCERS / "specforge-sglang")["rope_theta"] == 10000.0
+    assert "WC405" not in codes(sf)
+
+
+@pytest.mark.parametrize("lie, text", [
+    (dict(weight_map_edit=lambda wm: wm.update({"midlayer.mlp.down_proj.weight": "model-00001-of-00002.safetensors"})),
+     "maps 'midlayer.mlp.down_proj.weight' to model-00001-of-00002.safetensors, but it is in model-00002"),
+    (dict(weight_map_edit=lambda wm: wm.pop("norm.weight")), "holds 'norm.weight', which"),
+    (dict(total_size_delta=2), "total_size"),
+])
+def test_index_inconsistent(w, lie, text):
+    ts = read_tensors(w.clean())
+    src = write_sharded(w.path("x"), w.cfg, ts, [t.name for t in ts].index("midlayer.mlp.down_proj.weight"), **lie)
+    exit_code, rep = check(src)
+    assert exit_code == 1
+    hits = by_code(rep, "WC210")
+    assert any(text in f["message"] for f in hits), hits
+    assert all(f["subject"].endswith("model.safetensors.index.json") for f in hits)
+
+
+def test_index_consistent_is_quiet(w):
+    ts = read_tensors(w.clean())
+    exit_code, rep = check(write_sharded(w.path("x"), w.cfg, ts, 5))
+    assert exit_code == 0 and rep["findings"] == []
+    assert rep["source"]["layout"] == "sharded safetensors"
+
+
+def test_aux_ids_past_the_targets_layers(w):
+    src = edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 4]))
+    _, without = check(src)
+    assert "WC403" not in codes(without)  # the layer count comes from the target
+    exit_code, rep = check(src, "--target", TARGET)
+    assert exit_code == 1
+    (f,) = by_code(rep, "WC403")
+    assert "[0, 1, 4]" in f["message"] and "4 layers" in f["message"]
+
+
+@pytest.mark.parametrize("ids, text", [([-1, 1, 2], "negative"), ([0, 1, 1], "duplicate"),
+                                       ([0, "1", 2], "not all integers")])
+def test_aux_ids_malformed(w, ids, text):
+    _, rep = check(edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids(ids)))
+    assert any(text in f["message"] for f in by_code(rep, "WC403")), rep["findings"]
+
+
+def test_fc_width_not_target_hidden_times_n_aux(w):
+    # n_aux from num_aux_hidden_states = 2 while fc reads 3 x 128
+    exit_code, rep = check(edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_aux_hidden_states=2)))
+    assert exit_code == 1
+    f = next(f for f in by_code(rep, "WC402") if "reads" in f["message"])
+    assert f["subject"] == "fc.weight" and "384" in f["message"] and "256" in f["message"]
+    assert "3 aux layers?" in f["message"]
+
+
+def test_tie_word_embeddings_with_reduced_draft_vocab(w):
+    exit_code, rep = check(edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True)))
+    assert exit_code == 1
+    (f,) = by_code(rep, "WC303")
+    assert "400" in f["message"] and "2048" in f["message"]
+    # tied with a full vocabulary and its own embedding is fine
+    cfg = dict(w.cfg, draft_vocab_size=w.cfg["vocab_size"], tie_word_embeddings=True)
+    _, ok = check(w.make("tied-full", cfg, include_embed=True, skip=("lm_head.weight",)))
+    assert not codes(ok) & {"WC302", "WC303"}
+
+
+def test_t2d_count_and_disagreement_with_d2t(w):
+    _, extra = check(edit(w.clean(), w.path("extra"), tensors=_t2d_extra))
+    (count,) = by_code(extra, "WC309")
+    assert "401" in count["message"] and "400" in count["message"]
+    _, moved = check(edit(w.clean(), w.path("moved"), tensors=_t2d_moved))
+    assert "WC309" not in codes(moved)  # the count is right ...
+    (dis,) = by_code(moved, "WC310")  # ... the set is not
+    assert "1 target id(s) t2d does not mark" in dis["message"]
+
+
+def test_duplicates_in_d2t(w):
+    _, rep = check(edit(w.clean(), w.path("x"), tensors=_d2t_duplicate))
+    (f,) = by_code(rep, "WC307")
+    assert f["subject"] == "d2t" and "draft id 5" in f["message"]
+
+
+def test_vllm_doubles_hf_model_prefix(w):
+    src = _hf_names(w)
+    exit_code, rep = check(src, "--engine", "vllm")
+    assert exit_code == 1
+    rejected = {f["subject"]: f["message"] for f in by_code(rep, "WC703")}
+    assert "model.model.fc.weight" in rejected["model.fc.weight"]
+    assert "model.model.layers.0.self_attn.qkv_proj.weight" in rejected["model.midlayer.self_attn.q_proj.weight"]
+    assert "lm_head.weight" not in rejected  # vLLM does not prefix lm_head
+    assert by_code(rep, "WC104")[0]["subject"] == "model."
+    # SGLang's Llama drafter uses an existing model.* name as it is (docs/engines.md §0 #3)
+    _, sg = check(src, "--engine", "sglang")
+    assert not codes(sg) & {"WC702", "WC703", "WC704"}
+    assert "vLLM" in by_code(sg, "WC104")[0]["message"]
+
+
+def test_sglang_before_0_5_12_drops_layers0_names(w):
+    src = w.clean(dialect="speculators")
+    exit_code, rep = check(src, "--engine", "sglang==0.5.11")
+    assert exit_code == 1
+    dropped = {f["subject"] for f in by_code(rep, "WC702")}
+    assert len(dropped) == 10 and all(n.startswith("layers.0.") for n in dropped)
+    random = {f["subject"] for f in by_code(rep, "WC704")}
+    assert random == {n.replace("layers.0.", "midlayer.") for n in dropped}
+    assert all("model.midlayer." in f["message"] for f in by_code(rep, "WC704"))
+    # 0.5.12 added the layers.0 names
+    _, newer = check(src, "--engine", "sglang==0.5.12")
+    assert newer["findings"] == []
+
+
+def test_sglang_before_0_5_12_loads_midlayer_names(w):
+    """Regression: the 0.5.11 replay used 0.5.23's parameter names and dropped every midlayer.*
+    tensor of a perfectly good SpecForge export."""
+    for version in ("0.5.11", "0.4.10.post2"):
+        exit_code, rep = check(w.clean(), "--engine", f"sglang=={version}")
+        assert exit_code == 0 and rep["findings"] == [], (version, rep["findings"])
+        params = {p["param"]: p["state"] for p in rep["engine"]["parameters"]}
+        assert params["model.midlayer.self_attn.qkv_proj.weight[q]"] == "loaded"
+
+
+# --- values ------------------------------------------------------------------------------------
+def test_values_nan_zero_and_norms_at_one(w):
+    def break_values(m):
+        m["fc.weight"] = with_value(m["fc.weight"], float("nan"), at=0)
+        m["midlayer.mlp.down_proj.weight"] = with_value(m["midlayer.mlp.down_proj.weight"], 0.0)
+        m["midlayer.hidden_norm.weight"] = with_value(m["midlayer.hidden_norm.weight"], 1.0)
+        m["norm.weight"] = with_value(m["norm.weight"], 0.0)  # a constant norm is not WC802
+    src = edit(w.clean(), w.path("x"), tensors=break_values)
+    _, headers_only = check(src)
+    assert not codes(headers_only) & {"WC801", "WC802", "WC803"}  # values are read only on request
+    exit_code, rep = check(src, "--values")
+    assert exit_code == 1
+    assert [(f["subject"], f["severity"]) for f in by_code(rep, "WC801")] == [("fc.weight", ERROR)]
+    assert "1 NaN/Inf" in by_code(rep, "WC801")[0]["message"]
+    assert [f["subject"] for f in by_code(rep, "WC802")] == ["midlayer.mlp.down_proj.weight"]
+    assert "every value is 0" in by_code(rep, "WC802")[0]["message"]
+    assert [(f["subject"], f["severity"]) for f in by_code(rep, "WC803")] == [
+        ("midlayer.hidden_norm.weight", WARNING)]
+    stats = rep["values"]["fc.weight"]
+    assert stats["non_finite"] == 1 and stats["numel"] == 128 * 384
+
+
+def test_values_inf_in_f32(w):
+    cfg = dict(w.cfg, torch_dtype="float32")
+    src = w.make("f32", cfg)
+
+    def inf(m):
+        m["lm_head.weight"] = with_value(m["lm_head.weight"], float("-inf"), at=3)
+    _, rep = check(edit(src, w.path("x"), tensors=inf), "--values")
+    assert [f["subject"] for f in by_code(rep, "WC801")] == ["lm_head.weight"]
+
+
+def test_values_lm_head_copied_from_target_rows(w):
+    src = _head_copied_from_target(w)
+    _, without_target = check(src, "--values")
+    assert "WC804" not in codes(without_target)
+    exit_code, rep = check(src, "--values", "--target", TARGET)
+    (f,) = by_code(rep, "WC804")
+    assert f["severity"] == WARNING and f["subject"] == "lm_head.weight"
+    # the original (trained 2 steps from a random head) is not a copy
+    _, orig = check(PRODUCERS / "specforge-sglang", "--values", "--target", TARGET)
+    assert "WC804" not in codes(orig)
+
+
+def test_values_lm_head_rows_of_other_ids_is_not_a_copy(w):
+    src = PRODUCERS / "specforge-sglang"
+    d2t = i64_values(tensor_map(src)["d2t"].data)
+
+    def shifted(m):  # the target's rows, one id off
+        m["lm_head.weight"].data = target_head_rows([(i + off + 1) % 512 for i, off in enumerate(d2t)])
+    _, rep = check(edit(src, w.path("x"), tensors=shifted), "--values", "--target", TARGET)
+    assert "WC804" not in codes(rep)
+
+
+# --- training gate -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [K2, K25])
+def test_training_config_real_specforge_configs_scaled(w, name):
+    """The real SpecForge Kimi configs, scaled down: a drafter built from either initializes it."""
+    _, args = _training(w, synth.scaled_config(load_config(name)))
+    exit_code, rep = check(w.path("with-embed"), *args)
+    assert exit_code == 0
+    assert not codes(rep) & {"WC901", "WC902", "WC903", "WC904"}, rep["findings"]
+
+
+def test_training_config_mismatching(w):
+    src, args = _training(w, synth.scaled_config(load_config(K2), hidden=256, draft_vocab=300))
+    exit_code, rep = check(src, *args)
+    assert exit_code == 1
+    mism = {f["subject"]: f["message"] for f in by_code(rep, "WC901")}
+    assert "[128, 384] here, the training config builds [256, 768]" in mism["fc.weight"]
+    assert "[400, 128] here, the training config builds [300, 256]" in mism["lm_head.weight"]
+    assert set(mism) >= {"d2t", "midlayer.self_attn.q_proj.weight", "embed_tokens.weight"}
+
+
+def test_training_config_without_embedding_reinitializes_it(w):
+    p = w.json_file("t.json", w.cfg)
+    _, rep = check(w.clean(), "--training-config", p)
+    assert [(f["subject"], f["severity"]) for f in by_code(rep, "WC902")] == [("embed_tokens.weight", INFO)]
+
+
+# =============================================================================================
+# 3. the producers' own checkpoints pass the engine they were written for
+@pytest.mark.parametrize("fixture, engine", [
+    ("specforge-sglang", "sglang"), ("modelopt", "sglang"), ("modelopt-default-aux", "sglang"),
+    ("speculators-train", "vllm"),
+])
+@pytest.mark.parametrize("with_target", [False, True], ids=["alone", "target"])
+def test_producer_checkpoint_passes_its_engine(fixture, engine, with_target):
+    args = ["--engine", engine] + (["--target", TARGET] if with_target else [])
+    exit_code, rep = check(PRODUCERS / fixture, *args)
+    assert exit_code == 0 and rep["ok"], rep["findings"]
+    assert rep["summary"] == {"errors": 0, "warnings": 0, "info": 0}, rep["findings"]
+    assert {p["state"] for p in rep["engine"]["parameters"]} <= {"loaded", "from_target", "optional-absent"}
+    assert all(t["fate"] in ("loaded", "special", "skipped") for t in rep["engine"]["tensors"])
+
+
+def test_producer_aux_ids_capture_the_documented_layers():
+    """Fixture README: every fixture captures the outputs of target layers 0, 1, 2 ([0, 1, 2] in
+    the SGLang convention, [1, 2, 3] in vLLM's); modelopt-default-aux only 0 and 1."""
+    for fixture, engine, layers in [("specforge-sglang", "sglang", [0, 1, 2]), ("modelopt", "sglang", [0, 1, 2]),
+                                    ("modelopt-default-aux", "sglang", [0, 1]),
+                                    ("speculators-train", "vllm", [0, 1, 2])]:
+        _, rep = check(PRODUCERS / fixture, "--engine", engine, "--target", TARGET)
+        assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == layers, fixture
+
+
+def test_producer_real_findings():
+    """Real findings on producer output, each explained in tests/fixtures/producers/README.md."""
+    # speculators convert: F32 weights (the source config spells `dtype`) and the aux ids dropped
+    _, conv = check(PRODUCERS / "speculators-convert", "--engine", "vllm", "--target", TARGET)
+    assert conv["ok"] and codes(conv) == {"WC209", "WC407", "WC504"}
+    # ModelOpt full vocab: F32 weights under `torch_dtype: bfloat16`, and the head is the target's
+    _, mo = check(PRODUCERS / "modelopt-fullvocab-fp32", "--engine", "sglang", "--target", TARGET)
+    assert mo["ok"] and codes(mo) == {"WC209", "WC504"}
+    # SpecForge export --to hf ships the target's embedding, which SGLang replaces (info)
+    _, hf = check(PRODUCERS / "specforge-hf", "--engine", "sglang", "--target", TARGET)
+    assert hf["ok"] and codes(hf) == {"WC711"}
+    # a SpecForge run folder has no config.json: take the export
+    _, run = check(PRODUCERS / "specforge-run" / "tiny-latest")
+    assert codes(run) == {"WC201"} and not run["ok"]
+
+
+def test_producer_heads_copied_from_the_target_are_found():
+    """WC804 on real output: ModelOpt puts the base model's head into a full-vocab export (README:
+    "lm_head.weight F32 [512,64] is the target's lm_head"), a fp32 copy of a bf16 head, and the
+    untrained `speculators train --dry-run` draft starts from the verifier's rows at its d2t ids.
+    Both are checked here against the bytes, not only the rule."""
+    import torch
+
+    head_t = torch.frombuffer(bytearray(tensor_map(TARGET)["lm_head.weight"].data), dtype=torch.bfloat16).view(512, 64)
+    mo = tensor_map(PRODUCERS / "modelopt-fullvocab-fp32")["lm_head.weight"]
+    assert mo.dtype == "F32"
+    assert torch.equal(torch.frombuffer(bytearray(mo.data), dtype=torch.float32).view(512, 64), head_t.float())
+    spec = tensor_map(PRODUCERS / "speculators-train")
+    ids = [i + off for i, off in enumerate(i64_values(spec["d2t"].data))]
+    assert spec["lm_head.weight"].data == target_head_rows(ids)
+    for fixture in ("modelopt-fullvocab-fp32", "speculators-train"):
+        _, rep = check(PRODUCERS / fixture, "--values", "--target", TARGET)
+        assert [f["subject"] for f in by_code(rep, "WC804")] == ["lm_head.weight"], fixture
+
+
+def test_producer_norms_at_init_with_values():
+    """--values on real output: all are untrained or barely trained, so every norm is exactly 1.0
+    (SpecForge's 2 bf16 steps cannot move 1.0; ModelOpt and speculators --dry-run never train)."""
+    for fixture in ("specforge-sglang", "modelopt", "speculators-train"):
+        exit_code, rep = check(PRODUCERS / fixture, "--values")
+        assert exit_code == 0
+        assert "norm.weight" in {f["subject"] for f in by_code(rep, "WC803")}, fixture
+
+
+def test_producer_checkpoints_in_the_other_engine():
+    # SpecForge's [0, 1, 2] means other layers in vLLM, and vLLM's V2 runner reads no nested ids
+    _, rep = check(PRODUCERS / "specforge-sglang", "--engine", "vllm", "--target", TARGET)
+    assert rep["ok"] and codes(rep) == {"WC708", "WC710"}
+    assert "[-1, 0, 1]" in by_code(rep, "WC708")[0]["message"]
+    # speculators train in SGLang: not loadable as it is (see test_speculators_config_read_by_sglang)
+    _, sg = check(PRODUCERS / "speculators-train", "--engine", "sglang", "--target", TARGET)
+    assert codes(sg) == {"WC701", "WC706", "WC708", "WC710", "WC711"}
+
+
+def test_sglang_default_aux_ids_compared_as_sglang_captures_them(tmp_path):
+    """Regression: SGLang's default ids capture at the *input* of [2, L//2, L-3] (outputs of
+    [1, L//2-1, L-4]), which is exactly what vLLM's explicit [2, L//2, L-3] captures."""
+    target = target_copy(tmp_path / "target8", num_hidden_layers=8)
+    src = edit(PRODUCERS / "speculators-train", tmp_path / "spec",
+               cfg=lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 4, 5]))
+    _, rep = check(src, "--engine", "sglang", "--target", target)
+    assert "WC710" in codes(rep)  # SGLang does not read the top-level ids: it uses its default ...
+    assert "WC708" not in codes(rep), by_code(rep, "WC708")  # ... which captures the same layers
+    assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == [1, 3, 4]
+
+
+def test_engine_random_head_message_matches_the_config(w):
+    """Regression: an untied missing head was explained with a note about tied embeddings."""
+    cfg = dict(w.cfg, draft_vocab_size=w.cfg["vocab_size"])
+    _, rep = check(w.make("full", cfg, skip=("lm_head.weight",)), "--engine", "sglang")
+    (f,) = by_code(rep, "WC704")
+    assert "random" in f["message"] and "tie_word_embeddings" not in f["message"]
+
+
+def test_pickled_training_state_with_values_and_target():
+    """Regression: WC804 read rows by byte offset, which pickled tensors do not have (crash)."""
+    exit_code, rep = check(PRODUCERS / "specforge-run" / "tiny-latest", "--values", "--target", TARGET)
+    assert exit_code == 1 and "WC201" in codes(rep) and "WC804" not in codes(rep)
+    assert rep["values"]["lm_head.weight"]["numel"] == 128 * 64
+
+
+# =============================================================================================
+# 4. exit codes, JSON, conclusion, --explain, --markdown
+def test_exit_0_json_and_all_clear(w):
+    r = run_cli("check", w.clean(), "--json")
+    assert r.exit_code == 0
+    j = r.json
+    assert j["ok"] is True and j["findings"] == [] and j["schema"] == "weightcheck.check/1"
+    assert "chat template" in j["conclusion"] and "training data" in j["conclusion"]
+    text = run_cli("check", w.clean())
+    assert text.exit_code == 0 and "chat template" in text.stdout and "0 error(s)" in text.stdout
+
+
+def test_exit_1_json_findings_fields(w):
+    r = run_cli("check", edit(w.clean(), w.path("x"), drop=["d2t"]), "--json")
+    assert r.exit_code == 1
+    j = r.json
+    assert j["ok"] is False and j["summary"]["errors"] >= 1
+    for f in j["findings"]:
+        assert {"code", "severity", "message"} <= set(f)
+        assert f["severity"] in (ERROR, WARNING, INFO) and f["code"] in RULES and f["message"]
+    assert "chat template" not in j["conclusion"]
+
+
+def test_warnings_alone_exit_0(w):
+    r = run_cli("check", edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_hidden_layers=2)), "--json")
+    assert r.exit_code == 0 and r.json["ok"] and r.json["summary"]["warnings"] == 1
+
+
+def test_findings_sorted_errors_first(w):
+    def both(c):
+        c.update(num_hidden_layers=2)
+        c.pop("draft_vocab_size")
+    _, rep = check(edit(w.clean(), w.path("x"), cfg=both))
+    sev = [f["severity"] for f in rep["findings"]]
+    assert sev == sorted(sev, key=[ERROR, WARNING, INFO].index) and ERROR in sev and WARNING in sev
+
+
+@pytest.mark.parametrize("args, text", [
+    (["/nonexistent/drafter"], "path not found"),
+    (["{src}", "--engine", "tensorrt"], "unknown engine 'tensorrt'"),
+    (["{src}", "--engine", "speculators"], "unknown engine 'speculators'"),
+    (["{src}", "--engine", "sglang==0.0.1"], "was not read"),
+    (["{src}", "--training-config", "/nonexistent/train.json"], "cannot read training config"),
+    (["{src}", "--training-config", "{list}"], "not a JSON object"),
+    (["{src}", "--training-config", "{bad}"], "not valid JSON"),
+    (["{src}", "--target", "/nonexistent/target"], "path not found"),
+])
+def test_exit_2_when_the_check_cannot_be_done(w, args, text):
+    src = w.clean()
+    (w.tmp / "list.json").write_text("[1, 2]")
+    (w.tmp / "bad.json").write_text("{not json")
+    args = [a.format(src=src, list=w.tmp / "list.json", bad=w.tmp / "bad.json") for a in args]
+    r = run_cli("check", *args)
+    assert r.exit_code == 2, r
+    assert text in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
+def test_explain_prints_the_key_by_key_table():
+    r = run_cli("check", PRODUCERS / "speculators-train", "--engine", "vllm", "--explain")
+    assert r.exit_code == 0
+    rows = [line.split() for line in r.stdout.splitlines()]
+    assert ["layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.qkv_proj.weight",
+            "model.layers.0.self_attn.qkv_proj.weight[q]", "loaded"] in rows
+    assert any(row[:2] == ["t2d", "t2d"] and "skipped" in row for row in rows)
+    assert "checkpoint tensor" in r.stdout and "config the engine reads" in r.stdout
+    assert "aux layer ids: [1, 2, 3]" in r.stdout
+    # without --explain the table is not printed
+    assert "checkpoint tensor" not in run_cli("check", PRODUCERS / "speculators-train", "--engine", "vllm").stdout
+
+
+def test_explain_shows_what_is_dropped(w):
+    r = run_cli("check", w.clean(dialect="speculators"), "--engine", "sglang==0.5.11", "--explain")
+    assert r.exit_code == 1
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("layers.0.mlp.down_proj.weight"))
+    assert "dropped" in line and "model.layers.0.mlp.down_proj.weight" in line
+
+
+def test_markdown_renders(w):
+    r = run_cli("check", PRODUCERS / "speculators-train", "--engine", "sglang", "--markdown")
+    assert r.exit_code == 1
+    out = r.stdout
+    assert out.startswith("## weightcheck check `")
+    assert re.search(r"^\| code\s+\| severity\s+\| subject\s+\| message", out, re.M)
+    assert re.search(r"^\| WC701\s+\| error\s+\| architectures", out, re.M)
+    assert "3 error(s)" in out
+    clean = run_cli("check", w.clean(), "--markdown")
+    assert clean.exit_code == 0 and "chat template" in clean.stdout
+
+
+def test_json_engine_and_target_sections():
+    _, rep = check(PRODUCERS / "speculators-train", "--engine", "vllm", "--target", TARGET)
+    assert rep["engine"]["name"] == "vllm" and rep["engine"]["version"] == "0.33.0"
+    assert rep["target"]["num_hidden_layers"] == 4 and rep["target"]["hidden_size"] == 64
+    fates = {t["name"]: t["fate"] for t in rep["engine"]["tensors"]}
+    assert fates["d2t"] == "special" and fates["t2d"] == "skipped" and fates["input_norm.weight"] == "loaded"
