@@ -108,8 +108,9 @@ def _bytes_equal(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
 def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
     """max |a-b|, ‖a-b‖/‖a‖, cosine and byte equality, streamed in bounded chunks (torch).
 
-    Each chunk is converted once per side to float64 and reduced with dot products; the
-    finiteness mask is only computed for a chunk whose sums come out non-finite."""
+    Each chunk is converted once per side to float32 and reduced with BLAS dot products (blocked
+    accumulation within a chunk of 4 M elements, float64 across chunks: relative error ~1e-6); the
+    finiteness mask is only computed for a chunk whose sums come out non-finite.""" 
     import math
     import warnings
 
@@ -136,8 +137,8 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
             warnings.simplefilter("ignore")
             xa = torch.frombuffer(ca, dtype=da)
             xb = torch.frombuffer(cb, dtype=db)
-        xa = xa.to(torch.float64)
-        xb = xb.to(torch.float64)
+        xa = xa.to(torch.float32)
+        xb = xb.to(torch.float32)
         d = xa - xb
         c_dd, c_aa, c_bb, c_ab = (float(torch.dot(d, d)), float(torch.dot(xa, xa)),
                                   float(torch.dot(xb, xb)), float(torch.dot(xa, xb)))
@@ -149,7 +150,8 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
             c_dd, c_aa, c_bb, c_ab = (float(torch.dot(d, d)), float(torch.dot(xa, xa)),
                                       float(torch.dot(xb, xb)), float(torch.dot(xa, xb)))
         if d.numel():
-            max_abs = max(max_abs, float(d.abs().max()))
+            lo, hi = torch.aminmax(d)
+            max_abs = max(max_abs, -float(lo), float(hi))
         sdd += c_dd
         saa += c_aa
         sbb += c_bb
