@@ -479,10 +479,12 @@ class _Handler(BaseHTTPRequestHandler):
                 n = min(n, self._stall_after[0] - self._sent)
             if self._reset_after is not None:
                 n = min(n, self._reset_after - self._sent)
-            self.wfile.write(view[:n])
+            # count before writing: the client may read the bytes (and the test look at the
+            # counters) before this thread runs again after the write
             self._sent += n
             self._rec.body_bytes = self._sent
             hub._count(n, self._count_key)
+            self.wfile.write(view[:n])
             view = view[n:]
 
     def _send_json(self, obj: Any, headers: Mapping[str, str] | None = None) -> None:
