@@ -110,7 +110,7 @@ def engine_default(ctx):
 def aux_convention(ctx):
     v = ctx.engine_view
     t = ctx.target
-    trained = TRAINED_WITH.get(ctx.d.dialect)
+    trained = engine_mod.convention_of(ctx.d) if ctx.d.dialect in TRAINED_WITH else None
     if t is None or trained is None or trained == v.engine or ctx.n.get("aux_layer_ids") is None:
         return  # without ids of its own the drafter gets defaults everywhere (WC407)
     L = t.num_layers

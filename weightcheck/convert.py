@@ -135,21 +135,7 @@ def target_family(drafter: Drafter, target) -> tuple[str, str]:
     return _LLAMA_DEFAULT, "assumed (no --target; pass one to be sure)"
 
 
-def convention_of(d: Drafter) -> str:
-    """The engine whose aux-id convention a drafter's ids are written in (docs/engines.md)."""
-    if engine_mod.is_speculators_format(d.config) or d.dialect == "speculators":
-        return "vllm"
-    if _top_level_ids_only(d.config):  # e.g. our own --to vllm output of a ModelOpt drafter
-        return "vllm"
-    return "sglang"
-
-
-def _top_level_ids_only(cfg: dict) -> bool:
-    """Ids only at the top level: where vLLM-convention writers put them (speculators, --to vllm);
-    SGLang-convention producers (SpecForge, ModelOpt) nest them in eagle_config."""
-    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    return isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and \
-        not isinstance(ec.get("eagle_aux_hidden_state_layer_ids"), list)
+convention_of = engine_mod.convention_of  # shared with check (WC708)
 
 
 def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_layers) -> list:
@@ -177,10 +163,8 @@ def _captured(ids, eng: str, model_type: str, L: int):
             continue
         if "versions" in c and version not in c["versions"]:
             continue
-        # the expression language has no subscripts: ``ids[i]`` is given as the name ``ids_i``
-        rule = re.sub(r"\bids\[(\d+)\]", r"ids_\1", c["captures_output_of"])
-        names = {f"ids_{i}": v for i, v in enumerate(ids)}
-        return [int(expr.evaluate(rule, {**names, "k": k, "ids": ids, "L": L})) for k in ids]
+        rule = c["captures_output_of"]
+        return [int(expr.evaluate(rule, {"k": k, "ids": list(ids), "L": L})) for k in ids]
     if model_type != _LLAMA_DEFAULT:
         return _captured(ids, eng, _LLAMA_DEFAULT, L)
     return None
@@ -197,8 +181,7 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     ec.pop("eagle_aux_hidden_state_layer_ids", None)
     flat.pop("eagle_aux_hidden_state_layer_ids", None)
     ids = norm.get("aux_layer_ids")
-    src_conv = convention_of(src) if base is src.config else \
-        ("vllm" if engine_mod.is_speculators_format(base) or _top_level_ids_only(base) else "sglang")
+    src_conv = convention_of(src) if base is src.config else engine_mod.config_convention(base)
     dst_conv = out_spec["aux_convention"]
     model_type, how = target_family(src, plan.target)
     L = plan.target.num_layers if plan.target is not None else None
@@ -433,9 +416,13 @@ def check_paths(src: Drafter, out: str, force: bool) -> None:
     if s.kind != "hub":
         root = s.location if s.kind == "folder" else os.path.dirname(s.location)
         root = os.path.realpath(root)
-        if out_abs == root or os.path.commonpath([out_abs, root]) == root:
+        if s.kind == "folder" and (out_abs == root or os.path.commonpath([out_abs, root]) == root):
             raise UsageError(out, f"OUT is {'SRC' if out_abs == root else 'inside SRC'} ({root}): "
                                   "refused, the source is never written to")
+        # OUT must not be SRC's folder or any folder above it: --force would replace the source
+        if os.path.commonpath([out_abs, root]) == out_abs:
+            raise UsageError(out, f"OUT contains SRC ({s.location}): refused, replacing it would "
+                                  "delete the source")
         for f in s.files.values():
             if f.local_path and os.path.realpath(f.local_path) == out_abs:
                 raise UsageError(out, "OUT is a file of SRC: refused")

@@ -118,6 +118,24 @@ def is_speculators_format(raw: dict) -> bool:
     return isinstance(raw.get("speculators_config"), dict) or "speculators_model_type" in raw
 
 
+def convention_of(d) -> str:
+    """The engine whose aux-id convention a drafter's ids are written in (docs/engines.md)."""
+    return config_convention(d.config or {}, d.dialect)
+
+
+def config_convention(cfg: dict, dialect: str | None = None) -> str:
+    """speculators drafters are trained on vLLM-captured hidden states; SpecForge and ModelOpt on
+    SGLang's (they nest the ids in eagle_config). Ids only at the top level are vLLM's (our own
+    ``convert --to vllm`` output of a ModelOpt drafter keeps ModelOpt's eagle_config keys)."""
+    if is_speculators_format(cfg) or dialect == "speculators":
+        return "vllm"
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and \
+            not isinstance(ec.get("eagle_aux_hidden_state_layer_ids"), list):
+        return "vllm"
+    return "sglang"
+
+
 def engine_config(data: dict, raw: dict, version: str) -> tuple[dict, dict, list, bool]:
     """(values by field, {"value","from"} by field, errors, speculators_format) as the engine sees them."""
     spec = is_speculators_format(raw)

@@ -3,7 +3,7 @@
 Shapes (``"T * n_aux"``), defaults (``"hidden_size // num_attention_heads"``) and conditions
 (``"fc_norm and not norm_output"``) are written as Python expressions over named values, and
 evaluated here on a whitelisted AST: names, integer/float/bool/None/str constants, lists,
-arithmetic, comparisons, ``and``/``or``/``not``, ``x if c else y`` and the functions ``len``,
+arithmetic, comparisons, ``and``/``or``/``not``, ``x if c else y``, list indexing ``ids[0]`` and the functions ``len``,
 ``min``, ``max``. No attribute access, no subscripts beyond lists, no calls to anything else.
 """
 from __future__ import annotations
@@ -100,6 +100,11 @@ def _eval(node, names, src):
                 return False
             left = right
         return True
+    if isinstance(node, ast.Subscript):  # ids[0]: a list indexed by an integer
+        seq, idx = _eval(node.value, names, src), _eval(node.slice, names, src)
+        if not isinstance(seq, list) or type(idx) is not int or not -len(seq) <= idx < len(seq):
+            raise Undefined(f"cannot index {seq!r} with {idx!r} (in {src!r})")
+        return seq[idx]
     if isinstance(node, ast.IfExp):
         return _eval(node.body if _eval(node.test, names, src) else node.orelse, names, src)
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)

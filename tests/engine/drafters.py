@@ -88,3 +88,74 @@ def write_constant_drafter(out_dir: str, token: int, seed: int = 0) -> dict:
         f.write("\n")
     write_file(os.path.join(out_dir, "model.safetensors"), tensors, {"format": "pt"})
     return {"dir": out_dir, "token": token, "draft_vocab_size": Vd, "tensors": names}
+
+
+def _target_tensor_bytes(target_dir: str, name: str) -> tuple[bytes, tuple, str]:
+    """One tensor of the (single-file) target checkpoint: its bytes, shape and dtype."""
+    from weightcheck.safetensors_header import read_local_header
+
+    path = os.path.join(target_dir, "model.safetensors")
+    h = read_local_header(path)
+    e = h.tensors[name]
+    with open(path, "rb") as f:
+        f.seek(h.data_start + e.begin)
+        return f.read(e.end - e.begin), tuple(e.shape), e.dtype
+
+
+def write_lens_drafter(out_dir: str, target_dir: str, tokens, slot: int = 2, seed: int = 0) -> dict:
+    """A SpecForge-layout drafter whose proposal depends on *which target layer* it is fed.
+
+    ``fc`` copies aux hidden state number ``slot`` (0-based, in the order of the config's aux ids)
+    unchanged; ``o_proj`` and ``down_proj`` are zero, so the decoder layer adds nothing and the
+    drafter's output is that hidden state; ``norm.weight`` is the target's final norm and
+    ``lm_head`` the target's lm_head rows at the d2t ids. The proposal is the target's own
+    "logit lens" on the captured layer: right as often as that layer already predicts the target's
+    next token, and different for different captured layers. Two copies that make vLLM capture
+    the same target layers must therefore get the same acceptance counts, and copies that capture
+    different layers (almost surely) do not.
+
+    ``tokens``: target ids the draft vocab must contain (the target's greedy outputs); the rest of
+    the draft vocab is filled with other ids.
+    """
+    cfg = drafter_config()
+    V, Vd = cfg["vocab_size"], cfg["draft_vocab_size"]
+    H = cfg["hidden_size"]
+    ids = sorted(set(int(t) for t in tokens))
+    if len(ids) > Vd:
+        raise ValueError(f"{len(ids)} tokens do not fit a draft vocab of {Vd}")
+    rng = random.Random(seed)
+    ids = sorted(ids + rng.sample(sorted(set(range(V)) - set(ids)), Vd - len(ids)))
+    d2t = struct.pack(f"<{Vd}q", *[t - i for i, t in enumerate(ids)])
+    t2d = bytearray(V)
+    for t in ids:
+        t2d[t] = 1
+    head, head_shape, head_dtype = _target_tensor_bytes(target_dir, "lm_head.weight")
+    norm, _, norm_dtype = _target_tensor_bytes(target_dir, "model.norm.weight")
+    assert head_dtype == norm_dtype == "BF16" and head_shape == (V, H), (head_shape, head_dtype)
+    row = 2 * H
+    one, zero = struct.pack("<H", 0x3F80), b"\0\0"  # bf16 1.0 and 0.0
+    n_aux = 3
+    fc = bytearray()
+    for r in range(H):  # fc.weight [H, n_aux*H]: row r picks column slot*H + r
+        fc += b"".join(one if c == slot * H + r else zero for c in range(n_aux * H))
+    tensors = synth.drafter_tensors(cfg, "specforge", seed)
+    for t in tensors:
+        if t.name == "fc.weight":
+            assert t.shape == (H, n_aux * H), t.shape
+            t.data = bytes(fc)
+        elif t.name in ("midlayer.self_attn.o_proj.weight", "midlayer.mlp.down_proj.weight"):
+            t.data = bytes(t.nbytes)
+        elif t.name == "norm.weight":
+            t.data = norm
+        elif t.name == "lm_head.weight":
+            t.data = b"".join(head[i * row:(i + 1) * row] for i in ids)
+        elif t.name == "d2t":
+            t.data = d2t
+        elif t.name == "t2d":
+            t.data = bytes(t2d)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    write_file(os.path.join(out_dir, "model.safetensors"), tensors, {"format": "pt"})
+    return {"dir": out_dir, "slot": slot, "draft_vocab_size": Vd, "ids": ids}

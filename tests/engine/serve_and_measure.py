@@ -15,32 +15,42 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import re
 import sys
 import time
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache: plenty for a tiny target
-# the engine core in this process: its log lines (aux layers) reach our handler, and startup is faster
+# the engine core in this process: its log lines (aux layers) reach our stdout tee; startup is faster
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 MARK = "WEIGHTCHECK_RESULT "
 
 
-class _DrafterLog(logging.Handler):
-    """Remembers vLLM's log lines about the drafter ("Using auxiliary layers from speculative
-    config: (0, 1, 2)", "Sharing target model embedding weights ...", "... lm_head ...")."""
+class _Tee:
+    """Wraps sys.stdout before vllm configures logging (its handler writes to ext://sys.stdout,
+    resolved then), so this process can read vLLM's own log lines about the drafter:
+    "Using auxiliary layers from speculative config: (0, 1, 2)", "... embed_tokens ...",
+    "... lm_head ..."."""
 
-    def __init__(self):
-        super().__init__()
+    WORDS = ("auxiliary layers", "eagle", "draft")
+
+    def __init__(self, stream):
+        self.stream = stream
         self.lines = []
+        self._buf = ""
 
-    def emit(self, record):
-        msg = record.getMessage()
-        if any(w in msg.lower() for w in ("auxiliary layers", "eagle", "draft")):
-            self.lines.append(msg)
+    def write(self, text):
+        self._buf += text
+        while "\n" in self._buf:
+            line, self._buf = self._buf.split("\n", 1)
+            if any(w in line.lower() for w in self.WORDS) and not line.startswith(MARK):
+                self.lines.append(re.sub(r"^.*?\] ", "", line))  # drop "(pid) INFO date [file:line] "
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 def _counters(metrics) -> dict:
@@ -76,11 +86,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     t0 = time.time()
+    tee = sys.stdout = _Tee(sys.stdout)
     import torch
     import vllm
     from vllm import LLM, SamplingParams
-    drafter_log = _DrafterLog()  # after importing vllm: its logging setup replaces handlers
-    logging.getLogger("vllm").addHandler(drafter_log)
     t_import = time.time() - t0
 
     kwargs = dict(model=a.target, enforce_eager=True, dtype=a.dtype, max_model_len=256, seed=0,
@@ -105,8 +114,8 @@ def main(argv=None) -> int:
         "k": a.k,
         "outputs": [list(o.outputs[0].token_ids) for o in outs],
         "spec_decode": _counters(llm.get_metrics()),
-        "aux_layers": _aux_layers(drafter_log.lines),
-        "drafter_log": drafter_log.lines,
+        "aux_layers": _aux_layers(tee.lines),
+        "drafter_log": [x for x in tee.lines if "non-default args" not in x and "Initializing" not in x],
         "seconds": {"import": round(t_import, 2), "load": round(t_load, 2),
                     "generate": round(t_gen, 2), "total": round(time.time() - t0, 2)},
     }
