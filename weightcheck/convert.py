@@ -132,6 +132,14 @@ def target_family(drafter: Drafter, target) -> tuple[str, str]:
     mt = drafter.config.get("model_type")
     if mt in known and mt != "llama":
         return mt, f"the drafter config's model_type {mt!r}"
+    sc = drafter.config.get("speculators_config")
+    archs = (sc.get("verifier") or {}).get("architectures") if isinstance(sc, dict) else None
+    by_arch = {}
+    for fam, arch in engine_mod.load("speculators")["output"].get("family_architectures", {}).items():
+        by_arch.setdefault(arch, fam)
+    for a in archs or []:
+        if a in by_arch:
+            return by_arch[a], f"the speculators verifier architecture {a}"
     return _LLAMA_DEFAULT, "assumed (no --target; pass one to be sure)"
 
 
@@ -239,7 +247,9 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
             verifier = {"name_or_path": plan.target.source.spec,
                         "architectures": plan.target.architectures}
         verifier.setdefault("name_or_path", None)
-        verifier.setdefault("architectures", [])
+        if not verifier.get("architectures"):  # record the family, so the way back knows it
+            fam = engine_mod.load("speculators")["output"].get("family_architectures", {})
+            verifier["architectures"] = [fam[model_type]] if model_type in fam else []
         cfg = {
             "architectures": list(out_spec["architectures"]),
             "speculators_model_type": "eagle3",
