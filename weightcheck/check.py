@@ -135,7 +135,7 @@ def target_support(ctx):
     tg = engine_mod.load(ctx.engine_view.engine).get("targets", {})
     types = tg.get("supported_model_types") or []
     archs = tg.get("supported_architectures") or []
-    ok = (t.model_type in types) or any(a in archs for a in t.architectures)
+    ok = (t.model_type in types) or (t.text_model_type in types) or any(a in archs for a in t.architectures)
     if types and not ok:
         yield ctx.f("WC709", f"{ctx.engine_view.engine} {ctx.engine_view.version} has no EAGLE-3 "
                              f"capture for target model_type {t.model_type!r} "

@@ -26,10 +26,11 @@ class Target:
     source: Source
     config: dict
     normalized: config_mod.NormalizedConfig
-    model_type: str | None
+    model_type: str | None  # the target's own (kimi_k25 for Kimi-K2.5)
     architectures: list
     embed: TensorRecord | None
     lm_head: TensorRecord | None
+    text_model_type: str | None = None  # text_config.model_type of a multimodal target (kimi_k2)
 
     @property
     def hidden_size(self):
@@ -49,6 +50,7 @@ class Target:
 
     def summary(self) -> dict:
         return {"spec": self.source.spec, "commit": self.source.commit, "model_type": self.model_type,
+                "text_model_type": self.text_model_type,
                 "architectures": self.architectures, "hidden_size": self.hidden_size,
                 "vocab_size": self.vocab_size, "num_hidden_layers": self.num_layers,
                 "dtype": self.dtype,
@@ -68,5 +70,6 @@ def load_target(spec: str, token: str | None = None) -> Target:
     embed = next((src.tensors[n] for n in EMBED_NAMES if n in src.tensors), None)
     head = next((src.tensors[n] for n in HEAD_NAMES if n in src.tensors), None)
     return Target(source=src, config=cfg, normalized=norm,
-                  model_type=text.get("model_type") or cfg.get("model_type"),
-                  architectures=list(cfg.get("architectures") or []), embed=embed, lm_head=head)
+                  model_type=cfg.get("model_type") or text.get("model_type"),
+                  architectures=list(cfg.get("architectures") or []), embed=embed, lm_head=head,
+                  text_model_type=text.get("model_type"))
