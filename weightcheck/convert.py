@@ -394,29 +394,56 @@ def _tmp_dir(out: str) -> str:
     return os.path.join(parent, f".{name}{TMP_MARK}{os.getpid()}")
 
 
+def _pid_alive(pid_text: str) -> bool:
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, it is another user's
+        return True
+    return True
+
+
 def clean_stale(out: str) -> list[str]:
-    """Remove temporary folders a killed run left beside OUT (their process is gone)."""
+    """Tidy what a killed run left beside OUT (its process is gone):
+
+    * ``.OUT.weightcheck-tmp-<pid>``: an unfinished output — removed;
+    * ``.OUT.weightcheck-tmp-old-<pid>``: the previous OUT, set aside by ``--force`` just before
+      the new one was renamed in — put back as OUT if OUT is missing (the kill fell between the
+      two renames), else removed.
+    """
     parent, name = os.path.split(os.path.abspath(out))
     removed = []
     prefix = f".{name}{TMP_MARK}"
     try:
-        entries = os.listdir(parent)
+        entries = sorted(os.listdir(parent))
     except OSError:
         return removed
     for e in entries:
         if not e.startswith(prefix):
             continue
-        pid = e[len(prefix):].split(".")[0]
-        alive = False
-        if pid.isdigit():
+        rest = e[len(prefix):]
+        old = rest.startswith("old-")
+        if _pid_alive((rest[4:] if old else rest).split(".")[0]):
+            continue
+        path = os.path.join(parent, e)
+        if old and not os.path.lexists(out):
+            os.rename(path, out)
+            removed.append(f"{e} (restored as {name})")
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
             try:
-                os.kill(int(pid), 0)
-                alive = int(pid) != os.getpid()
-            except (ProcessLookupError, PermissionError):
-                alive = False
-        if not alive:
-            shutil.rmtree(os.path.join(parent, e), ignore_errors=True)
-            removed.append(e)
+                os.unlink(path)
+            except OSError:
+                pass
+        removed.append(e)
     return removed
 
 
@@ -566,8 +593,12 @@ def write(plan: Plan, force: bool = False, progress=None) -> dict:
     clean_stale(out)
     tmp = _tmp_dir(out)
     old_handlers = {}
+    state = {"publishing": False, "deferred": None}
 
     def on_signal(signum, frame):
+        if state["publishing"]:  # the renames that put OUT in place are not interrupted
+            state["deferred"] = signum
+            return
         raise _Interrupted(signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -580,9 +611,14 @@ def write(plan: Plan, force: bool = False, progress=None) -> dict:
         files = _write_shards(plan, tmp, progress)
         verify(plan, tmp)
         _write_config_and_card(plan, tmp, files)
+        state["publishing"] = True
         _publish(tmp, out, force)
-        return {"out": out, "files": files, "tensors": len(plan.items),
-                "bytes": sum(it.nbytes for it in plan.items)}
+        summary = {"out": out, "files": files, "tensors": len(plan.items),
+                   "bytes": sum(it.nbytes for it in plan.items)}
+        if state["deferred"] is not None:
+            summary["note"] = (f"signal {state['deferred']} arrived while OUT was being put in "
+                               "place; OUT is complete and verified")
+        return summary
     except _Interrupted as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise WeightcheckError(plan.out, f"interrupted by signal {e.args[0]}: nothing written") from None
@@ -719,7 +755,8 @@ def _publish(tmp: str, out: str, force: bool) -> None:
     if os.path.lexists(out):
         if not force:
             raise UsageError(out, "exists: pass --force to replace it")
-        aside = f"{out}{TMP_MARK}old-{os.getpid()}"
+        parent, name = os.path.split(out)
+        aside = os.path.join(parent, f".{name}{TMP_MARK}old-{os.getpid()}")  # clean_stale knows it
         os.rename(out, aside)
         try:
             os.rename(tmp, out)

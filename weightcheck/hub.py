@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import urllib.parse
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from weightcheck.sources import (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, Source, Weig
                                  finish_index, parse_index, parse_json, read_config)
 
 FIRST_READ = 4096  # bytes read first; a drafter header is ~2 KB
+BODY_ATTEMPTS = 4  # a Range read whose connection drops mid-body is tried this many times
 
 
 def _truthy(v: str | None) -> bool:
@@ -62,6 +64,44 @@ def timeout() -> float:
         return 10.0
 
 
+_INT_VARS = ("HF_HUB_DOWNLOAD_TIMEOUT", "HF_HUB_ETAG_TIMEOUT")
+
+
+def _hf():
+    """Import huggingface_hub, turning what its import-time configuration refuses into one line.
+
+    huggingface_hub 2.4 reads HF_HUB_DOWNLOAD_TIMEOUT / HF_HUB_ETAG_TIMEOUT with ``int()`` when it
+    is imported: "0.5" makes the import itself raise ValueError. It also logs every retry as a
+    WARNING on stderr, which would break the CLI's one-line-on-stderr promise: retries stay silent
+    unless HF_HUB_VERBOSITY asks for them.
+    """
+    try:
+        import huggingface_hub
+        import huggingface_hub.constants  # noqa: F401  (the package itself imports lazily)
+    except ValueError as e:
+        bad = [v for v in _INT_VARS if os.environ.get(v) is not None
+               and not os.environ[v].strip().isdigit()]
+        what = " and ".join(f"{v}={os.environ[v]!r}" for v in bad) or "an HF_* variable"
+        raise WeightcheckError(None, f"{what}: huggingface_hub only accepts a whole number of "
+                                     f"seconds ({e})") from None
+    if not os.environ.get("HF_HUB_VERBOSITY"):
+        import logging
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    return huggingface_hub
+
+
+# a git ref name never has these (git check-ref-format); they would also be path components in
+# our caches (refs/<revision>)
+_BAD_REVISION = re.compile(r"(^|/)\.\.?(/|$)|^/|/$|//|[\\\x00-\x1f\x7f]")
+
+
+def check_revision(repo_id: str, revision: str | None) -> None:
+    if revision is not None and (not revision or _BAD_REVISION.search(revision)):
+        raise WeightcheckError(f"{repo_id}@{revision}", "not a valid revision (a branch, tag or "
+                                                        "commit name has no '.', '..' or empty "
+                                                        "path components): refused")
+
+
 def _token(token: str | None):
     return token or os.environ.get("HF_TOKEN") or None
 
@@ -71,6 +111,9 @@ def _net_error(where: str, e: Exception) -> WeightcheckError:
     from huggingface_hub import errors as hf_errors
 
     name = type(e).__name__
+    if isinstance(e, hf_errors.HFValidationError):
+        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else name
+        return WeightcheckError(where, f"not a valid Hub repo id: {msg}")
     if isinstance(e, hf_errors.GatedRepoError):
         return WeightcheckError(where, "gated repository: accept its terms on the Hub, then pass "
                                        "--token or set HF_TOKEN")
@@ -110,6 +153,7 @@ class HubRepo:
 
     def download(self, fname: str) -> str:
         """The whole file, through huggingface_hub's cache (used only when bytes are needed)."""
+        _hf()
         from huggingface_hub import hf_hub_download
         try:
             return hf_hub_download(self.repo_id, fname, revision=self.commit or self.revision,
@@ -124,37 +168,64 @@ class HubRepo:
                             fname.replace("/", "--"))
 
     def read_range(self, fname: str, start: int, end: int) -> tuple[bytes, int | None]:
-        """Bytes [start, end) of a file, and the file's total size if the server says it."""
+        """Bytes [start, end) of a file, and the file's total size if the server says it.
+
+        huggingface_hub's backoff retries a failed request (5xx, timeout, refused connection); a
+        connection dropped while the body is read is retried here: an error raised inside
+        ``http_stream_backoff``'s ``with`` block would be thrown into its retry loop, which then
+        fails with "generator didn't stop after throw()".
+        """
+        _hf()
         from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+        try:
+            import httpx2 as httpx
+        except ImportError:  # pragma: no cover - huggingface_hub < 2 used httpx
+            import httpx
 
         headers = build_hf_headers(token=_token(self.token))
         headers["Range"] = f"bytes={start}-{end - 1}"
         where = f"{self.where}/{fname}"
-        try:
-            with http_stream_backoff("GET", self.url(fname), headers=headers,
-                                     timeout=timeout(), max_retries=3,
-                                     base_wait_time=0.5, max_wait_time=4) as r:
-                hf_raise_for_status(r)
-                total = None
-                cr = r.headers.get("Content-Range", "")
-                m = re.match(r"bytes \d+-\d+/(\d+)", cr)
-                if m:
-                    total = int(m.group(1))
-                want = end - start
-                buf = bytearray()
-                skip = start if r.status_code == 200 else 0  # a server that ignored Range
-                for chunk in r.iter_bytes():
-                    if skip:
-                        cut = min(skip, len(chunk))
-                        chunk, skip = chunk[cut:], skip - cut
-                    buf += chunk
-                    if len(buf) >= want:
-                        break
-                return bytes(buf[:want]), total
-        except WeightcheckError:
-            raise
-        except Exception as e:
-            raise _net_error(where, e) from None
+        want = end - start
+        wait = 0.5
+        for attempt in range(1, BODY_ATTEMPTS + 1):
+            dropped = None
+            try:
+                with http_stream_backoff("GET", self.url(fname), headers=headers,
+                                         timeout=timeout(), max_retries=3,
+                                         base_wait_time=0.5, max_wait_time=4) as r:
+                    hf_raise_for_status(r)
+                    total = None
+                    cr = r.headers.get("Content-Range", "")
+                    m = re.match(r"bytes \d+-\d+/(\d+)", cr)
+                    if m:
+                        total = int(m.group(1))
+                    buf = bytearray()
+                    skip = start if r.status_code == 200 else 0  # a server that ignored Range
+                    try:
+                        for chunk in r.iter_bytes():
+                            if skip:
+                                cut = min(skip, len(chunk))
+                                chunk, skip = chunk[cut:], skip - cut
+                            buf += chunk
+                            if len(buf) >= want:
+                                break
+                    except httpx.TransportError as e:  # reset / timeout in the middle of the body
+                        dropped = e
+                    else:
+                        return bytes(buf[:want]), total
+            except WeightcheckError:
+                raise
+            except Exception as e:
+                raise _net_error(where, e) from None
+            if attempt < BODY_ATTEMPTS:
+                time.sleep(wait)
+                wait = min(4.0, wait * 2)
+        if "Timeout" in type(dropped).__name__:
+            raise _net_error(where, dropped)
+        msg = str(dropped).strip().splitlines()[0][:200] if str(dropped).strip() \
+            else type(dropped).__name__
+        raise WeightcheckError(where, f"connection to {endpoint()} dropped while reading, "
+                                      f"{BODY_ATTEMPTS} times ({type(dropped).__name__}: {msg})")
 
     def header_bytes(self, fname: str, size: int | None) -> bytes:
         """8-byte length + header JSON, from our cache or two Range reads at most."""
@@ -229,6 +300,7 @@ def _manifest_path(repo_id: str, commit: str) -> str:
 
 def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
              only: set[str] | None = None) -> Source:
+    check_revision(repo_id, revision)
     repo = HubRepo(repo_id, revision, None, token)
     where = repo.where
     if offline():
@@ -246,6 +318,7 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
                          "size": os.path.getsize(os.path.join(d, n)), "sha256": None}
                         for d, _, ns in os.walk(snap) for n in ns]
     else:
+        _hf()
         from huggingface_hub import HfApi
         try:
             info = HfApi(endpoint=endpoint(), token=_token(token)).model_info(
@@ -253,6 +326,10 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
         except Exception as e:
             raise _net_error(where, e) from None
         repo.commit = info.sha
+        if repo.commit is not None and not re.fullmatch(r"[0-9a-f]{40}", str(repo.commit)):
+            # it names folders in our cache: never let a server choose a path
+            raise WeightcheckError(where, f"the Hub answered a malformed commit sha "
+                                          f"{str(repo.commit)[:60]!r}: refused")
         siblings = []
         for s in info.siblings or []:
             lfs = getattr(s, "lfs", None)
@@ -272,6 +349,10 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
     names = sorted(by_name)
 
     if "config.json" in by_name:
+        if (by_name["config.json"].get("size") or 0) > MAX_CONFIG_BYTES:  # known before download
+            raise WeightcheckError(f"{where}/config.json", f"config.json is "
+                                   f"{by_name['config.json']['size']} bytes, more than the "
+                                   f"{MAX_CONFIG_BYTES} we accept")
         path = repo.download("config.json")
         if os.path.getsize(path) > MAX_CONFIG_BYTES:
             raise WeightcheckError(f"{where}/config.json", "config.json is larger than we accept")
@@ -302,6 +383,10 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
                                       "model.safetensors.index.json, *.safetensors or pytorch_model.bin")
     weight_map = None
     if index_name:
+        if (by_name[index_name].get("size") or 0) > MAX_INDEX_BYTES:
+            raise WeightcheckError(f"{where}/{index_name}",
+                                   f"index is {by_name[index_name]['size']} bytes, more than the "
+                                   f"{MAX_INDEX_BYTES} we accept")
         ipath = repo.download(index_name)
         if os.path.getsize(ipath) > MAX_INDEX_BYTES:
             raise WeightcheckError(f"{where}/{index_name}", "index is larger than we accept")

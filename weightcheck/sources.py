@@ -119,6 +119,8 @@ def check_member_name(root: str, fname: object, where: str) -> str:
     ``..``, no symlink leading out. Returns the resolved path."""
     if not isinstance(fname, str) or not fname:
         raise WeightcheckError(where, f"index names a file {fname!r} that is not a file name")
+    if "\x00" in fname:  # os.path functions raise ValueError on it
+        raise WeightcheckError(where, f"index names {fname!r}, which holds a NUL byte: refused")
     if os.path.isabs(fname) or fname.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", fname):
         raise WeightcheckError(where, f"index names an absolute path {fname!r}: refused")
     parts = re.split(r"[\\/]", fname)
@@ -127,10 +129,27 @@ def check_member_name(root: str, fname: object, where: str) -> str:
     full = os.path.join(root, *parts)
     real_root = os.path.realpath(root)
     real = os.path.realpath(full)
-    if os.path.commonpath([real_root, real]) != real_root:
+    if os.path.commonpath([real_root, real]) != real_root and not _in_hf_blobs(real_root, real):
         raise WeightcheckError(where, f"index names {fname!r}, a link leading out of the folder "
                                       f"(to {real}): refused")
     return full
+
+
+def _in_hf_blobs(real_root: str, real: str) -> bool:
+    """A Hugging Face cache snapshot (``<cache>/models--org--name/snapshots/<commit>/...``, what
+    ``hf download`` prints) links every file to ``../../blobs/<hash>``: that ``blobs`` folder of the
+    same repo belongs to the checkpoint, and nothing else outside it does."""
+    d = real_root
+    while True:
+        parent = os.path.dirname(d)
+        if parent == d:
+            return False
+        grand = os.path.dirname(parent)
+        if os.path.basename(parent) == "snapshots" and \
+                os.path.basename(grand).startswith(("models--", "datasets--", "spaces--")):
+            blobs = os.path.join(grand, "blobs")
+            return os.path.dirname(real) == blobs
+        d = parent
 
 
 def parse_index(obj: object, where: str) -> dict[str, str]:
@@ -272,7 +291,10 @@ _PICKLE_EXT = (".bin", ".pt", ".pth")
 
 def _choose_local_files(root: str) -> tuple[str, list[str], str | None]:
     """(layout, weight file names, index file name) for a folder."""
-    names = sorted(os.listdir(root))
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as e:  # e.g. a folder we may not list (another user's)
+        raise WeightcheckError(root, f"cannot list the folder: {e.strerror or e}") from None
     files = [n for n in names if os.path.isfile(os.path.join(root, n))]
     if "model.safetensors.index.json" in files:
         return "sharded safetensors", [], "model.safetensors.index.json"
@@ -290,8 +312,14 @@ def _choose_local_files(root: str) -> tuple[str, list[str], str | None]:
     pk = [n for n in files if n.endswith(_PICKLE_EXT)]
     if pk:
         return "pickled", pk, None
+
+    def _listing(sub):  # a hint only: a subfolder we may not list is skipped, not an error
+        try:
+            return os.listdir(sub)
+        except OSError:
+            return []
     subs = [n for n in names if os.path.isdir(os.path.join(root, n))
-            and any(m in os.listdir(os.path.join(root, n))
+            and any(m in _listing(os.path.join(root, n))
                     for m in ("model.safetensors", "model.safetensors.index.json", "training_state.pt"))]
     hint = f"; checkpoints in subfolders: {', '.join(subs[:5])}" if subs else ""
     raise WeightcheckError(root, "not a checkpoint: no model.safetensors, "
@@ -307,6 +335,8 @@ def open_local(spec: str, path: str, only: set[str] | None = None) -> Source:
         layout, fnames, index_name = _choose_local_files(root)
         src.layout = layout
     else:
+        if not os.path.isfile(path):  # a FIFO or a device would block open() or never end
+            raise WeightcheckError(path, "not a regular file (a pipe, socket or device): refused")
         src = Source(spec=spec, kind="file", location=path)
         root = os.path.dirname(path)
         base = os.path.basename(path)

@@ -1,0 +1,407 @@
+"""Benchmark: rename-only `weightcheck convert SRC OUT --to speculators` of a full-size Kimi-K2
+drafter (SpecForge dialect, 2.38 GB) vs cp, the obvious script and `speculators convert`.
+
+Makes (or reuses) the drafter of bench/make_full_drafter.py, then in the same run measures, each
+as a fresh subprocess (one untimed warm-up, then --repeat timed runs; median wall time, peak RSS
+from /usr/bin/time -f %M, see bench/_measure.py). Every output is deleted (and the page cache's
+dirty pages flushed with sync) before each run, untimed, so no run pays for an earlier one:
+
+  ours        python -m weightcheck convert SRC OUT --to speculators --force      (rename only)
+  cp          cp -r SRC OUT                                    (the throughput ceiling)
+  cp + sync   cp -r SRC OUT && sync OUT/model.safetensors       (cp, durable like ours: ours fsyncs)
+  script      safetensors.torch.load_file, rename midlayer. -> layers.0., save_file
+  speculators speculators convert SRC --algorithm eagle3 --verifier VERIFIER --output-path OUT
+              (speculators 0.9.0 in /work/venvs/producers; offline: HF_HUB_OFFLINE=1. VERIFIER is a
+              folder holding only a config.json: speculators reads the verifier's config and
+              nothing else when the drafter has t2d and validation is off, its default)
+  extra rows  the same with --dtype fp16 (ours) and .half() before save_file (script)
+
+Then, unless --no-cold: ours and cp again with a cold page cache. With root and a writable
+/proc/sys/vm/drop_caches that is `sync; echo 3 > drop_caches` before each run; otherwise
+posix_fadvise(POSIX_FADV_DONTNEED) on the source file (after sync), which evicts that file
+only, checked with fincore. Cold runs have no warm-up.
+
+Checks, untimed: every output has the same tensor names, dtypes and shapes as ours, and its
+tensor bytes are identical to ours (crc32 per tensor); the fp16 rows against each other.
+
+    python bench/bench_convert.py [--repeat 3] [--repeat-slow 1] [--no-cold] [--no-speculators]
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import click  # noqa: E402
+from tabulate import tabulate  # noqa: E402
+
+import _measure as m  # noqa: E402
+import make_full_drafter  # noqa: E402
+
+PRODUCERS = "/work/venvs/producers"
+SPECULATORS = os.path.join(PRODUCERS, "bin", "speculators")
+
+SCRIPT = """
+import os, shutil, sys
+from safetensors.torch import load_file, save_file
+src, out = sys.argv[1], sys.argv[2]
+cast = len(sys.argv) > 3 and sys.argv[3] == "fp16"
+sd = load_file(os.path.join(src, "model.safetensors"))
+new = {}
+for k, v in sd.items():
+    if k.startswith("midlayer."):
+        k = "layers.0." + k[len("midlayer."):]
+    new[k] = v.half() if cast and v.is_floating_point() else v
+os.makedirs(out, exist_ok=True)
+save_file(new, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+shutil.copy(os.path.join(src, "config.json"), out)  # the config is edited by hand (not timed here)
+"""
+
+# speculators reads from the verifier only these config fields (speculators 0.9.0,
+# convert/eagle/eagle3_converter.py): architectures (recorded in speculators_config.verifier),
+# max_position_embeddings (max'ed with the drafter's) and, only when the drafter has no t2d,
+# vocab_size. Values of Kimi-K2 (a DeepSeek-V3 architecture; 163840 vocab, 7168 hidden).
+KIMI_VERIFIER_CONFIG = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "kimi_k2",
+    "hidden_size": 7168,
+    "vocab_size": 163840,
+    "num_hidden_layers": 61,
+    "max_position_embeddings": 131072,
+}
+
+
+# --------------------------------------------------------------------------------------------
+def rm(path: str) -> None:
+    if os.path.lexists(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def can_drop_caches() -> bool:
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def resident(path: str) -> int | None:
+    """Bytes of ``path`` in the page cache (fincore), None if fincore is missing."""
+    try:
+        out = subprocess.run(["fincore", "-b", "-n", "-o", "RES", path], capture_output=True,
+                             text=True, check=True).stdout.split()
+        return int(out[0])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return None
+
+
+def evict(paths: list[str], drop: bool) -> None:
+    os.sync()
+    if drop:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def timed(cmd: list[str], n: int, outs: list[str], ok=(0,), warmup: bool = True,
+          before=None) -> dict:
+    """Like _measure.repeat, but deletes ``outs`` and syncs before every run (untimed), and
+    calls ``before()`` (cache eviction) right before each timed run."""
+    runs = []
+    for i in range(n + (1 if warmup else 0)):
+        for o in outs:
+            rm(o)
+        os.sync()
+        if before is not None:
+            before()
+        r = m.run(cmd)
+        if r["rc"] not in ok:
+            sys.exit(f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-3000:]}")
+        runs.append(r)
+    t = runs[1:] if warmup else runs
+    return {"median": statistics.median(r["wall"] for r in t), "min": min(r["wall"] for r in t),
+            "max": max(r["wall"] for r in t), "rss": max(r["rss"] for r in t), "last": t[-1],
+            "n": len(t)}
+
+
+def header(path: str) -> tuple[int, dict]:
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        h = json.loads(f.read(n))
+    h.pop("__metadata__", None)
+    return 8 + n, h
+
+
+def tensor_digests(path: str) -> dict:
+    """name -> (dtype, shape, crc32 of the tensor's bytes)."""
+    start, h = header(path)
+    out = {}
+    with open(path, "rb") as f:
+        for k, v in h.items():
+            a, b = v["data_offsets"]
+            f.seek(start + a)
+            crc, left = 0, b - a
+            while left:
+                buf = f.read(min(left, 64 << 20))
+                crc = zlib.crc32(buf, crc)
+                left -= len(buf)
+            out[k] = (v["dtype"], tuple(v["shape"]), crc)
+    return out
+
+
+def model_file(folder: str) -> str:
+    p = os.path.join(folder, "model.safetensors")
+    if os.path.exists(p):
+        return p
+    raise SystemExit(f"{folder}: no single model.safetensors ({os.listdir(folder)})")
+
+
+def same(a: dict, b: dict) -> str:
+    if a == b:
+        return "identical tensors (names, dtypes, shapes, bytes)"
+    if {k: v[:2] for k, v in a.items()} == {k: v[:2] for k, v in b.items()}:
+        diff = [k for k in a if a[k][2] != b[k][2]]
+        return f"same names/dtypes/shapes; bytes differ in {len(diff)}: {', '.join(diff[:4])}"
+    return (f"different tensor sets: only ours {sorted(set(a) - set(b))[:4]}, "
+            f"only theirs {sorted(set(b) - set(a))[:4]}, "
+            f"dtype/shape differ {[k for k in set(a) & set(b) if a[k][:2] != b[k][:2]][:4]}")
+
+
+CONFIG_FIELDS = ("eagle_aux_hidden_state_layer_ids", "norm_before_residual", "draft_vocab_size",
+                 "transformer_layer_config.bos_token_id", "transformer_layer_config.eos_token_id",
+                 "transformer_layer_config.max_position_embeddings",
+                 "transformer_layer_config.vocab_size", "transformer_layer_config.rope_parameters",
+                 "speculators_config.verifier")
+SOURCE_FIELDS = {"eagle_aux_hidden_state_layer_ids": "eagle_config.eagle_aux_hidden_state_layer_ids",
+                 "transformer_layer_config.bos_token_id": "bos_token_id",
+                 "transformer_layer_config.eos_token_id": "eos_token_id"}
+
+
+def _get(cfg: dict, path: str):
+    for part in path.split("."):
+        if not isinstance(cfg, dict) or part not in cfg:
+            return "(absent)"
+        cfg = cfg[part]
+    return cfg
+
+
+def config_differences(ours: str, theirs: str, source: str) -> list[str]:
+    with open(os.path.join(ours, "config.json")) as f:
+        a = json.load(f)
+    with open(os.path.join(theirs, "config.json")) as f:
+        b = json.load(f)
+    with open(os.path.join(source, "config.json")) as f:
+        src = json.load(f)
+    out = []
+    for path in CONFIG_FIELDS:
+        x, y = _get(a, path), _get(b, path)
+        if x != y:
+            s = f" [{_get(src, SOURCE_FIELDS[path])}]" if path in SOURCE_FIELDS else ""
+            out.append(f"{path}: weightcheck {json.dumps(x)}, speculators {json.dumps(y)}{s}")
+    return out
+
+
+def producers_version(pkg: str) -> str:
+    py = os.path.join(PRODUCERS, "bin", "python")
+    r = subprocess.run([py, "-c", f"from importlib.metadata import version; print(version({pkg!r}))"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
+# --------------------------------------------------------------------------------------------
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--repeat", type=int, default=3, show_default=True,
+              help="Timed runs per command (ours, cp, the script).")
+@click.option("--repeat-slow", type=int, default=1, show_default=True,
+              help="Timed runs of speculators convert (after one warm-up).")
+@click.option("--cold/--no-cold", default=True, show_default=True,
+              help="Also time ours and cp with a cold page cache.")
+@click.option("--speculators/--no-speculators", "with_spec", default=True, show_default=True)
+@click.option("--config", type=click.Choice(["k2", "k25"]), default="k2", show_default=True)
+def main(repeat, repeat_slow, cold, with_spec, config):
+    py = sys.executable
+    src = make_full_drafter.make(config=config)
+    st = os.path.join(src, "model.safetensors")
+    size = os.path.getsize(st)
+    gb = size / 1e9
+    work = os.path.join(m.OUT, "convert-bench")
+    os.makedirs(work, exist_ok=True)
+    for e in os.listdir(work):  # leftovers of an interrupted run
+        rm(os.path.join(work, e))
+    out = {k: os.path.join(work, k) for k in ("ours", "cp", "cpsync", "script", "speculators",
+                                              "ours-fp16", "script-fp16", "imports")}
+    # every output folder and weightcheck's temporary/aside folders beside it
+    def leftovers(name):
+        return [out[name]] + [os.path.join(work, e) for e in os.listdir(work)
+                              if e.startswith(f".{name}.weightcheck-tmp-")
+                              or e.startswith(f"{name}.weightcheck-tmp-")]
+
+    verifier = os.path.join(m.OUT, f"{config}-verifier-config-only")
+    os.makedirs(verifier, exist_ok=True)
+    with open(os.path.join(verifier, "config.json"), "w") as f:
+        json.dump(KIMI_VERIFIER_CONFIG, f, indent=2)
+
+    wc = [py, "-m", "weightcheck", "convert", src]
+    rows = [  # key, label, cmd, timed() kwargs, imports torch (None: measure it)
+        ("ours", "weightcheck convert --to speculators",
+         [*wc, out["ours"], "--to", "speculators", "--force"], {}, None),
+        ("cp", "cp -r SRC OUT (ceiling)", ["cp", "-r", src, out["cp"]], {}, "no"),
+        ("cpsync", "cp -r SRC OUT && sync OUT/model.safetensors",
+         ["sh", "-c", 'cp -r "$1" "$2" && sync "$2/model.safetensors"', "sh", src, out["cpsync"]],
+         {}, "no"),
+        ("script", "script: load_file + rename + save_file",
+         [py, "-c", SCRIPT, src, out["script"]], {}, "yes"),
+    ]
+    if with_spec:
+        if not os.access(SPECULATORS, os.X_OK):
+            sys.exit(f"{SPECULATORS} not found: pass --no-speculators")
+        rows.append(("speculators", "speculators convert --algorithm eagle3",
+                     ["env", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", SPECULATORS, "convert",
+                      src, "--algorithm", "eagle3", "--verifier", verifier,
+                      "--output-path", out["speculators"]],
+                     {"n": repeat_slow}, "yes"))
+    extra = [
+        ("ours-fp16", "weightcheck convert --to speculators --dtype fp16",
+         [*wc, out["ours-fp16"], "--to", "speculators", "--dtype", "fp16", "--force"], {}, None),
+        ("script-fp16", "script: load_file + .half() + rename + save_file",
+         [py, "-c", SCRIPT, src, out["script-fp16"], "fp16"], {}, "yes"),
+    ]
+
+    results, digests, agree = {}, {}, {}
+    cfg_diff = []
+    src_digests = tensor_digests(st)
+    for key, label, cmd, kw, torch_ in rows + extra:
+        r = timed(cmd, kw.get("n", repeat), leftovers(key))
+        r["torch"] = torch_
+        results[key] = r
+        print(f"  {label}: median {r['median']:.2f} s (min {r['min']:.2f}, max {r['max']:.2f}), "
+              f"peak RSS {m.mb(r['rss'])}", file=sys.stderr)
+        digests[key] = tensor_digests(model_file(out[key]))
+        if key.startswith("cp"):  # a byte copy: against the source, names unchanged
+            agree[key] = "against the source: " + same(src_digests, digests[key])
+        elif key != ("ours-fp16" if key.endswith("fp16") else "ours"):
+            agree[key] = same(digests["ours-fp16" if key.endswith("fp16") else "ours"], digests[key])
+        if key in agree:
+            print(f"    {agree[key]}", file=sys.stderr)
+        if key == "speculators":
+            cfg_diff = config_differences(out["ours"], out[key], src)
+        if key not in ("ours", "ours-fp16"):
+            rm(out[key])
+    for key in ("ours", "ours-fp16"):
+        rm(out[key])
+
+    # imports torch? one more run of each of ours under python -X importtime (then delete)
+    for key, _, cmd, _, _ in rows[:1] + extra[:1]:
+        rm(out["imports"])
+        args = [a if a != out[key] else out["imports"] for a in cmd[1:]]
+        results[key]["torch"] = "yes" if "torch" in m.imported_modules(args) else "no"
+        rm(out["imports"])
+
+    # cold page cache: ours and cp
+    cold_res, cold_how = {}, None
+    if cold:
+        drop = can_drop_caches()
+        cold_how = ("sync; echo 3 > /proc/sys/vm/drop_caches before each run (everything cold: "
+                    "the source, Python, the modules)" if drop else
+                    "sync; posix_fadvise(POSIX_FADV_DONTNEED) on the source file before each run "
+                    "(/proc/sys/vm/drop_caches is not writable here): only the source file is "
+                    "cold, Python and its modules stay cached")
+        left = []
+
+        def before():
+            evict([st], drop)
+            left.append(resident(st))
+
+        for key, label, cmd, kw, _ in rows[:2]:
+            r = timed(cmd, repeat, leftovers(key), warmup=False, before=before)
+            cold_res[key] = r
+            print(f"  cold {label}: median {r['median']:.2f} s, peak RSS {m.mb(r['rss'])}",
+                  file=sys.stderr)
+            rm(out[key])
+        known = [x for x in left if x is not None]
+        cold_how += (f"; source bytes still cached after eviction (fincore): max "
+                     f"{max(known):,} of {size:,}" if known else "")
+
+    # ------------------------------------------------------------------------- report
+    cp_t = results["cp"]["median"]
+    ours_t = results["ours"]["median"]
+
+    def row(key, label, r, base):
+        return [label, f"{r['median']:.2f}", f"{r['min']:.2f}", r["n"],
+                f"{gb / r['median']:.2f}", f"{cp_t / r['median']:.2f}x" if key != "ours-fp16" else "",
+                f"{r['median'] / base:.1f}x", m.mb(r["rss"]), r["torch"]]
+
+    heads = ["command", "median s", "min s", "runs", "GB/s", "cp time / this", "time / ours",
+             "peak RSS", "imports torch"]
+    table = [row(k, lab, results[k], ours_t) for k, lab, *_ in rows]
+    fp16 = results["ours-fp16"]["median"]
+    table_x = [r[:5] + r[6:] for r in (row(k, lab, results[k], fp16) for k, lab, *_ in extra)]
+    mach = m.machine()
+    print(f"\n## convert (rename only): full-size Kimi-K2 drafter ({config})\n")
+    print(f"Source: {st} — {gb:.2f} GB, specforge dialect -> speculators layout. Warm page cache "
+          f"(the source was just written or read; it stays cached); outputs deleted and `sync` "
+          f"before every run (untimed). {repeat} timed runs after one warm-up "
+          f"({repeat_slow} for speculators convert). GB/s = source size / median. "
+          f"Peak RSS: {m.RSS_METHOD}.\n")
+    print(tabulate(table, headers=heads, tablefmt="github"))
+    print(f"\nweightcheck throughput / cp throughput: {cp_t / ours_t:.2f} (target >= 0.8); "
+          f"vs cp + sync: {results['cpsync']['median'] / ours_t:.2f}.")
+    print("\nCast (extra rows, time / ours relative to weightcheck --dtype fp16):\n")
+    print(tabulate(table_x, headers=heads[:5] + heads[6:], tablefmt="github"))
+    print("\nOutputs against ours (crc32 of every tensor's bytes):\n")
+    for k, v in agree.items():
+        print(f"- {k}: {v}")
+    if cfg_diff:
+        print("\nconfig.json fields where speculators convert and weightcheck convert differ "
+              "(source value in brackets):\n")
+        for line in cfg_diff:
+            print(f"- {line}")
+    if cold_res:
+        print(f"\nCold page cache ({cold_how}):\n")
+        ct = [[lab, f"{cold_res[k]['median']:.2f}", f"{cold_res[k]['min']:.2f}", cold_res[k]["n"],
+               f"{gb / cold_res[k]['median']:.2f}",
+               f"{cold_res['cp']['median'] / cold_res[k]['median']:.2f}x", m.mb(cold_res[k]["rss"])]
+              for k, lab, *_ in rows[:2]]
+        print(tabulate(ct, headers=["command", "median s", "min s", "runs", "GB/s",
+                                    "cp time / this", "peak RSS"], tablefmt="github"))
+    spec_v = producers_version("speculators") if with_spec else "-"
+    tf_v = producers_version("transformers") if with_spec else "-"
+    print(f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
+          f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}; "
+          f"speculators {spec_v}, transformers {tf_v} (venv {PRODUCERS}); "
+          f"{subprocess.run(['cp', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}; "
+          f"filesystem of bench/out: {fs_type(work)}. Date: {datetime.date.today().isoformat()}.")
+    try:
+        os.rmdir(work)
+    except OSError:
+        pass
+
+
+def fs_type(path: str) -> str:
+    r = subprocess.run(["df", "--output=fstype", path], capture_output=True, text=True)
+    return r.stdout.split()[-1] if r.returncode == 0 else "?"
+
+
+if __name__ == "__main__":
+    main()
