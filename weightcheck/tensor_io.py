@@ -30,6 +30,14 @@ def torch_tensor_bytes(t) -> bytes:
     return ctypes.string_at(t.data_ptr(), n) if n else b""
 
 
+def torch_tensor_view(t) -> memoryview:
+    """A zero-copy view of a contiguous CPU torch tensor's bytes; keep ``t`` alive while it is used."""
+    n = t.numel() * t.element_size()
+    if not n:
+        return memoryview(b"")
+    return memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B")
+
+
 def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> Iterator[bytes]:
     """Yield the bytes of tensor ``name`` (a source name) in chunks of at most ``chunk`` bytes,
     each a multiple of ``align`` bytes except possibly the last."""
