@@ -1,4 +1,4 @@
-"""Loading the data files in mappings/ (installed as the package ``weightcheck.mappings``).
+"""Loading the data files in mappings/ (installed as the package ``weightcheck._mappings``).
 
 A user's own file (``--mapping FILE``) is read with :func:`load_toml_file` and validated the same
 way as the bundled ones.
@@ -27,7 +27,7 @@ def load_toml_file(path) -> dict:
 def root():
     """The mappings folder: the installed package, or ../mappings in an uninstalled source tree."""
     try:
-        return resources.files("weightcheck.mappings")
+        return resources.files("weightcheck._mappings")
     except (ModuleNotFoundError, TypeError):
         return pathlib.Path(__file__).resolve().parent.parent / "mappings"
 

@@ -1,0 +1,45 @@
+"""The installed package (not the source tree) carries mappings/ and finds it: build a wheel,
+install it into a private folder, and run the CLI from there."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+from conftest import ROOT
+
+
+def test_wheel_carries_mappings_and_runs(tmp_path, make_drafter):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.cfg", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("weightcheck", "mappings"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(wheels), str(src)], check=True, capture_output=True, timeout=300)
+    (wheel,) = wheels.glob("weightcheck-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for f in os.listdir(ROOT / "mappings" / "dialects"):
+        if f.endswith(".toml"):
+            assert f"weightcheck/_mappings/dialects/{f}" in names
+    assert "weightcheck/_mappings/config.toml" in names
+    assert "weightcheck/_mappings/engines/sglang.toml" in names
+    assert "weightcheck/mappings.py" in names
+    assert not any(n.startswith("weightcheck/mappings/") for n in names), "the loader module is shadowed"
+
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True, timeout=300)
+    drafter = make_drafter()
+    code = ("import sys, json; sys.path.insert(0, sys.argv[1]);"
+            "import weightcheck.mappings as m; print(json.dumps(str(m.root())));"
+            "from weightcheck.cli import main; main(['inspect', sys.argv[2], '--json'])")
+    p = subprocess.run([sys.executable, "-c", code, str(target), str(drafter)], capture_output=True,
+                       text=True, cwd=str(tmp_path), timeout=120)
+    assert p.returncode == 0, p.stderr
+    first, rest = p.stdout.split("\n", 1)
+    assert json.loads(first).startswith(str(target)), first  # the installed data, not the repo's
+    assert json.loads(rest)["dialect"]["name"] == "specforge"
