@@ -17,10 +17,9 @@ from typing import Callable
 import pytest
 
 import weightcheck.check  # noqa: F401  (registers the WC7xx engine rules)
-from check_builders import (TARGET, by_code, check, codes, copy_fixture, edit, i64_bytes,
+from check_builders import (TARGET, by_code, check, codes, edit, i64_bytes,
                             i64_values, mentions, read_config, read_tensors, target_copy,
-                            target_head_rows, tensor_map, with_value, write_checkpoint,
-                            write_sharded)
+                            target_head_rows, tensor_map, with_value, write_sharded)
 from conftest import K2, K25, PRODUCERS, ROOT, load_config, run_cli
 from weightcheck import synth
 from weightcheck.rules import ERROR, INFO, RULES, WARNING

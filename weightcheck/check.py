@@ -7,7 +7,6 @@ check could not be done.
 """
 from __future__ import annotations
 
-import json
 
 from weightcheck import config as config_mod
 from weightcheck import engine as engine_mod
@@ -82,7 +81,6 @@ def engine_config_error(ctx):
       "norm_before_residual in SGLang).", needs="engine")
 def engine_cannot(ctx):
     v = ctx.engine_view
-    raw = ctx.d.config
     if v.engine == "sglang" and v.speculators_format:
         yield ctx.f("WC706", "a speculators-format config (transformer_layer_config): SGLang reads "
                              "only flat fields and eagle_config; convert it with "
@@ -173,7 +171,7 @@ def shipped(ctx):
 
 
 # =============================================================================================
-def training_gate(ctx: Context, training_cfg: dict, where: str) -> None:
+def training_gate(ctx: Context, training_cfg: dict) -> None:
     """Fill ctx.cache for the WC9xx rules: can SRC initialize exactly that architecture?"""
     norm = config_mod.normalize(training_cfg)
     names = training_cfg.get("architectures") or []
@@ -309,7 +307,7 @@ def run(d: Drafter, engine: str | None = None, engine_version: str | None = None
         if not isinstance(cfg, dict):
             raise WeightcheckError(training_config, "training config is not a JSON object")
         ctx.training = cfg
-        training_gate(ctx, cfg, training_config)
+        training_gate(ctx, cfg)
     if values:
         ctx.values = value_stats(d)
         if target is not None:

@@ -304,11 +304,10 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
     for l in landings:
         if l.fate == "loaded":
             filled.setdefault(l.param, []).append(l.name)
-    specials = {l.canonical for l in landings if l.fate == "special"}
     target_hidden = raw.get("target_hidden_size")
     hidden = vals.get("hidden_size") or raw.get("hidden_size")
     states = []
-    for key, p in params.items():
+    for p in params.values():
         ft = p.get("from_target", "")
         canonical = p["canonical"]
         got = filled.get(p["param"], [])

@@ -108,7 +108,7 @@ def compare_text(r: dict, fmt: str = "simple") -> str:
     out = []
     a, b = r["a"], r["b"]
     if md:
-        out.append(f"## weightcheck compare\n")
+        out.append("## weightcheck compare\n")
     rows = [("A", _source_line(a["source"]), a["dialect"], a["architecture"]),
             ("B", _source_line(b["source"]), b["dialect"], b["architecture"])]
     out.append(tabulate(rows, headers=["", "source", "dialect", "architecture"], tablefmt=fmt))

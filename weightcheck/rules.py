@@ -7,12 +7,11 @@ engine's view (ctx.engine_view), the training config (ctx.training) and values (
 """
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
-from weightcheck import expr, inventory
+from weightcheck import inventory
 from weightcheck.drafter import Drafter
 from weightcheck.safetensors_header import CONFIG_DTYPES, FLOAT_DTYPES
 
@@ -629,11 +628,4 @@ def training_config(ctx):
         yield ctx.f("WC904", f"config {fld}: {mine!r} in SRC, {theirs!r} in the training config", fld)
 
 
-def evaluate_safely(src: str, names: dict):
-    try:
-        return expr.evaluate(src, names)
-    except expr.ExprError:
-        return None
-
-
-__all__ = ["Finding", "Rule", "RULES", "Context", "rule", "ERROR", "WARNING", "INFO", "math"]
+__all__ = ["Finding", "Rule", "RULES", "Context", "rule", "ERROR", "WARNING", "INFO"]
