@@ -172,3 +172,29 @@ def test_hub_in_a_real_process(tmp_path, make_drafter):
         r = run_subprocess("inspect", "org/nothing", env=env)
         assert r.exit_code == 2 and r.stderr.startswith("weightcheck: error: org/nothing")
         assert "Traceback" not in r.stderr
+
+
+def test_check_hub_drafter_and_target_reads_headers_config_and_vocab_maps(hub, tmp_path):
+    """check on Hub sources: headers, config, and the d2t/t2d bytes by Range reads — no weights."""
+    from weightcheck.safetensors_writer import OutTensor, write_file
+
+    d = tmp_path / "d"
+    synth.write_drafter(str(d), big_cfg(), seed=3)
+    hub.add_repo("org/drafter", repo_files(d))
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                               "hidden_size": 256, "vocab_size": 8192,
+                                               "num_hidden_layers": 61, "torch_dtype": "bfloat16"}))
+    write_file(str(t / "model.safetensors"),
+               [OutTensor("model.embed_tokens.weight", "BF16", (8192, 256), bytes(8192 * 256 * 2)),
+                OutTensor("lm_head.weight", "BF16", (8192, 256), bytes(8192 * 256 * 2))],
+               {"format": "pt"})
+    hub.add_repo("org/target", repo_files(t))
+    r = run_cli("check", "org/drafter", "--target", "org/target", "--engine", "sglang", "--json")
+    assert r.exit_code == 0, r
+    assert r.json["ok"] and r.json["target"]["embed"]["shape"] == [8192, 256]
+    weights = hub.bytes_by_file[("org/drafter", "model.safetensors")]
+    maps = 2000 * 8 + 8192  # d2t (int64 per draft token) + t2d (one byte per token)
+    assert weights < maps + 10_000, weights  # header + the two vocab maps, nothing else
+    assert hub.bytes_by_file[("org/target", "model.safetensors")] < 10_000
