@@ -27,6 +27,18 @@ TRAINED_WITH = {"specforge": "sglang", "modelopt": "sglang", "speculators": "vll
 
 # =============================================================================================
 # WC7xx the engine's view (--engine): registered here, next to the replay they read
+REPLAYED_ARCHITECTURES = ("llama_eagle3",)  # what mappings/engines/*.toml [[parameter]] describe
+
+
+@rule("WC700", "engine-view-unavailable", "info",
+      "--engine was asked for a drafter architecture whose loader is not replayed (MLA drafters).")
+def engine_unavailable(ctx):
+    if ctx.engine and ctx.engine_view is None:
+        arch = ctx.d.architecture.name if ctx.d.architecture else "an unknown architecture"
+        yield ctx.f("WC700", f"{ctx.engine}'s loader for {arch} is not replayed (mappings/engines/ "
+                             "describes LlamaForCausalLMEagle3): the engine view was not checked",
+                    "architectures")
+
 @rule("WC701", "engine-architecture", "error",
       "architectures[0] does not select the engine's EAGLE-3 loader.", needs="engine")
 def engine_arch(ctx):
@@ -299,7 +311,7 @@ def _row(src, name, i, row_bytes) -> bytes:
 def run(d: Drafter, engine: str | None = None, engine_version: str | None = None,
         target=None, training_config: str | None = None, values: bool = False) -> tuple[Context, list]:
     ctx = Context(drafter=d, target=target, engine=engine)
-    if engine:
+    if engine and (d.architecture is None or d.architecture.name in REPLAYED_ARCHITECTURES):
         ctx.engine_view = engine_mod.view(d, engine, engine_version)
     if training_config:
         from weightcheck.sources import read_json_file

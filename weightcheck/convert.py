@@ -306,6 +306,10 @@ def plan(src: Drafter, to: str, out: str, dtype: str | None = None, embeddings: 
     if src.looks_like_target:
         raise WeightcheckError(src.source.spec, f"looks like a target model, not a drafter: "
                                                 f"{src.looks_like_target}")
+    if src.architecture is not None and src.architecture.name != "llama_eagle3":
+        raise WeightcheckError(src.source.spec, f"a {src.architecture.name} drafter: the layouts in "
+                                                "mappings/engines/ describe LlamaForCausalLMEagle3 "
+                                                "drafters only, so it is not converted")
     base = src.config
     if config_from is not None:
         from weightcheck import compare as compare_mod
