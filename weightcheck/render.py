@@ -82,7 +82,9 @@ def inspect_text(r: dict, fmt: str = "simple") -> str:
     rows = [(k, value_str(norm.get(k)), prov.get(k, "")) for k in KEY_FIELDS]
     out.append(tabulate(rows, headers=["config", "value", "from"], tablefmt=fmt))
     out.append("")
-    trows = [(t["name"], t["canonical"] or "?", shape_str(t["shape"]), t["dtype"],
+    # "=" where the name already is canonical, so renamed tensors stand out
+    trows = [(t["name"], "=" if t["canonical"] == t["name"] else (t["canonical"] or "?"),
+              shape_str(t["shape"]), t["dtype"],
               human_count(t["parameters"]), human_bytes(t["bytes"]), t["status"])
              for t in r["tensors"]]
     out.append(tabulate(trows, headers=["tensor", "canonical", "shape", "dtype", "params", "bytes",
