@@ -145,7 +145,9 @@ def _trials(big_src, tmp_path, sig, trials, seed):
     killed_tmps = [e for e in leftovers(parent) if e.startswith(f".OUT{TMP_MARK}")]
     if out.exists():
         shutil.rmtree(out)
-    p = subprocess.run(convert_cmd(src, out), capture_output=True, text=True, cwd=ROOT)
+    # --force: a kill that fell between a --force run's two renames left the old OUT set aside,
+    # and this run's clean-up puts it back as OUT first
+    p = subprocess.run(convert_cmd(src, out, "--force"), capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert_complete(src, out)
     assert not [e for e in leftovers(parent) if e.startswith(f".OUT{TMP_MARK}")], leftovers(parent)

@@ -221,6 +221,7 @@ def convert(src, out, to, config_from, dtype, embeddings, lm_head_from, target, 
         _require_torch("--dtype")
     d = load_drafter(src, revision=revision, token=token, extra_dialects=extra)
     if not dry_run:
+        convert_mod.clean_stale(out)  # a killed run's leftovers (and an OUT it had set aside)
         convert_mod.check_paths(d, out, force)
     ref = load_drafter(config_from, token=token) if config_from else None
     tgt = load_target(target, token=token) if target else None

@@ -827,10 +827,14 @@ def _publish(tmp: str, out: str, force: bool) -> None:
         except OSError:
             os.rename(aside, out)
             raise
-        if os.path.isdir(aside) and not os.path.islink(aside):
-            shutil.rmtree(aside, ignore_errors=True)
+        # the old OUT is no longer needed: rename it to a plain temporary name first (atomic), so
+        # a kill while it is being deleted leaves something the next run deletes, not "restores"
+        doomed = os.path.join(parent, f".{name}{TMP_MARK}{os.getpid()}")
+        os.rename(aside, doomed)
+        if os.path.isdir(doomed) and not os.path.islink(doomed):
+            shutil.rmtree(doomed, ignore_errors=True)
         else:
-            os.unlink(aside)
+            os.unlink(doomed)
     else:
         try:
             os.rename(tmp, out)
