@@ -36,7 +36,6 @@ from tabulate import tabulate  # noqa: E402
 
 import _measure as m  # noqa: E402
 import make_full_drafter  # noqa: E402
-from weightcheck import synth  # noqa: E402
 
 # The obvious hand check: every tensor a one-layer Llama EAGLE-3 drafter has, its shape from the
 # config, plus the vocab maps. Names in the SpecForge dialect (midlayer.*), as the drafter has them.
@@ -79,15 +78,6 @@ print(json.dumps({"ok": not bad, "problems": bad, "tensors": len(sd)}))
 """
 
 
-def small_drafter(config: str) -> str:
-    """A few-MB drafter with the same config layout (hidden 256, vocab 16384)."""
-    cfg = synth.scaled_config(make_full_drafter.load_config(config), hidden=256, intermediate=640,
-                              heads=4, head_dim=64, vocab=16384, draft_vocab=2000)
-    out = os.path.join(m.OUT, f"{config}-small")
-    synth.write_drafter(out, cfg, seed=1)
-    return out
-
-
 def verdict(stdout: bytes) -> str:
     r = json.loads(stdout)
     if "summary" in r:  # ours
@@ -104,7 +94,7 @@ def main(repeat, config):
     full = make_full_drafter.make(config=config)
     st = os.path.join(full, "model.safetensors")
     size = os.path.getsize(st)
-    small = small_drafter(config)
+    small = make_full_drafter.make_small(config)
     small_size = os.path.getsize(os.path.join(small, "model.safetensors"))
 
     rows = [  # label, argv after python, accepted exit codes, is it ours

@@ -35,7 +35,6 @@ from tabulate import tabulate  # noqa: E402
 
 import _measure as m  # noqa: E402
 import make_full_drafter  # noqa: E402
-from weightcheck import synth  # noqa: E402
 
 LOAD_FILE = """
 import sys
@@ -55,15 +54,6 @@ with safe_open(sys.argv[1], sys.argv[2]) as f:
 """
 
 
-def small_drafter(config: str) -> str:
-    """A few-MB drafter with the same config layout (hidden 256, vocab 16384)."""
-    cfg = synth.scaled_config(make_full_drafter.load_config(config), hidden=256, intermediate=640,
-                              heads=4, head_dim=64, vocab=16384, draft_vocab=2000)
-    out = os.path.join(m.OUT, f"{config}-small")
-    synth.write_drafter(out, cfg, seed=1)
-    return out
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--repeat", type=int, default=5, show_default=True, help="Timed runs per command.")
 @click.option("--config", type=click.Choice(["k2", "k25"]), default="k2", show_default=True)
@@ -72,7 +62,7 @@ def main(repeat, config):
     full = make_full_drafter.make(config=config)
     st = os.path.join(full, "model.safetensors")
     size = os.path.getsize(st)
-    small = small_drafter(config)
+    small = make_full_drafter.make_small(config)
     small_size = os.path.getsize(os.path.join(small, "model.safetensors"))
 
     rows = [  # label, argv after python, is it ours

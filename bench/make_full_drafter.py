@@ -49,6 +49,16 @@ def is_complete(path: str, header: bytes, size: int) -> bool:
         return False
 
 
+def make_small(config: str = "k2") -> str:
+    """A few-MB drafter with the same config layout (hidden 256, vocab 16384), for the
+    "memory flat in file size" rows of the benches."""
+    cfg = synth.scaled_config(load_config(config), hidden=256, intermediate=640,
+                              heads=4, head_dim=64, vocab=16384, draft_vocab=2000)
+    out = os.path.join(HERE, "out", f"{config}-small")
+    synth.write_drafter(out, cfg, seed=1)
+    return out
+
+
 def make(out: str | None = None, config: str = "k2", dialect: str = "specforge",
          embed: bool = False, seed: int = 0, quiet: bool = False) -> str:
     """Write (or reuse) the drafter; return its folder."""
