@@ -221,17 +221,18 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
     """Per canonical tensor: min, max, non-finite count, numel — streamed with torch."""
     import torch
 
-    from weightcheck.compare import _ITEMSIZE, _TORCH, VALUES_CHUNK_ELEMS
-    from weightcheck.tensor_io import iter_chunks
+    from weightcheck.compare import VALUES_CHUNK_ELEMS
+    from weightcheck.safetensors_header import TORCH_NAMES, itemsize
+    from weightcheck.tensor_io import iter_chunks, torch_dtype
 
     out = {}
     for t in d.tensors:
-        if t.canonical is None or t.dtype not in _TORCH or (only and t.canonical not in only):
+        if t.canonical is None or t.dtype not in TORCH_NAMES or (only and t.canonical not in only):
             continue
-        isz = _ITEMSIZE[t.dtype]
+        isz = itemsize(t.dtype)
         lo, hi, bad, n = None, None, 0, 0
         for chunk in iter_chunks(d.source, t.name, VALUES_CHUNK_ELEMS * isz, isz):
-            x = torch.frombuffer(bytearray(chunk), dtype=getattr(torch, _TORCH[t.dtype]))
+            x = torch.frombuffer(bytearray(chunk), dtype=torch_dtype(t.dtype))
             if x.dtype == torch.bool:
                 x = x.to(torch.uint8)
             x = x.to(torch.float64) if x.dtype in (torch.int64, torch.int32) else x.to(torch.float32)
@@ -250,7 +251,8 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
 def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
     """Sampled rows of the drafter's lm_head equal the target's lm_head rows at the d2t ids
     (compared as values when the dtypes differ: ModelOpt writes an fp32 copy of a bf16 head)."""
-    from weightcheck.compare import _TORCH
+    from weightcheck.safetensors_header import TORCH_NAMES
+    from weightcheck.tensor_io import read_range
 
     t = ctx.target
     head = ctx.tensor("lm_head.weight")
@@ -259,7 +261,7 @@ def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
     if len(head.shape) != 2 or len(t.lm_head.shape) != 2 or head.shape[1] != t.lm_head.shape[1]:
         return False
     same_dtype = head.dtype == t.lm_head.dtype
-    if not same_dtype and (head.dtype not in _TORCH or t.lm_head.dtype not in _TORCH):
+    if not same_dtype and (head.dtype not in TORCH_NAMES or t.lm_head.dtype not in TORCH_NAMES):
         return False
     d2t, _ = ctx.vocab_maps()
     rows = head.shape[0]
@@ -273,8 +275,9 @@ def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
         tid = i + (d2t[i] if d2t and i < len(d2t) else 0)
         if not 0 <= tid < their_rows:
             return False
-        mine = _row(ctx.d.source, head.name, i, row_bytes)
-        theirs = _row(t.source, t.lm_head.name, tid, their_row_bytes)
+        mine = read_range(ctx.d.source, head.name, i * row_bytes, (i + 1) * row_bytes)
+        theirs = read_range(t.source, t.lm_head.name, tid * their_row_bytes,
+                            (tid + 1) * their_row_bytes)
         if same_dtype:
             if mine != theirs:
                 return False
@@ -286,26 +289,9 @@ def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
 def _values_equal(a: bytes, da: str, b: bytes, db: str) -> bool:
     import torch
 
-    from weightcheck.compare import _TORCH
-    x = torch.frombuffer(bytearray(a), dtype=getattr(torch, _TORCH[da])).to(torch.float64)
-    y = torch.frombuffer(bytearray(b), dtype=getattr(torch, _TORCH[db])).to(torch.float64)
+    from weightcheck.tensor_io import from_bytes
+    x, y = from_bytes(a, da).to(torch.float64), from_bytes(b, db).to(torch.float64)
     return x.shape == y.shape and bool(torch.equal(x, y))
-
-
-def _row(src, name, i, row_bytes) -> bytes:
-    from weightcheck.sources import TensorRecord
-    from weightcheck.tensor_io import read_small
-    rec = src.tensors[name]
-    if rec.begin is None:  # a pickled tensor (training_state.pt) has no byte range: ask torch
-        from weightcheck.tensor_io import _pickle_tensors, torch_tensor_bytes
-        return torch_tensor_bytes(_pickle_tensors(src, rec.file)[name][i])
-    fake = f"__row_{name}_{i}"
-    src.tensors[fake] = TensorRecord(fake, rec.dtype, (row_bytes,), row_bytes, rec.file,
-                                     rec.begin + i * row_bytes, rec.begin + (i + 1) * row_bytes)
-    try:
-        return read_small(src, fake)
-    finally:
-        del src.tensors[fake]
 
 
 def run(d: Drafter, engine: str | None = None, engine_version: str | None = None,

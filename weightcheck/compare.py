@@ -22,14 +22,10 @@ from dataclasses import dataclass, field
 from weightcheck import config as config_mod
 from weightcheck.drafter import Drafter, Tensor
 from weightcheck.inspect import source_report
+from weightcheck.safetensors_header import TORCH_NAMES, itemsize
 
 SCHEMA = "weightcheck.compare/1"
 
-_TORCH = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
-          "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
-          "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
-_ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-             "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 VALUES_CHUNK_ELEMS = 4 << 20  # elements per chunk in --values: ~16 MB of float32 per side
 
 
@@ -112,16 +108,19 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
     accumulation within a chunk of 4 M elements, float64 across chunks: relative error ~1e-6); the
     finiteness mask is only computed for a chunk whose sums come out non-finite.""" 
     import math
-    import warnings
 
     import torch
 
-    from weightcheck.tensor_io import iter_chunks
+    from weightcheck.tensor_io import from_bytes, iter_chunks
 
-    if ta.dtype not in _TORCH or tb.dtype not in _TORCH:
+    if ta.dtype not in TORCH_NAMES or tb.dtype not in TORCH_NAMES:
         return {"error": f"values of {ta.dtype}/{tb.dtype} are not supported"}
-    isa, isb = _ITEMSIZE[ta.dtype], _ITEMSIZE[tb.dtype]
-    da, db = getattr(torch, _TORCH[ta.dtype]), getattr(torch, _TORCH[tb.dtype])
+    isa, isb = itemsize(ta.dtype), itemsize(tb.dtype)
+
+    def dots(xa, xb):
+        d = xa - xb
+        return d, (float(torch.dot(d, d)), float(torch.dot(xa, xa)), float(torch.dot(xb, xb)),
+                   float(torch.dot(xa, xb)))
     n = VALUES_CHUNK_ELEMS
     max_abs = 0.0
     sdd = saa = sbb = sab = 0.0
@@ -133,22 +132,13 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
             bytes_eq = False
         if not ca:
             continue
-        with warnings.catch_warnings():  # read-only buffers: we never write to these views
-            warnings.simplefilter("ignore")
-            xa = torch.frombuffer(ca, dtype=da)
-            xb = torch.frombuffer(cb, dtype=db)
-        xa = xa.to(torch.float32)
-        xb = xb.to(torch.float32)
-        d = xa - xb
-        c_dd, c_aa, c_bb, c_ab = (float(torch.dot(d, d)), float(torch.dot(xa, xa)),
-                                  float(torch.dot(xb, xb)), float(torch.dot(xa, xb)))
+        xa = from_bytes(ca, ta.dtype).to(torch.float32)
+        xb = from_bytes(cb, tb.dtype).to(torch.float32)
+        d, (c_dd, c_aa, c_bb, c_ab) = dots(xa, xb)
         if not math.isfinite(c_dd + c_aa + c_bb + c_ab):
             fin = torch.isfinite(xa) & torch.isfinite(xb)
             nonfinite += int((~fin).sum())
-            xa, xb = xa[fin], xb[fin]
-            d = xa - xb
-            c_dd, c_aa, c_bb, c_ab = (float(torch.dot(d, d)), float(torch.dot(xa, xa)),
-                                      float(torch.dot(xb, xb)), float(torch.dot(xa, xb)))
+            d, (c_dd, c_aa, c_bb, c_ab) = dots(xa[fin], xb[fin])
         if d.numel():
             lo, hi = torch.aminmax(d)
             max_abs = max(max_abs, -float(lo), float(hi))

@@ -31,7 +31,7 @@ from weightcheck import config as config_mod
 from weightcheck import dialects, engine as engine_mod
 from weightcheck.drafter import Drafter
 from weightcheck.errors import UsageError, WeightcheckError
-from weightcheck.safetensors_header import DTYPE_BITS, read_local_header, tensor_nbytes
+from weightcheck.safetensors_header import itemsize, read_local_header, tensor_nbytes
 
 DESTINATIONS = ("sglang", "vllm", "speculators")
 CHUNK = 16 << 20
@@ -539,35 +539,20 @@ def _copy_range(src_path: str, src_off: int, n: int, out_fd: int, out_off: int) 
 
 def _produce(plan: Plan, it: Item, write) -> None:
     """Stream the bytes of a non-copy item to ``write``."""
-    from weightcheck.tensor_io import iter_chunks, read_small, torch_tensor_bytes  # noqa: F401
+    from weightcheck.tensor_io import iter_chunks, read_range, read_small, write_cast
 
     if it.kind in ("cast", "pickle"):
-        import torch
-        from weightcheck.compare import _ITEMSIZE, _TORCH
-        isz = _ITEMSIZE[it.src_dtype]
-        src_t = getattr(torch, _TORCH[it.src_dtype])
-        dst_t = getattr(torch, _TORCH[it.dtype])
-        import warnings
-
-        from weightcheck.tensor_io import torch_tensor_view
+        isz = itemsize(it.src_dtype)
         for chunk in iter_chunks(plan.src.source, it.src_name, CHUNK // isz * isz, isz):
-            if dst_t == src_t:
-                write(chunk)
-                continue
-            with warnings.catch_warnings():  # a read-only buffer: we only read it
-                warnings.simplefilter("ignore")
-                x = torch.frombuffer(chunk, dtype=src_t)
-            y = x.to(dst_t).contiguous()
-            write(torch_tensor_view(y))  # no copy of the cast chunk
-            del y
+            write_cast(write, chunk, it.src_dtype, it.dtype)
         return
     if it.kind == "embed-from-target":
         tgt = plan.embed_target
         rec = tgt.embed
-        isz = DTYPE_BITS[rec.dtype] // 8
-        for a in range(0, rec.nbytes, CHUNK // isz * isz):
-            chunk = _read_tensor_range(tgt.source, rec, a, min(rec.nbytes, a + CHUNK // isz * isz))
-            write(_cast_bytes(chunk, it.src_dtype, it.dtype) if it.src_dtype != it.dtype else chunk)
+        step = CHUNK // itemsize(rec.dtype) * itemsize(rec.dtype)
+        for a in range(0, rec.nbytes, step):
+            chunk = read_range(tgt.source, rec.name, a, min(rec.nbytes, a + step))
+            write_cast(write, chunk, it.src_dtype, it.dtype)
         return
     if it.kind == "head-from-target":
         tgt = plan.head_target
@@ -591,35 +576,14 @@ def _produce(plan: Plan, it: Item, write) -> None:
             stop = min(rec.shape[0], start + per)
             if not any(start <= t < stop for t in wanted):
                 continue
-            data = _read_tensor_range(tgt.source, rec, start * row, stop * row)
+            data = read_range(tgt.source, rec.name, start * row, stop * row)
             for t in range(start, stop):
                 for pos in wanted.get(t, ()):
                     rows_out[pos] = data[(t - start) * row:(t - start + 1) * row]
         for pos in range(vd):
-            b = rows_out[pos]
-            write(_cast_bytes(b, it.src_dtype, it.dtype) if it.src_dtype != it.dtype else b)
+            write_cast(write, rows_out[pos], it.src_dtype, it.dtype)
         return
     raise AssertionError(it.kind)
-
-
-def _read_tensor_range(src, rec, a: int, b: int) -> bytes:
-    wf = src.files[rec.file]
-    if src.kind == "hub" and wf.local_path is None:
-        data, _ = src.hub.read_range(rec.file, rec.begin + a, rec.begin + b)
-        return data
-    fd = os.open(src.local_path(rec.file), os.O_RDONLY)
-    try:
-        return os.pread(fd, b - a, rec.begin + a)
-    finally:
-        os.close(fd)
-
-
-def _cast_bytes(chunk: bytes, src_dtype: str, dst_dtype: str) -> bytes:
-    import torch
-    from weightcheck.compare import _TORCH
-    from weightcheck.tensor_io import torch_tensor_bytes
-    x = torch.frombuffer(bytearray(chunk), dtype=getattr(torch, _TORCH[src_dtype]))
-    return torch_tensor_bytes(x.to(getattr(torch, _TORCH[dst_dtype])))
 
 
 def write(plan: Plan, force: bool = False, progress=None) -> dict:

@@ -38,6 +38,20 @@ DTYPE_BITS: dict[str, int] = {
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E5M2", "F8_E4M3", "F4", "F6_E2M3", "F6_E3M2"}
 INT_DTYPES = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
 
+# safetensors spelling -> torch.<name> (the dtypes torch can read and write; used by --values,
+# casts and pickled checkpoints)
+TORCH_NAMES = {
+    "BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+    "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+}
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a whole-byte dtype."""
+    return DTYPE_BITS[dtype] // 8
+
+
 # what config.json calls them (torch_dtype / dtype) -> safetensors spelling
 CONFIG_DTYPES = {
     "bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32",
@@ -114,7 +128,7 @@ def _no_duplicates(where: str):
     return hook
 
 
-def _depth_ok(raw: str) -> bool:
+def json_depth_ok(raw: str) -> bool:
     """Reject absurd nesting before json.loads recurses into it."""
     depth = 0
     in_str = False
@@ -160,7 +174,7 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise WeightcheckError(where, f"header is not UTF-8 (byte {e.start})") from None
-    if not _depth_ok(text):
+    if not json_depth_ok(text):
         raise WeightcheckError(where, f"header JSON is nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         obj = json.loads(text, object_pairs_hook=_no_duplicates(where))

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from weightcheck.errors import WeightcheckError
-from weightcheck.safetensors_header import Header, read_local_header
+from weightcheck.safetensors_header import TORCH_NAMES, Header, json_depth_ok, read_local_header
 
 # config.json we accept (a real drafter config is a few KB; FORMATS.md §5 spirit)
 MAX_CONFIG_BYTES = 10_000_000
@@ -77,11 +77,6 @@ class Source:
 
 
 # ---------------------------------------------------------------------------------------------
-def _json_depth_ok(text: str) -> bool:
-    from weightcheck.safetensors_header import _depth_ok
-    return _depth_ok(text)
-
-
 def read_json_file(path: str, what: str, limit: int) -> object:
     try:
         size = os.path.getsize(path)
@@ -99,7 +94,7 @@ def parse_json(raw: bytes, where: str, what: str) -> object:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise WeightcheckError(where, f"{what} is not UTF-8 text") from None
-    if not _json_depth_ok(text):
+    if not json_depth_ok(text):
         raise WeightcheckError(where, f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(text)
@@ -209,12 +204,7 @@ def check_index_against_headers(src: Source, weight_map: dict[str, str], where: 
 
 # ---------------------------------------------------------------------------------------------
 # pickled checkpoints (torch)
-_TORCH_DTYPES = {
-    "torch.bfloat16": "BF16", "torch.float16": "F16", "torch.float32": "F32", "torch.float64": "F64",
-    "torch.int64": "I64", "torch.int32": "I32", "torch.int16": "I16", "torch.int8": "I8",
-    "torch.uint8": "U8", "torch.bool": "BOOL", "torch.float8_e4m3fn": "F8_E4M3",
-    "torch.float8_e5m2": "F8_E5M2",
-}
+_TORCH_DTYPES = {f"torch.{name}": st for st, name in TORCH_NAMES.items()}
 
 # where trainers keep the drafter's tensors inside a pickled dict, in order of preference
 _STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")

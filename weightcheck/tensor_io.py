@@ -11,6 +11,7 @@ import os
 from typing import Iterator
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.safetensors_header import TORCH_NAMES
 from weightcheck.sources import Source, load_pickled
 
 CHUNK = 64 << 20  # 64 MiB
@@ -71,18 +72,62 @@ def read_all(src: Source, name: str) -> bytes:
     return b"".join(iter_chunks(src, name))
 
 
+def read_range(src: Source, name: str, a: int, b: int) -> bytes:
+    """Bytes [a, b) of tensor ``name``: a Range read for a Hub file not downloaded, a pread for a
+    local one, a slice of torch's bytes for a pickled one."""
+    rec = src.tensors[name]
+    if b <= a:
+        return b""
+    wf = src.files[rec.file]
+    if wf.format == "pickle":  # a byte view of the tensor, sliced before it is copied
+        import torch
+        t = _pickle_tensors(src, rec.file)[name].detach().contiguous().reshape(-1)
+        return torch_tensor_bytes(t.view(torch.uint8)[a:b])
+    if src.kind == "hub" and wf.local_path is None:
+        data, _ = src.hub.read_range(rec.file, rec.begin + a, rec.begin + b)
+    else:
+        path = src.local_path(rec.file)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, b - a, rec.begin + a)
+        finally:
+            os.close(fd)
+    if len(data) != b - a:
+        raise WeightcheckError(f"{src.spec}/{rec.file}", f"short read of tensor {name!r}: "
+                                                          "truncated")
+    return data
+
+
 def read_small(src: Source, name: str, limit: int = 16 << 20) -> bytes:
     """The bytes of one small tensor (d2t, t2d, a norm): a Range read for Hub sources, so the
     file it sits in is not downloaded."""
     rec = src.tensors[name]
     if rec.nbytes > limit:
         raise ValueError(f"{name} is {rec.nbytes} bytes, more than read_small reads")
-    wf = src.files[rec.file]
-    if rec.nbytes == 0:
-        return b""
-    if src.kind == "hub" and wf.format == "safetensors" and wf.local_path is None:
-        data, _ = src.hub.read_range(rec.file, rec.begin, rec.end)
-        if len(data) != rec.nbytes:
-            raise WeightcheckError(f"{src.spec}/{rec.file}", f"short read of tensor {name!r}")
-        return data
-    return read_all(src, name)
+    return read_range(src, name, 0, rec.nbytes)
+
+
+def torch_dtype(dtype: str):
+    """The torch dtype for a safetensors dtype name (safetensors_header.TORCH_NAMES)."""
+    import torch
+    return getattr(torch, TORCH_NAMES[dtype])
+
+
+def from_bytes(chunk, dtype: str):
+    """A torch tensor viewing ``chunk`` (read-only buffers are only read, never written)."""
+    import warnings
+
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.frombuffer(chunk, dtype=torch_dtype(dtype))
+
+
+def write_cast(write, chunk, src_dtype: str, dst_dtype: str) -> None:
+    """``write`` the bytes of ``chunk`` cast from one dtype to another (as they are when equal),
+    without copying the cast chunk again."""
+    if src_dtype == dst_dtype:
+        write(chunk)
+        return
+    y = from_bytes(chunk, src_dtype).to(torch_dtype(dst_dtype)).contiguous()
+    write(torch_tensor_view(y))  # y stays alive until write returns
