@@ -7,6 +7,8 @@ check could not be done.
 """
 from __future__ import annotations
 
+import json
+
 
 from weightcheck import config as config_mod
 from weightcheck import engine as engine_mod
@@ -21,8 +23,6 @@ SCHEMA = "weightcheck.check/1"
 ALL_CLEAR = ("weights and config check out: if acceptance is still low, look at the chat template "
              "and the training data (prompt format mismatch), not the weights")
 
-# the aux-id convention each producer's drafters carry (docs/engines.md §aux layers)
-TRAINED_WITH = {"specforge": "sglang", "modelopt": "sglang", "speculators": "vllm"}
 
 
 # =============================================================================================
@@ -93,14 +93,15 @@ def engine_config_error(ctx):
       "norm_before_residual in SGLang).", needs="engine")
 def engine_cannot(ctx):
     v = ctx.engine_view
-    if v.engine == "sglang" and v.speculators_format:
-        yield ctx.f("WC706", "a speculators-format config (transformer_layer_config): SGLang reads "
-                             "only flat fields and eagle_config; convert it with "
-                             "`weightcheck convert --to sglang`", "transformer_layer_config")
-    if v.engine == "sglang" and ctx.n.get("norm_before_residual"):
-        yield ctx.f("WC706", "norm_before_residual is true: SGLang has no such option (its residual "
-                             "is always the pre-norm hidden state), so the layer computes something "
-                             "else than it was trained to", "norm_before_residual")
+    data = engine_mod.load(v.engine)
+    if v.speculators_format and "speculators_adapter" not in data:
+        yield ctx.f("WC706", f"a speculators-format config (transformer_layer_config): {v.engine} "
+                             "reads only flat fields and eagle_config; convert it with "
+                             f"`weightcheck convert --to {v.engine}`", "transformer_layer_config")
+    # what the engine cannot express is what convert refuses to write for it (the same data)
+    for r in data.get("output", {}).get("refuse", []):
+        if engine_mod.evaluate_when(r["when"], ctx.n.values, ctx.d.config):
+            yield ctx.f("WC706", f"{r['when']}: {r['why']}", r["when"])
 
 
 @rule("WC707", "engine-default-differs", "warning",
@@ -108,10 +109,15 @@ def engine_cannot(ctx):
       needs="engine")
 def engine_default(ctx):
     v = ctx.engine_view
-    if v.engine == "vllm" and v.speculators_format and "norm_before_residual" not in ctx.d.config:
-        yield ctx.f("WC707", "norm_before_residual is absent: vLLM assumes true for speculators "
-                             "configs (speculators convert and SpecForge-trained drafters mean false); "
-                             "write it explicitly", "norm_before_residual")
+    adapter = engine_mod.load(v.engine).get("speculators_adapter") or {}
+    if not v.speculators_format:
+        return
+    for k, default in adapter.get("defaults", {}).items():
+        if k not in ctx.d.config:
+            meant = adapter.get("trainers_mean", {}).get(k)
+            yield ctx.f("WC707", f"{k} is absent: {v.engine} assumes {json.dumps(default)} for "
+                                 "speculators configs" + (f" (trainers mean {meant})" if meant else "")
+                                 + "; write it explicitly", k)
 
 
 @rule("WC708", "aux-ids-convention", "warning",
@@ -120,7 +126,9 @@ def engine_default(ctx):
 def aux_convention(ctx):
     v = ctx.engine_view
     t = ctx.target
-    trained = engine_mod.convention_of(ctx.d) if ctx.d.dialect in TRAINED_WITH else None
+    # the convention the drafter was trained in: its dialect's (mappings/dialects/*.toml
+    # aux_convention), refined by where its config keeps the ids
+    trained = engine_mod.convention_of(ctx.d) if engine_mod.trained_convention(ctx.d.dialect) else None
     if t is None or trained is None or trained == v.engine or ctx.n.get("aux_layer_ids") is None:
         return  # without ids of its own the drafter gets defaults everywhere (WC407)
     L = t.num_layers

@@ -79,6 +79,7 @@ class Dialect:
     strip: tuple[Rename, ...] = ()
     renames: tuple[Rename, ...] = ()
     source: str = ""  # the mapping file
+    aux_convention: str | None = None  # engine whose aux-id convention this trainer's ids follow
 
     def to_canonical(self, name: str) -> str | None:
         return apply_renames(self.renames, name)
@@ -115,7 +116,7 @@ def dialect_from_data(data: dict, where: str) -> Dialect:
             architectures=tuple(det.get("architectures", ())),
             strip=_rules(data.get("strip"), where, "strip"),
             renames=_rules(data.get("rename"), where, "rename"),
-            source=where)
+            source=where, aux_convention=d.get("aux_convention"))
     except KeyError as e:
         raise WeightcheckError(where, f"dialect file lacks {e}") from None
 

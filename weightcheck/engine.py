@@ -123,11 +123,20 @@ def convention_of(d) -> str:
     return config_convention(d.config or {}, d.dialect)
 
 
+def trained_convention(dialect: str | None) -> str | None:
+    """The aux-id convention a dialect's trainer writes (`aux_convention` in its mappings file)."""
+    from weightcheck import dialects
+    try:
+        return dialects.by_name(dialect).aux_convention if dialect else None
+    except KeyError:
+        return None
+
+
 def config_convention(cfg: dict, dialect: str | None = None) -> str:
     """speculators drafters are trained on vLLM-captured hidden states; SpecForge and ModelOpt on
     SGLang's (they nest the ids in eagle_config). Ids only at the top level are vLLM's (our own
     ``convert --to vllm`` output of a ModelOpt drafter keeps ModelOpt's eagle_config keys)."""
-    if is_speculators_format(cfg) or dialect == "speculators":
+    if is_speculators_format(cfg) or trained_convention(dialect) == "vllm":
         return "vllm"
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and \
@@ -140,15 +149,14 @@ def engine_config(data: dict, raw: dict, version: str) -> tuple[dict, dict, list
     """(values by field, {"value","from"} by field, errors, speculators_format) as the engine sees them."""
     spec = is_speculators_format(raw)
     cfg = raw
-    if data["engine"]["name"] == "vllm" and spec and isinstance(raw.get("transformer_layer_config"), dict):
-        # vllm/transformers_utils/configs/speculators/base.py: start from transformer_layer_config
-        # and copy the EAGLE-3 keys in; norm_before_residual defaults to True (algos.py)
+    adapter = data.get("speculators_adapter")
+    if adapter and spec and isinstance(raw.get("transformer_layer_config"), dict):
         cfg = dict(raw["transformer_layer_config"])
-        for k in ("draft_vocab_size", "target_hidden_size", "norm_before_residual", "norm_before_fc",
-                  "fc_norm", "norm_output", "eagle_aux_hidden_state_layer_ids"):
+        for k in adapter.get("flatten", []):
             if raw.get(k) is not None:
                 cfg[k] = raw[k]
-        cfg.setdefault("norm_before_residual", True)
+        for k, v in adapter.get("defaults", {}).items():
+            cfg.setdefault(k, v)
     values: dict = {}
     shown: dict = {}
     errors: list = []
@@ -211,10 +219,8 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
     arch_names = raw.get("architectures") or []
     arch0 = arch_names[0] if isinstance(arch_names, list) and arch_names else None
     accepted = set(data["engine"].get("architectures", []))
-    if engine == "vllm" and spec:
-        arch_ok = True  # vLLM derives the architecture of a speculators config itself
-    else:
-        arch_ok = arch0 in accepted
+    adapter = data.get("speculators_adapter") or {}
+    arch_ok = (spec and adapter.get("derives_architecture", False)) or arch0 in accepted
     n_aux = vals.get("num_aux_hidden_states") or 3
     try:
         n_aux = int(n_aux)
