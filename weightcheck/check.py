@@ -231,7 +231,7 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
 
     from weightcheck.compare import VALUES_CHUNK_ELEMS
     from weightcheck.safetensors_header import TORCH_NAMES, itemsize
-    from weightcheck.tensor_io import iter_chunks, torch_dtype
+    from weightcheck.tensor_io import from_bytes, iter_chunks
 
     out = {}
     for t in d.tensors:
@@ -240,7 +240,7 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
         isz = itemsize(t.dtype)
         lo, hi, bad, n = None, None, 0, 0
         for chunk in iter_chunks(d.source, t.name, VALUES_CHUNK_ELEMS * isz, isz):
-            x = torch.frombuffer(bytearray(chunk), dtype=torch_dtype(t.dtype))
+            x = from_bytes(chunk, t.dtype)  # every step below makes a new tensor: no writes
             if x.dtype == torch.bool:
                 x = x.to(torch.uint8)
             x = x.to(torch.float64) if x.dtype in (torch.int64, torch.int32) else x.to(torch.float32)

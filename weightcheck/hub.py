@@ -237,8 +237,8 @@ class HubRepo:
             local = _hf_cached_file(self.repo_id, self.commit, fname)
             if local:
                 with open(local, "rb") as f:
-                    n = read_header_length(f.read(8), f"{self.where}/{fname}")
-                    return f.read(0) + _prefix(n) + f.read(n)
+                    first8 = f.read(8)
+                    return first8 + f.read(read_header_length(first8, f"{self.where}/{fname}"))
             raise WeightcheckError(f"{self.where}/{fname}", "HF_HUB_OFFLINE is set and this file's "
                                    "header is not in the cache (inspect it once online)")
         where = f"{self.where}/{fname}"
@@ -254,10 +254,6 @@ class HubRepo:
         if cache:
             _atomic_write(cache, blob)
         return blob
-
-
-def _prefix(n: int) -> bytes:
-    return n.to_bytes(8, "little")
 
 
 def _atomic_write(path: str, data: bytes) -> None:
