@@ -24,6 +24,7 @@ from convert_helpers import (ENGINE_OF, TARGET, TRAINED_WITH, aux_ids, captured,
                              write_target)
 import weightcheck
 from weightcheck import convert as convert_mod
+from weightcheck import verify as verify_mod
 from weightcheck import synth
 
 DESTS = ("sglang", "vllm", "speculators")
@@ -661,10 +662,10 @@ def _prepare(tmp_path, make_drafter):
 def test_injected_verify_failure_leaves_nothing(tmp_path, make_drafter, monkeypatch):
     src, before, out = _prepare(tmp_path, make_drafter)
 
-    def boom(plan, tmp):
-        assert os.path.isdir(tmp) and os.listdir(tmp)  # the shards were written
+    def boom(path, written_header, expected):
+        assert os.path.getsize(path) > len(written_header)  # the shard was written
         raise RuntimeError("injected failure")
-    monkeypatch.setattr(convert_mod, "verify", boom)
+    monkeypatch.setattr(verify_mod, "reopen", boom)
     r = run_cli("convert", src, out, "--to", "vllm")
     assert r.exit_code == 2 and "injected failure" in r.stderr
     assert not out.exists() and leftovers(tmp_path) == []

@@ -194,11 +194,14 @@ def check(src, engine_spec, target, training_config, values, explain, revision, 
               help="Your own dialect file (same format as mappings/dialects/*.toml) to read SRC.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--fsync", is_flag=True,
+              help="Flush every file and folder to disk before OUT appears, so OUT survives a "
+                   "power loss (slower: the disk's write speed, not the page cache's).")
 @click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
 @token_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
 def convert(src, out, to, config_from, dtype, embeddings, lm_head_from, target, max_shard_size,
-            mapping_file, dry_run, force, revision, token, as_json):
+            mapping_file, dry_run, force, fsync, revision, token, as_json):
     """Write SRC in the names and config layout an engine reads, verified, never half-written.
 
     Renamed tensors are copied as byte ranges (no torch, flat memory); every output tensor is
@@ -241,7 +244,8 @@ def convert(src, out, to, config_from, dtype, embeddings, lm_head_from, target, 
         from huggingface_hub.utils import tqdm  # huggingface_hub's own tqdm: no new dependency
         bar = tqdm(total=total, unit="B", unit_scale=True, desc="convert", leave=False)
     try:
-        summary = convert_mod.write(p, force=force, progress=bar.update if bar else None)
+        summary = convert_mod.write(p, force=force, progress=bar.update if bar else None,
+                                     fsync=fsync)
     finally:
         if bar:
             bar.close()

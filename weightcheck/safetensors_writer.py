@@ -27,7 +27,12 @@ class OutTensor:
         return tensor_nbytes(self.dtype, self.shape)
 
 
-def header_bytes(tensors: Iterable[OutTensor], metadata: dict[str, str] | None = None) -> bytes:
+def header_bytes(tensors: Iterable[OutTensor], metadata: dict[str, str] | None = None,
+                 data_start_mod: tuple[int, int] | None = None) -> bytes:
+    """The 8-byte length and the header JSON, padded with spaces to a multiple of 8 bytes.
+
+    ``data_start_mod=(r, m)``: pad further (up to ``m`` bytes of spaces, which the format allows)
+    so the data buffer starts at a file offset ``≡ r (mod m)``; ``r`` must be a multiple of 8."""
     obj: dict = {}
     if metadata:
         obj["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
@@ -37,6 +42,11 @@ def header_bytes(tensors: Iterable[OutTensor], metadata: dict[str, str] | None =
         pos += t.nbytes
     raw = json.dumps(obj, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
+    if data_start_mod is not None:
+        r, m = data_start_mod
+        if r % 8:
+            raise ValueError(f"data start residue {r} is not a multiple of 8")
+        raw += b" " * ((r - 8 - len(raw)) % m)
     return struct.pack("<Q", len(raw)) + raw
 
 
