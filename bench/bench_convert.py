@@ -2,19 +2,27 @@
 drafter (SpecForge dialect, 2.38 GB) vs cp, the obvious script and `speculators convert`.
 
 Makes (or reuses) the drafter of bench/make_full_drafter.py, then in the same run measures, each
-as a fresh subprocess (one untimed warm-up, then --repeat timed runs; median wall time, peak RSS
-from /usr/bin/time -f %M, see bench/_measure.py). Every output is deleted (and the page cache's
-dirty pages flushed with sync) before each run, untimed, so no run pays for an earlier one:
+as a fresh subprocess (peak RSS from /usr/bin/time -f %M, see bench/_measure.py). Every output is
+deleted (and the page cache's dirty pages flushed with sync) before each run, untimed, so no run
+pays for an earlier one. The fast commands run in interleaved rounds (one untimed warm-up round,
+then --repeat timed rounds; in each round every command once), so whatever the machine does in
+the background falls on all of them alike; the table gives the median and the min:
 
   ours        python -m weightcheck convert SRC OUT --to speculators --force      (rename only)
-  cp          cp -r SRC OUT                                    (the throughput ceiling)
-  cp + sync   cp -r SRC OUT && sync OUT/model.safetensors       (cp, durable like ours: ours fsyncs)
+  ours+fsync  the same with --fsync (flushed to disk before OUT appears)
+  cp          cp -r SRC OUT                                    (the throughput target's reference)
+  cp + sync   cp -r SRC OUT && sync OUT/model.safetensors       (cp, durable like --fsync)
   script      safetensors.torch.load_file, rename midlayer. -> layers.0., save_file
   speculators speculators convert SRC --algorithm eagle3 --verifier VERIFIER --output-path OUT
               (speculators 0.9.0 in /work/venvs/producers; offline: HF_HUB_OFFLINE=1. VERIFIER is a
               folder holding only a config.json: speculators reads the verifier's config and
               nothing else when the drafter has t2d and validation is off, its default)
+              --repeat-slow runs after one warm-up, not interleaved (25 s each)
   extra rows  the same with --dtype fp16 (ours) and .half() before save_file (script)
+
+weightcheck runs from this source tree, byte-compiled first (`compileall`): pip compiles an
+installed package, and with PYTHONDONTWRITEBYTECODE set (as here) a source tree would otherwise
+be compiled again by every run (~25 ms).
 
 Then, unless --no-cold: ours and cp again with a cold page cache. With root and a writable
 /proc/sys/vm/drop_caches that is `sync; echo 3 > drop_caches` before each run; otherwise
@@ -24,7 +32,7 @@ only, checked with fincore. Cold runs have no warm-up.
 Checks, untimed: every output has the same tensor names, dtypes and shapes as ours, and its
 tensor bytes are identical to ours (crc32 per tensor); the fp16 rows against each other.
 
-    python bench/bench_convert.py [--repeat 3] [--repeat-slow 1] [--no-cold] [--no-speculators]
+    python bench/bench_convert.py [--repeat 7] [--repeat-slow 1] [--no-cold] [--no-speculators]
 """
 from __future__ import annotations
 
@@ -145,6 +153,31 @@ def timed(cmd: list[str], n: int, outs: list[str], ok=(0,), warmup: bool = True,
             "n": len(t)}
 
 
+def rounds(cmds: dict, n: int, outs, after=None) -> dict:
+    """Run every command of ``cmds`` (key -> argv) once per round: one untimed warm-up round, then
+    ``n`` timed rounds. Before each run its outputs are deleted and the page cache synced, untimed;
+    after it they are deleted again (after ``after(key)`` has looked at them, in the last round),
+    so one output at a time takes disk and page cache."""
+    runs: dict = {k: [] for k in cmds}
+    for i in range(n + 1):
+        for key, cmd in cmds.items():
+            for o in outs[key]:
+                rm(o)
+            os.sync()
+            r = m.run(cmd)
+            if r["rc"] != 0:
+                sys.exit(f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-3000:]}")
+            if i:
+                runs[key].append(r)
+            if i == n and after is not None:
+                after(key)
+            for o in outs[key]:
+                rm(o)
+    return {k: {"median": statistics.median(r["wall"] for r in t), "min": min(r["wall"] for r in t),
+                "max": max(r["wall"] for r in t), "rss": max(r["rss"] for r in t), "last": t[-1],
+                "n": len(t), "all": [r["wall"] for r in t]} for k, t in runs.items()}
+
+
 def header(path: str) -> tuple[int, dict]:
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -231,8 +264,8 @@ def producers_version(pkg: str) -> str:
 
 # --------------------------------------------------------------------------------------------
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--repeat", type=int, default=3, show_default=True,
-              help="Timed runs per command (ours, cp, the script).")
+@click.option("--repeat", type=int, default=7, show_default=True,
+              help="Timed rounds of the fast commands (ours, cp, the script), interleaved.")
 @click.option("--repeat-slow", type=int, default=1, show_default=True,
               help="Timed runs of speculators convert (after one warm-up).")
 @click.option("--cold/--no-cold", default=True, show_default=True,
@@ -249,70 +282,91 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     os.makedirs(work, exist_ok=True)
     for e in os.listdir(work):  # leftovers of an interrupted run
         rm(os.path.join(work, e))
-    out = {k: os.path.join(work, k) for k in ("ours", "cp", "cpsync", "script", "speculators",
-                                              "ours-fp16", "script-fp16", "imports")}
+    out = {k: os.path.join(work, k) for k in ("ours", "oursfsync", "cp", "cpsync", "script",
+                                              "speculators", "ours-fp16", "script-fp16", "imports")}
     # every output folder and weightcheck's temporary/aside folders beside it
     def leftovers(name):
         return [out[name]] + [os.path.join(work, e) for e in os.listdir(work)
                               if e.startswith(f".{name}.weightcheck-tmp-")
                               or e.startswith(f"{name}.weightcheck-tmp-")]
 
+    class Outs(dict):  # key -> its output paths, listed when asked (temporary folders come and go)
+        def __missing__(self, key):
+            return leftovers(key)
+
     verifier = os.path.join(m.OUT, f"{config}-verifier-config-only")
     os.makedirs(verifier, exist_ok=True)
     with open(os.path.join(verifier, "config.json"), "w") as f:
         json.dump(KIMI_VERIFIER_CONFIG, f, indent=2)
+    compiled = subprocess.run([py, "-m", "compileall", "-q", os.path.join(m.ROOT, "weightcheck")],
+                              capture_output=True, text=True)
+    if compiled.returncode:
+        sys.exit(f"compileall failed: {compiled.stdout}{compiled.stderr}")
 
     wc = [py, "-m", "weightcheck", "convert", src]
-    rows = [  # key, label, cmd, timed() kwargs, imports torch (None: measure it)
+    rows = [  # key, label, cmd, imports torch (None: measure it)
         ("ours", "weightcheck convert --to speculators",
-         [*wc, out["ours"], "--to", "speculators", "--force"], {}, None),
-        ("cp", "cp -r SRC OUT (ceiling)", ["cp", "-r", src, out["cp"]], {}, "no"),
+         [*wc, out["ours"], "--to", "speculators", "--force"], None),
+        ("cp", "cp -r SRC OUT", ["cp", "-r", src, out["cp"]], "no"),
+        ("oursfsync", "weightcheck convert --to speculators --fsync",
+         [*wc, out["oursfsync"], "--to", "speculators", "--force", "--fsync"], None),
         ("cpsync", "cp -r SRC OUT && sync OUT/model.safetensors",
          ["sh", "-c", 'cp -r "$1" "$2" && sync "$2/model.safetensors"', "sh", src, out["cpsync"]],
-         {}, "no"),
+         "no"),
         ("script", "script: load_file + rename + save_file",
-         [py, "-c", SCRIPT, src, out["script"]], {}, "yes"),
+         [py, "-c", SCRIPT, src, out["script"]], "yes"),
     ]
+    slow = []
     if with_spec:
         if not os.access(SPECULATORS, os.X_OK):
             sys.exit(f"{SPECULATORS} not found: pass --no-speculators")
-        rows.append(("speculators", "speculators convert --algorithm eagle3",
+        slow.append(("speculators", "speculators convert --algorithm eagle3",
                      ["env", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", SPECULATORS, "convert",
                       src, "--algorithm", "eagle3", "--verifier", verifier,
-                      "--output-path", out["speculators"]],
-                     {"n": repeat_slow}, "yes"))
+                      "--output-path", out["speculators"]], "yes"))
     extra = [
         ("ours-fp16", "weightcheck convert --to speculators --dtype fp16",
-         [*wc, out["ours-fp16"], "--to", "speculators", "--dtype", "fp16", "--force"], {}, None),
+         [*wc, out["ours-fp16"], "--to", "speculators", "--dtype", "fp16", "--force"], None),
         ("script-fp16", "script: load_file + .half() + rename + save_file",
-         [py, "-c", SCRIPT, src, out["script-fp16"], "fp16"], {}, "yes"),
+         [py, "-c", SCRIPT, src, out["script-fp16"], "fp16"], "yes"),
     ]
 
     results, digests, agree = {}, {}, {}
     cfg_diff = []
     src_digests = tensor_digests(st)
-    for key, label, cmd, kw, torch_ in rows + extra:
-        r = timed(cmd, kw.get("n", repeat), leftovers(key))
-        r["torch"] = torch_
-        results[key] = r
-        print(f"  {label}: median {r['median']:.2f} s (min {r['min']:.2f}, max {r['max']:.2f}), "
-              f"peak RSS {m.mb(r['rss'])}", file=sys.stderr)
+    kept_ours = out["ours"] + "-kept"
+
+    def check_output(key):
+        nonlocal cfg_diff
         digests[key] = tensor_digests(model_file(out[key]))
         if key.startswith("cp"):  # a byte copy: against the source, names unchanged
             agree[key] = "against the source: " + same(src_digests, digests[key])
-        elif key != ("ours-fp16" if key.endswith("fp16") else "ours"):
+        elif key not in ("ours", "ours-fp16"):
             agree[key] = same(digests["ours-fp16" if key.endswith("fp16") else "ours"], digests[key])
-        if key in agree:
-            print(f"    {agree[key]}", file=sys.stderr)
         if key == "speculators":
-            cfg_diff = config_differences(out["ours"], out[key], src)
-        if key not in ("ours", "ours-fp16"):
-            rm(out[key])
-    for key in ("ours", "ours-fp16"):
+            cfg_diff = config_differences(kept_ours, out[key], src)
+        if key == "ours" and slow:  # kept for the comparison with speculators convert's config
+            rm(kept_ours)
+            shutil.copytree(out[key], kept_ours)
+
+    for group in (rows, extra):  # ours first in each group: the others are checked against it
+        print(f"  rounds: {', '.join(k for k, *_ in group)} x{repeat} (+1 warm-up)", file=sys.stderr)
+        results.update(rounds({k: cmd for k, _, cmd, _ in group}, repeat, Outs(), check_output))
+    for key, label, cmd, _ in slow:
+        results[key] = timed(cmd, repeat_slow, leftovers(key))
+        check_output(key)
         rm(out[key])
+    rm(kept_ours)
+    for key, label, cmd, torch_ in rows + slow + extra:
+        r = results[key]
+        r["torch"] = torch_ if torch_ is not None else r.get("torch")
+        print(f"  {label}: median {r['median']:.2f} s (min {r['min']:.2f}, max {r['max']:.2f}), "
+              f"peak RSS {m.mb(r['rss'])}; {agree.get(key, '')}", file=sys.stderr)
 
     # imports torch? one more run of each of ours under python -X importtime (then delete)
-    for key, _, cmd, _, _ in rows[:1] + extra[:1]:
+    for key, _, cmd, torch_ in rows + extra:
+        if torch_ is not None:
+            continue
         rm(out["imports"])
         args = [a if a != out[key] else out["imports"] for a in cmd[1:]]
         results[key]["torch"] = "yes" if "torch" in m.imported_modules(args) else "no"
@@ -333,7 +387,7 @@ def main(repeat, repeat_slow, cold, with_spec, config):
             evict([st], drop)
             left.append(resident(st))
 
-        for key, label, cmd, kw, _ in rows[:2]:
+        for key, label, cmd, _ in rows[:2]:
             r = timed(cmd, repeat, leftovers(key), warmup=False, before=before)
             cold_res[key] = r
             print(f"  cold {label}: median {r['median']:.2f} s, peak RSS {m.mb(r['rss'])}",
@@ -354,19 +408,26 @@ def main(repeat, repeat_slow, cold, with_spec, config):
 
     heads = ["command", "median s", "min s", "runs", "GB/s", "cp time / this", "time / ours",
              "peak RSS", "imports torch"]
-    table = [row(k, lab, results[k], ours_t) for k, lab, *_ in rows]
+    table = [row(k, lab, results[k], ours_t) for k, lab, *_ in rows + slow]
     fp16 = results["ours-fp16"]["median"]
     table_x = [r[:5] + r[6:] for r in (row(k, lab, results[k], fp16) for k, lab, *_ in extra)]
     mach = m.machine()
     print(f"\n## convert (rename only): full-size Kimi-K2 drafter ({config})\n")
     print(f"Source: {st} — {gb:.2f} GB, specforge dialect -> speculators layout. Warm page cache "
           f"(the source was just written or read; it stays cached); outputs deleted and `sync` "
-          f"before every run (untimed). {repeat} timed runs after one warm-up "
-          f"({repeat_slow} for speculators convert). GB/s = source size / median. "
-          f"Peak RSS: {m.RSS_METHOD}.\n")
+          f"before every run (untimed). {repeat} interleaved timed rounds after one warm-up round "
+          f"({repeat_slow} run(s) of speculators convert after one warm-up). GB/s = source size / "
+          f"median. Peak RSS: {m.RSS_METHOD}.\n")
     print(tabulate(table, headers=heads, tablefmt="github"))
-    print(f"\nweightcheck throughput / cp throughput: {cp_t / ours_t:.2f} (target >= 0.8); "
-          f"vs cp + sync: {results['cpsync']['median'] / ours_t:.2f}.")
+    c_all = results["cp"]["all"]
+    o_all = results["ours"]["all"]
+    print(f"\nweightcheck throughput / cp throughput: {cp_t / ours_t:.2f} by median, "
+          f"{results['cp']['min'] / results['ours']['min']:.2f} by min (target >= 0.8); per round: "
+          f"{', '.join(f'{c / o:.2f}' for c, o in zip(c_all, o_all))}. "
+          f"With --fsync / cp + sync: {results['cpsync']['median'] / results['oursfsync']['median']:.2f}.")
+    print("\nEvery run, in seconds (round order):\n")
+    for k, lab, *_ in rows:
+        print(f"- {lab}: {', '.join(f'{x:.2f}' for x in results[k]['all'])}")
     print("\nCast (extra rows, time / ours relative to weightcheck --dtype fp16):\n")
     print(tabulate(table_x, headers=heads[:5] + heads[6:], tablefmt="github"))
     print("\nOutputs against ours (crc32 of every tensor's bytes):\n")

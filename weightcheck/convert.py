@@ -652,7 +652,12 @@ def _write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> list:
         try:
             _write_all(fd, head, 0)
             off = len(head)
-            flushed = 0
+            flushed = [0]
+
+            def written(end, _fd=fd, _flushed=flushed):  # bytes [0, end) are in the page cache
+                if fsync and end - _flushed[0] >= WRITEBACK_CHUNK:
+                    _start_writeback(_fd, _flushed[0], end - _flushed[0])
+                    _flushed[0] = end
             for it in items:
                 if it.kind == "copy":
                     rec = plan.src.source.tensors[it.src_name]
@@ -663,6 +668,7 @@ def _write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> list:
                         checker.same(path, layout, it.out_name, rel, n, spath, rec.begin + rel)
                         if checker.error is not None:
                             raise checker.error
+                        written(off + rel + n)
                         if progress:
                             progress(n)
                 else:
@@ -678,13 +684,11 @@ def _write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> list:
                                                             f"{it.out_name}, expected {it.nbytes}")
                     it.digest = crc[0]
                     checker.digest(path, layout, it.out_name, crc[0])
+                    written(off + it.nbytes)
                     if progress:
                         progress(it.nbytes)
                 off += it.nbytes
                 weight_map[it.out_name] = name
-                if fsync and off - flushed >= WRITEBACK_CHUNK:
-                    _start_writeback(fd, flushed, off - flushed)
-                    flushed = off
             if fsync:
                 os.fsync(fd)
         finally:
