@@ -579,19 +579,18 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
             return
         raise _Interrupted(signum)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            old_handlers[sig] = signal.signal(sig, on_signal)
-        except ValueError:  # not the main thread
-            pass
     try:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # inside the try: the finally restores them
+            old_handlers[sig] = signal.getsignal(sig)  # before: a signal may come right after
+            try:
+                signal.signal(sig, on_signal)
+            except ValueError:  # not the main thread
+                del old_handlers[sig]
         os.makedirs(tmp)  # only once the handlers are in place: a signal now removes it
-        state["starting"] = True
-        try:
-            checker = verify_mod.RangeChecker()
-        finally:
-            state["starting"] = False
+        state["starting"] = True  # until the with below owns the thread, a signal is held
+        checker = verify_mod.RangeChecker()
         with checker:
+            state["starting"] = False
             if state["held"] is not None:
                 raise _Interrupted(state["held"])
             files = _write_shards(plan, tmp, progress, checker, fsync)
