@@ -24,7 +24,7 @@ weightcheck runs from this source tree, byte-compiled first (`compileall`): pip 
 installed package, and with PYTHONDONTWRITEBYTECODE set (as here) a source tree would otherwise
 be compiled again by every run (~25 ms).
 
-Then, unless --no-cold: ours and cp again with a cold page cache. With root and a writable
+Then, unless --no-cold: ours and cp again with a cold page cache, in interleaved rounds. With root and a writable
 /proc/sys/vm/drop_caches that is `sync; echo 3 > drop_caches` before each run; otherwise
 posix_fadvise(POSIX_FADV_DONTNEED) on the source file (after sync), which evicts that file
 only, checked with fincore. Cold runs have no warm-up.
@@ -153,17 +153,21 @@ def timed(cmd: list[str], n: int, outs: list[str], ok=(0,), warmup: bool = True,
             "n": len(t)}
 
 
-def rounds(cmds: dict, n: int, outs, after=None) -> dict:
-    """Run every command of ``cmds`` (key -> argv) once per round: one untimed warm-up round, then
-    ``n`` timed rounds. Before each run its outputs are deleted and the page cache synced, untimed;
-    after it they are deleted again (after ``after(key)`` has looked at them, in the last round),
-    so one output at a time takes disk and page cache."""
+def rounds(cmds: dict, n: int, outs, after=None, warmup: bool = True, before=None) -> dict:
+    """Run every command of ``cmds`` (key -> argv) once per round: one untimed warm-up round
+    (unless ``warmup`` is False), then ``n`` timed rounds. Before each run its outputs are deleted,
+    the page cache synced and ``before()`` called (cache eviction), untimed; after it they are
+    deleted again (after ``after(key)`` has looked at them, in the last round), so one output at
+    a time takes disk and page cache."""
     runs: dict = {k: [] for k in cmds}
-    for i in range(n + 1):
+    first = 0 if warmup else 1
+    for i in range(first, n + 1):
         for key, cmd in cmds.items():
             for o in outs[key]:
                 rm(o)
             os.sync()
+            if before is not None:
+                before()
             r = m.run(cmd)
             if r["rc"] != 0:
                 sys.exit(f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-3000:]}")
@@ -387,12 +391,11 @@ def main(repeat, repeat_slow, cold, with_spec, config):
             evict([st], drop)
             left.append(resident(st))
 
-        for key, label, cmd, _ in rows[:2]:
-            r = timed(cmd, repeat, leftovers(key), warmup=False, before=before)
-            cold_res[key] = r
-            print(f"  cold {label}: median {r['median']:.2f} s, peak RSS {m.mb(r['rss'])}",
-                  file=sys.stderr)
-            rm(out[key])
+        cold_res = rounds({k: cmd for k, _, cmd, _ in rows[:2]}, repeat, Outs(), warmup=False,
+                          before=before)
+        for key, label, *_ in rows[:2]:
+            print(f"  cold {label}: median {cold_res[key]['median']:.2f} s, "
+                  f"runs {', '.join(f'{x:.2f}' for x in cold_res[key]['all'])}", file=sys.stderr)
         known = [x for x in left if x is not None]
         cold_how += (f"; source bytes still cached after eviction (fincore): max "
                      f"{max(known):,} of {size:,}" if known else "")
@@ -446,6 +449,9 @@ def main(repeat, repeat_slow, cold, with_spec, config):
               for k, lab, *_ in rows[:2]]
         print(tabulate(ct, headers=["command", "median s", "min s", "runs", "GB/s",
                                     "cp time / this", "peak RSS"], tablefmt="github"))
+        print("\nEvery cold run, in seconds (round order):\n")
+        for k, lab, *_ in rows[:2]:
+            print(f"- {lab}: {', '.join(f'{x:.2f}' for x in cold_res[k]['all'])}")
     spec_v = producers_version("speculators") if with_spec else "-"
     tf_v = producers_version("transformers") if with_spec else "-"
     print(f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
