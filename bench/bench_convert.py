@@ -302,10 +302,7 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     os.makedirs(verifier, exist_ok=True)
     with open(os.path.join(verifier, "config.json"), "w") as f:
         json.dump(KIMI_VERIFIER_CONFIG, f, indent=2)
-    compiled = subprocess.run([py, "-m", "compileall", "-q", os.path.join(m.ROOT, "weightcheck")],
-                              capture_output=True, text=True)
-    if compiled.returncode:
-        sys.exit(f"compileall failed: {compiled.stdout}{compiled.stderr}")
+    m.compile_tree()
 
     wc = [py, "-m", "weightcheck", "convert", src]
     rows = [  # key, label, cmd, imports torch (None: measure it)

@@ -59,6 +59,14 @@ def make_small(config: str = "k2") -> str:
     return out
 
 
+def full_and_small(config: str = "k2") -> tuple[str, int, str, int]:
+    """The full-size drafter's model.safetensors and its size, the scaled-down drafter's folder
+    and its file's size: the pair the inspect and check benches compare peak memory on."""
+    st = os.path.join(make(config=config), "model.safetensors")
+    small = make_small(config)
+    return st, os.path.getsize(st), small, os.path.getsize(os.path.join(small, "model.safetensors"))
+
+
 def make(out: str | None = None, config: str = "k2", dialect: str = "specforge",
          embed: bool = False, seed: int = 0, quiet: bool = False) -> str:
     """Write (or reuse) the drafter; return its folder."""
