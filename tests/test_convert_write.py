@@ -157,6 +157,39 @@ def test_alignment_follows_the_most_bytes(tmp_path, monkeypatch):
                                               if k != "embed_tokens.weight"}
 
 
+def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src, monkeypatch):
+    """A sharded source (a first convert with a small --max-shard-size) converted again into
+    shards with the padding on: each output shard chooses its own data start so that the most
+    copied bytes keep their offset modulo ALIGN in their source file (tensors from different
+    source files or after a gap form separate classes; the heaviest eligible class wins), the
+    library opens every shard, and the tensors round-trip byte for byte."""
+    sharded = tmp_path / "sharded"
+    convert(src, sharded, "--to", "vllm", "--max-shard-size", "300KB")
+    assert len(weight_files(sharded)) > 2
+    monkeypatch.setattr(convert_mod, "ALIGN_MIN_BYTES", 0)
+    out = tmp_path / "out"
+    r = convert(sharded, out, "--to", "sglang", "--max-shard-size", "400KB")
+    files = weight_files(out)
+    assert len(files) > 1
+    src_headers = {p.name: read_local_header(p) for p in weight_files(sharded)}
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())["weight_map"]
+    by_output = {t["output"]: t for t in _copies(r)}
+    for path in files:
+        oh = read_local_header(path)
+        classes: dict = {}  # (source offset - output offset) mod ALIGN -> copied bytes
+        for name in oh.tensors:
+            if name not in by_output:
+                continue
+            t = by_output[name]
+            sh = src_headers[index[t["source"]]]
+            key = ((sh.data_start + sh.tensors[t["source"]].begin)
+                   - (oh.data_start + oh.tensors[name].begin)) % convert_mod.ALIGN
+            classes[key] = classes.get(key, 0) + t["bytes"]
+        eligible = {k: v for k, v in classes.items() if k % 8 == 0}  # the data start stays 8-aligned
+        assert eligible and classes.get(0) == max(eligible.values()), (path.name, classes)
+    assert tensor_bytes(out) == tensor_bytes(src)
+
+
 def test_small_copy_is_not_padded(tmp_path, src):
     assert convert_mod.ALIGN_MIN_BYTES > 1 << 20  # the tiny drafter is below it
     out = tmp_path / "out"
