@@ -100,6 +100,24 @@ def test_same_identical_ranges_pass(files):
     assert c.checked == 3 * A_BYTES + 1000
 
 
+def test_without_preadv_the_checker_reads_with_pread(files, monkeypatch):
+    """Platforms without os.preadv (some macOS builds): the same checks, through os.pread."""
+    monkeypatch.delattr(os, "preadv", raising=False)
+    calls = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, off: calls.append(off) or real(fd, n, off))
+    with verify_mod.RangeChecker(chunk=CHUNK) as c:
+        c.same(files["out"], files["header"], "a", 0, A_BYTES, files["src"], SRC_OFF)
+        c.digest(files["out"], files["header"], "b", zlib.crc32(files["b"]))
+        c.finish()
+    assert c.checked == A_BYTES + len(files["b"]) and calls
+    _flip(files["out"], files["header"].data_start + files["header"].tensors["a"].begin + 5000)
+    with verify_mod.RangeChecker(chunk=CHUNK) as c:
+        c.same(files["out"], files["header"], "a", 0, A_BYTES, files["src"], SRC_OFF)
+        with pytest.raises(WeightcheckError, match="a differs from its source"):
+            c.finish()
+
+
 def test_same_locates_the_tensor_from_the_header_not_the_source_offset(files):
     """Tensor b lies after a in the output: checking it against a's source bytes must fail
     (the checker reads the output at header.data_start + b.begin, not at some running offset)."""

@@ -31,6 +31,16 @@ from weightcheck.safetensors_header import Header, read_local_header
 CHECK_CHUNK = 256 << 10  # bytes per compare: both buffers stay in the L2 cache (8 MiB: +20% wall time)
 
 
+def _read_at(fd: int, view: memoryview, offset: int) -> int:
+    """Read into ``view`` from ``offset``; returns the bytes read (fewer only at end of file).
+    ``os.preadv`` where the platform has it (Linux, the BSDs), else ``os.pread`` and a copy."""
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], offset)
+    data = os.pread(fd, len(view), offset)
+    view[:len(data)] = data
+    return len(data)
+
+
 def _differs(path: str, name: str) -> WeightcheckError:
     return WeightcheckError(path, f"verification failed: {name} differs from its source")
 
@@ -127,8 +137,8 @@ class RangeChecker:
         done = 0
         while done < n:
             k = min(len(ba), n - done)
-            ka = os.preadv(out_fd, [va[:k]], a + done)
-            kb = os.preadv(src_fd, [vb[:k]], src_off + done)
+            ka = _read_at(out_fd, va[:k], a + done)
+            kb = _read_at(src_fd, vb[:k], src_off + done)
             if ka != k or kb != k:
                 raise _differs(out_path, name)
             if (ba != bb) if k == len(ba) else (va[:k] != vb[:k]):
@@ -142,7 +152,7 @@ class RangeChecker:
         view = memoryview(buf)
         pos, end, crc = header.data_start + t.begin, header.data_start + t.end, 0
         while pos < end:
-            k = os.preadv(fd, [view[:min(len(buf), end - pos)]], pos)
+            k = _read_at(fd, view[:min(len(buf), end - pos)], pos)
             if not k:
                 raise _differs(out_path, name)
             crc = zlib.crc32(view[:k], crc)
