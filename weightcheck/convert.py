@@ -20,6 +20,7 @@ The destination layouts are data: the ``[output]`` section of mappings/engines/<
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -739,6 +740,7 @@ def _write_all(fd: int, data, pos: int) -> int:
     return pos
 
 
+@functools.lru_cache(maxsize=None)
 def _sync_file_range():
     """libc's sync_file_range (Linux), or None. Python has no binding; ctypes is the standard
     library. Used only with --fsync, to start writing a range to disk while the next is copied,
@@ -753,16 +755,13 @@ def _sync_file_range():
     return f
 
 
-_SFR = False  # not looked up yet
-SYNC_FILE_RANGE_WRITE = 2
+SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of the range, do not wait
 
 
 def _start_writeback(fd: int, off: int, n: int) -> None:
-    global _SFR
-    if _SFR is False:
-        _SFR = _sync_file_range()
-    if _SFR is not None:
-        _SFR(fd, off, n, SYNC_FILE_RANGE_WRITE)  # a hint: the fsync that follows is what counts
+    f = _sync_file_range()
+    if f is not None:
+        f(fd, off, n, SYNC_FILE_RANGE_WRITE)  # a hint: the fsync that follows is what counts
 
 
 def _fsync_path(path: str) -> None:
