@@ -78,7 +78,6 @@ class Item:
     src_name: str | None = None  # name in the source (drafter or target)
     src_dtype: str | None = None
     shard: int = 0
-    digest: int | None = None  # crc32 of a produced tensor's bytes (filled while writing)
 
     @property
     def nbytes(self) -> int:
@@ -99,7 +98,6 @@ class Plan:
     embed_target: object | None = None  # --embeddings from=TARGET
     head_target: object | None = None  # --lm-head-from TARGET
     metadata: dict = field(default_factory=dict)
-    written_headers: dict = field(default_factory=dict)  # shard name -> header bytes
 
     def shard_name(self, i: int) -> str:
         return "model.safetensors" if self.shards == 1 else \
@@ -594,16 +592,18 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
             state["starting"] = False
             if state["held"] is not None:
                 raise _Interrupted(state["held"])
-            files = _write_shards(plan, tmp, progress, checker, fsync)
+            headers = _write_shards(plan, tmp, progress, checker, fsync)
             checker.finish()  # every byte range re-read and checked
         for shard in range(plan.shards):
             name = plan.shard_name(shard)
-            verify_mod.reopen(os.path.join(tmp, name), plan.written_headers[name],
+            verify_mod.reopen(os.path.join(tmp, name), headers[name],
                               {it.out_name: (it.dtype, tuple(it.shape))
                                for it in plan.items if it.shard == shard})
-        _write_config_and_card(plan, tmp, files)
-        if fsync:
-            for f in files + ["config.json", "README.md"]:
+        index = _write_index(plan, tmp)
+        files = list(headers) + index
+        meta = _write_config_and_card(plan, tmp)
+        if fsync:  # the shards were flushed as they were closed
+            for f in index + meta:
                 _fsync_path(os.path.join(tmp, f))
             _fsync_path(tmp)
         state["publishing"] = True
@@ -630,23 +630,22 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
             signal.signal(sig, h)
 
 
-def _write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> list:
+def _write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
     """Write every shard; hand each written range to ``checker`` as soon as it is on the page
     cache, so verification runs beside the copy. Where a tensor lies in the output is read back
-    from the header bytes written (our strict parser), not taken from the running offset."""
+    from the header bytes written (our strict parser), not taken from the running offset.
+    Returns shard file name -> the header bytes written, in shard order."""
     from weightcheck.safetensors_header import parse_header, read_header_length
     from weightcheck.safetensors_writer import OutTensor, header_bytes
 
-    files = []
-    weight_map = {}
-    plan.written_headers = {}
+    headers = {}
     for shard in range(plan.shards):
         items, residue = _layout(plan, [it for it in plan.items if it.shard == shard])
         name = plan.shard_name(shard)
         path = os.path.join(tmp, name)
         head = header_bytes([OutTensor(it.out_name, it.dtype, it.shape, b"") for it in items],
                             plan.metadata, None if residue is None else (residue, ALIGN))
-        plan.written_headers[name] = head
+        headers[name] = head
         layout = parse_header(head[8:8 + read_header_length(head, path)], path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -682,26 +681,29 @@ def _write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> list:
                     if pos[0] - off != it.nbytes:
                         raise WeightcheckError(it.src_name, f"produced {pos[0] - off} bytes for "
                                                             f"{it.out_name}, expected {it.nbytes}")
-                    it.digest = crc[0]
                     checker.digest(path, layout, it.out_name, crc[0])
                     written(off + it.nbytes)
                     if progress:
                         progress(it.nbytes)
                 off += it.nbytes
-                weight_map[it.out_name] = name
             if fsync:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        files.append(name)
-    if plan.shards > 1:
-        index = {"metadata": {"total_size": sum(it.nbytes for it in plan.items)},
-                 "weight_map": dict(sorted(weight_map.items()))}
-        with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
-            json.dump(index, f, indent=2)
-            f.write("\n")
-        files.append("model.safetensors.index.json")
-    return files
+    return headers
+
+
+def _write_index(plan: Plan, tmp: str) -> list:
+    """model.safetensors.index.json for a sharded output; returns the names written."""
+    if plan.shards == 1:
+        return []
+    index = {"metadata": {"total_size": sum(it.nbytes for it in plan.items)},
+             "weight_map": {it.out_name: plan.shard_name(it.shard)
+                            for it in sorted(plan.items, key=lambda it: it.out_name)}}
+    with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=2)
+        f.write("\n")
+    return ["model.safetensors.index.json"]
 
 
 def _layout(plan: Plan, items: list) -> tuple[list, int | None]:
@@ -772,7 +774,8 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def _write_config_and_card(plan: Plan, tmp: str, files: list) -> None:
+def _write_config_and_card(plan: Plan, tmp: str) -> list:
+    """config.json and the README model card; returns the names written."""
     with open(os.path.join(tmp, "config.json"), "w") as f:
         json.dump(plan.config, f, indent=2)
         f.write("\n")
@@ -785,7 +788,7 @@ def _write_config_and_card(plan: Plan, tmp: str, files: list) -> None:
         f"({plan.src.dialect} dialect, {s.layout}) to the {plan.to} layout "
         f"(mappings/engines/{plan.to}.toml).",
         "",
-        f"- tensors: {len(plan.items)} in {len(files) - (1 if plan.shards > 1 else 0)} file(s), "
+        f"- tensors: {len(plan.items)} in {plan.shards} file(s), "
         f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against its source",
         f"- renamed only: {sum(1 for it in plan.items if it.kind == 'copy')}; cast: "
         f"{sum(1 for it in plan.items if it.kind == 'cast')}; taken from a target: "
@@ -797,6 +800,7 @@ def _write_config_and_card(plan: Plan, tmp: str, files: list) -> None:
         lines.append(f"- {n}")
     with open(os.path.join(tmp, "README.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    return ["config.json", "README.md"]
 
 
 def _publish(tmp: str, out: str, force: bool) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 
-
 def tabulate(*args, **kwargs) -> str:
     """``tabulate.tabulate``, imported when a table is drawn: the import takes ~35 ms (it pulls in
     wcwidth and importlib.metadata), and convert's report after a write draws none."""
