@@ -132,27 +132,6 @@ def evict(paths: list[str], drop: bool) -> None:
             os.close(fd)
 
 
-def timed(cmd: list[str], n: int, outs: list[str], ok=(0,), warmup: bool = True,
-          before=None) -> dict:
-    """Like _measure.repeat, but deletes ``outs`` and syncs before every run (untimed), and
-    calls ``before()`` (cache eviction) right before each timed run."""
-    runs = []
-    for i in range(n + (1 if warmup else 0)):
-        for o in outs:
-            rm(o)
-        os.sync()
-        if before is not None:
-            before()
-        r = m.run(cmd)
-        if r["rc"] not in ok:
-            sys.exit(f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-3000:]}")
-        runs.append(r)
-    t = runs[1:] if warmup else runs
-    return {"median": statistics.median(r["wall"] for r in t), "min": min(r["wall"] for r in t),
-            "max": max(r["wall"] for r in t), "rss": max(r["rss"] for r in t), "last": t[-1],
-            "n": len(t)}
-
-
 def rounds(cmds: dict, n: int, outs, after=None, warmup: bool = True, before=None) -> dict:
     """Run every command of ``cmds`` (key -> argv) once per round: one untimed warm-up round
     (unless ``warmup`` is False), then ``n`` timed rounds. Before each run its outputs are deleted,
@@ -353,10 +332,8 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     for group in (rows, extra):  # ours first in each group: the others are checked against it
         print(f"  rounds: {', '.join(k for k, *_ in group)} x{repeat} (+1 warm-up)", file=sys.stderr)
         results.update(rounds({k: cmd for k, _, cmd, _ in group}, repeat, Outs(), check_output))
-    for key, label, cmd, _ in slow:
-        results[key] = timed(cmd, repeat_slow, leftovers(key))
-        check_output(key)
-        rm(out[key])
+    if slow:  # one command per round: rounds() alone, with its own count
+        results.update(rounds({k: cmd for k, _, cmd, _ in slow}, repeat_slow, Outs(), check_output))
     rm(kept_ours)
     for key, label, cmd, torch_ in rows + slow + extra:
         r = results[key]
