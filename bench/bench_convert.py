@@ -19,6 +19,9 @@ the background falls on all of them alike; the table gives the median and the mi
               nothing else when the drafter has t2d and validation is off, its default)
               --repeat-slow runs after one warm-up, not interleaved (25 s each)
   extra rows  the same with --dtype fp16 (ours) and .half() before save_file (script)
+  small       ours and cp on the scaled-down drafter (make_full_drafter.make_small), in the same
+              rounds: with the full size they split each command's time into what it costs
+              whatever the size and its rate in bytes per second (t = fixed + bytes / rate)
 
 weightcheck runs from this source tree, byte-compiled first (`compileall`): pip compiles an
 installed package, and with PYTHONDONTWRITEBYTECODE set (as here) a source tree would otherwise
@@ -257,16 +260,16 @@ def producers_version(pkg: str) -> str:
 @click.option("--config", type=click.Choice(["k2", "k25"]), default="k2", show_default=True)
 def main(repeat, repeat_slow, cold, with_spec, config):
     py = sys.executable
-    src = make_full_drafter.make(config=config)
-    st = os.path.join(src, "model.safetensors")
-    size = os.path.getsize(st)
+    st, size, small, small_size = make_full_drafter.full_and_small(config)
+    src = os.path.dirname(st)
     gb = size / 1e9
     work = os.path.join(m.OUT, "convert-bench")
     os.makedirs(work, exist_ok=True)
     for e in os.listdir(work):  # leftovers of an interrupted run
         rm(os.path.join(work, e))
     out = {k: os.path.join(work, k) for k in ("ours", "oursfsync", "cp", "cpsync", "script",
-                                              "speculators", "ours-fp16", "script-fp16", "imports")}
+                                              "speculators", "ours-fp16", "script-fp16", "imports",
+                                              "ours-small", "cp-small")}
     # every output folder and weightcheck's temporary/aside folders beside it
     def leftovers(name):
         return [out[name]] + [os.path.join(work, e) for e in os.listdir(work)
@@ -296,6 +299,15 @@ def main(repeat, repeat_slow, cold, with_spec, config):
         ("script", "script: load_file + rename + save_file",
          [py, "-c", SCRIPT, src, out["script"]], "yes"),
     ]
+    # the same two commands on the scaled-down drafter, in the same rounds: what each costs
+    # whatever the size (start-up, planning, the re-open), so the table can give bytes per
+    # second apart from it (t = fixed + bytes / rate, from the two sizes)
+    sizes = [
+        ("ours-small", "weightcheck convert --to speculators (small drafter)",
+         [py, "-m", "weightcheck", "convert", small, out["ours-small"], "--to", "speculators",
+          "--force"], None),
+        ("cp-small", "cp -r SRC OUT (small drafter)", ["cp", "-r", small, out["cp-small"]], "no"),
+    ]
     slow = []
     if with_spec:
         if not os.access(SPECULATORS, os.X_OK):
@@ -319,6 +331,15 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     def check_output(key):
         nonlocal cfg_diff
         digests[key] = tensor_digests(model_file(out[key]))
+        if key.endswith("-small"):  # the small drafter: against its source
+            theirs = tensor_digests(os.path.join(small, "model.safetensors"))
+            if key == "cp-small":
+                agree[key] = "against the source: " + same(theirs, digests[key])
+            else:  # renamed: the same (dtype, shape, bytes) under the new names
+                agree[key] = "against the source, names aside: " + (
+                    "identical tensors (dtypes, shapes, bytes)"
+                    if sorted(theirs.values()) == sorted(digests[key].values()) else "DIFFERENT")
+            return
         if key.startswith("cp"):  # a byte copy: against the source, names unchanged
             agree[key] = "against the source: " + same(src_digests, digests[key])
         elif key not in ("ours", "ours-fp16"):
@@ -329,13 +350,13 @@ def main(repeat, repeat_slow, cold, with_spec, config):
             rm(kept_ours)
             shutil.copytree(out[key], kept_ours)
 
-    for group in (rows, extra):  # ours first in each group: the others are checked against it
+    for group in (rows + sizes, extra):  # ours first in each group: the others are checked against it
         print(f"  rounds: {', '.join(k for k, *_ in group)} x{repeat} (+1 warm-up)", file=sys.stderr)
         results.update(rounds({k: cmd for k, _, cmd, _ in group}, repeat, Outs(), check_output))
     if slow:  # one command per round: rounds() alone, with its own count
         results.update(rounds({k: cmd for k, _, cmd, _ in slow}, repeat_slow, Outs(), check_output))
     rm(kept_ours)
-    for key, label, cmd, torch_ in rows + slow + extra:
+    for key, label, cmd, torch_ in rows + sizes + slow + extra:
         r = results[key]
         r["torch"] = torch_ if torch_ is not None else r.get("torch")
         print(f"  {label}: median {r['median']:.2f} s (min {r['min']:.2f}, max {r['max']:.2f}), "
@@ -402,8 +423,19 @@ def main(repeat, repeat_slow, cold, with_spec, config):
           f"{results['cp']['min'] / results['ours']['min']:.2f} by min (target >= 0.8); per round: "
           f"{', '.join(f'{c / o:.2f}' for c, o in zip(c_all, o_all))}. "
           f"With --fsync / cp + sync: {results['cpsync']['median'] / results['oursfsync']['median']:.2f}.")
+    fit = {}
+    for k in ("ours", "cp"):  # t = fixed + bytes / rate, through the two sizes' medians
+        t_small, t_full = results[f"{k}-small"]["median"], results[k]["median"]
+        fit[k] = (t_small, (size - small_size) / 1e9 / (t_full - t_small))
+    print(f"\nWhat the time is made of (both sizes in the same rounds; the small drafter is "
+          f"{small_size / 1e6:.1f} MB): weightcheck {fit['ours'][0]:.3f} s whatever the size "
+          f"(Python start-up, imports, planning, the safetensors library re-open, exit) + "
+          f"{fit['ours'][1]:.2f} GB/s while copying and verifying; cp {fit['cp'][0]:.3f} s + "
+          f"{fit['cp'][1]:.2f} GB/s. Per byte, weightcheck / cp: "
+          f"{fit['ours'][1] / fit['cp'][1]:.2f} (target >= 0.8); end to end on this "
+          f"{gb:.2f} GB file: {cp_t / ours_t:.2f}.")
     print("\nEvery run, in seconds (round order):\n")
-    for k, lab, *_ in rows:
+    for k, lab, *_ in rows + sizes:
         print(f"- {lab}: {', '.join(f'{x:.2f}' for x in results[k]['all'])}")
     print("\nCast (extra rows, time / ours relative to weightcheck --dtype fp16):\n")
     print(tabulate(table_x, headers=heads[:5] + heads[6:], tablefmt="github"))

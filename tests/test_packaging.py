@@ -7,6 +7,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -29,6 +31,9 @@ def test_wheel_carries_mappings_and_runs(tmp_path, make_drafter):
     assert "weightcheck/_mappings/engines/sglang.toml" in names
     assert "weightcheck/mappings.py" in names
     assert not any(n.startswith("weightcheck/mappings/") for n in names), "the loader module is shadowed"
+    (ep,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    scripts = zipfile.ZipFile(wheel).read(ep).decode()
+    assert "weightcheck = weightcheck.cli:run" in scripts, scripts  # run(), not the click group
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
@@ -43,3 +48,32 @@ def test_wheel_carries_mappings_and_runs(tmp_path, make_drafter):
     first, rest = p.stdout.split("\n", 1)
     assert json.loads(first).startswith(str(target)), first  # the installed data, not the repo's
     assert json.loads(rest)["dialect"]["name"] == "specforge"
+
+
+def test_the_program_freezes_the_gc_on_the_way_out_however_main_ends(monkeypatch):
+    """cli.run (the console script, python -m weightcheck) calls main and then gc.freeze, on a
+    normal return and on sys.exit alike; main itself never freezes (tests call it in-process)."""
+    import gc
+
+    from weightcheck import cli
+
+    calls = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(cli, "main", lambda: calls.append("main") or 7)
+    assert cli.run() == 7  # the console script exits with what main returns, as before
+    assert calls == ["main", "freeze"]
+
+    def exits():
+        calls.append("main")
+        sys.exit(2)
+    calls.clear()
+    monkeypatch.setattr(cli, "main", exits)
+    with pytest.raises(SystemExit) as e:
+        cli.run()
+    assert e.value.code == 2 and calls == ["main", "freeze"]
+
+
+def test_python_dash_m_runs_the_program():
+    p = subprocess.run([sys.executable, "-m", "weightcheck", "--version"], capture_output=True,
+                       text=True, cwd=str(ROOT), timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("weightcheck, version "), (p.stdout, p.stderr)

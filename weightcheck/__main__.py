@@ -1,3 +1,3 @@
-from weightcheck.cli import main
+from weightcheck.cli import run
 
-main()
+run()
