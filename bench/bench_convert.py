@@ -136,15 +136,19 @@ def evict(paths: list[str], drop: bool) -> None:
 
 
 def rounds(cmds: dict, n: int, outs, after=None, warmup: bool = True, before=None) -> dict:
-    """Run every command of ``cmds`` (key -> argv) once per round: one untimed warm-up round
-    (unless ``warmup`` is False), then ``n`` timed rounds. Before each run its outputs are deleted,
+    """Run every command of ``cmds`` (key -> argv) once per round, in an order rotated by one each
+    round: one untimed warm-up round (unless ``warmup`` is False), then ``n`` timed rounds. Before each run its outputs are deleted,
     the page cache synced and ``before()`` called (cache eviction), untimed; after it they are
     deleted again (after ``after(key)`` has looked at them, in the last round), so one output at
     a time takes disk and page cache."""
     runs: dict = {k: [] for k in cmds}
     first = 0 if warmup else 1
+    keys = list(cmds)
     for i in range(first, n + 1):
-        for key, cmd in cmds.items():
+        # rotated each round, so every command runs in every position: on this VM a run's time
+        # depends on what ran just before it (free page reporting, BENCHMARKS.md)
+        for key in keys[i % len(keys):] + keys[:i % len(keys)]:
+            cmd = cmds[key]
             for o in outs[key]:
                 rm(o)
             os.sync()
@@ -328,33 +332,33 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     src_digests = tensor_digests(st)
     kept_ours = out["ours"] + "-kept"
 
-    def check_output(key):
+    def check_output(key):  # in the last round: record the output's tensors (compared below)
         nonlocal cfg_diff
         digests[key] = tensor_digests(model_file(out[key]))
-        if key.endswith("-small"):  # the small drafter: against its source
-            theirs = tensor_digests(os.path.join(small, "model.safetensors"))
-            if key == "cp-small":
-                agree[key] = "against the source: " + same(theirs, digests[key])
-            else:  # renamed: the same (dtype, shape, bytes) under the new names
-                agree[key] = "against the source, names aside: " + (
-                    "identical tensors (dtypes, shapes, bytes)"
-                    if sorted(theirs.values()) == sorted(digests[key].values()) else "DIFFERENT")
-            return
-        if key.startswith("cp"):  # a byte copy: against the source, names unchanged
-            agree[key] = "against the source: " + same(src_digests, digests[key])
-        elif key not in ("ours", "ours-fp16"):
-            agree[key] = same(digests["ours-fp16" if key.endswith("fp16") else "ours"], digests[key])
         if key == "speculators":
             cfg_diff = config_differences(kept_ours, out[key], src)
         if key == "ours" and slow:  # kept for the comparison with speculators convert's config
             rm(kept_ours)
             shutil.copytree(out[key], kept_ours)
 
-    for group in (rows + sizes, extra):  # ours first in each group: the others are checked against it
-        print(f"  rounds: {', '.join(k for k, *_ in group)} x{repeat} (+1 warm-up)", file=sys.stderr)
+    for group in (rows + sizes, extra):
+        print(f"  rounds: {', '.join(k for k, *_ in group)} x{repeat} (+1 warm-up), order "
+              f"rotated each round", file=sys.stderr)
         results.update(rounds({k: cmd for k, _, cmd, _ in group}, repeat, Outs(), check_output))
     if slow:  # one command per round: rounds() alone, with its own count
         results.update(rounds({k: cmd for k, _, cmd, _ in slow}, repeat_slow, Outs(), check_output))
+    small_digests = tensor_digests(os.path.join(small, "model.safetensors"))
+    for key in digests:
+        if key == "cp-small":
+            agree[key] = "against the source: " + same(small_digests, digests[key])
+        elif key == "ours-small":  # renamed: the same (dtype, shape, bytes) under the new names
+            agree[key] = "against the source, names aside: " + (
+                "identical tensors (dtypes, shapes, bytes)"
+                if sorted(small_digests.values()) == sorted(digests[key].values()) else "DIFFERENT")
+        elif key.startswith("cp"):  # a byte copy: against the source, names unchanged
+            agree[key] = "against the source: " + same(src_digests, digests[key])
+        elif key not in ("ours", "ours-fp16"):
+            agree[key] = same(digests["ours-fp16" if key.endswith("fp16") else "ours"], digests[key])
     rm(kept_ours)
     for key, label, cmd, torch_ in rows + sizes + slow + extra:
         r = results[key]
@@ -419,9 +423,11 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     print(tabulate(table, headers=heads, tablefmt="github"))
     c_all = results["cp"]["all"]
     o_all = results["ours"]["all"]
-    print(f"\nweightcheck throughput / cp throughput: {cp_t / ours_t:.2f} by median, "
-          f"{results['cp']['min'] / results['ours']['min']:.2f} by min (target >= 0.8); per round: "
-          f"{', '.join(f'{c / o:.2f}' for c, o in zip(c_all, o_all))}. "
+    per_round = [c / o for c, o in zip(c_all, o_all)]
+    print(f"\nEnd to end, weightcheck throughput / cp throughput: {cp_t / ours_t:.2f} by median, "
+          f"{results['cp']['min'] / results['ours']['min']:.2f} by min, "
+          f"{statistics.median(per_round):.2f} as the median of the rounds' ratios (target >= 0.8); "
+          f"per round: {', '.join(f'{x:.2f}' for x in per_round)}. "
           f"With --fsync / cp + sync: {results['cpsync']['median'] / results['oursfsync']['median']:.2f}.")
     fit = {}
     for k in ("ours", "cp"):  # t = fixed + bytes / rate, through the two sizes' medians
