@@ -233,6 +233,35 @@ def test_speculators_layout_keeps_sliding_window(tmp_path):
     assert config(out)["norm_before_residual"] is True
 
 
+
+# the target's last layer among the trained ones: id L-1 in SGLang's convention, id L in vLLM's
+# (TARGET has 4 layers). A ModelOpt drafter converted to vllm keeps its eagle_config keys and
+# gets its ids at the top level; check's WC403 once read those in SGLang's convention and refused
+# the id of the last layer in our own output.
+LAST_LAYER_IDS = {"sglang": [0, 1, 3], "vllm": [1, 2, 4]}
+
+
+@pytest.mark.parametrize("fixture, to", [(f, to) for f, to in CASES
+                                          if f in ("specforge-sglang", "modelopt", "speculators-train")])
+def test_the_targets_last_layer_survives_every_conversion(tmp_path, fixture, to):
+    src = tmp_path / "src"
+    shutil.copytree(PRODUCERS / fixture, src)
+    cfg = config(src)
+    ids = LAST_LAYER_IDS[TRAINED_WITH[fixture]]
+    if isinstance(cfg.get("eagle_config"), dict):
+        cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+    else:
+        cfg["eagle_aux_hidden_state_layer_ids"] = ids
+    (src / "config.json").write_text(json.dumps(cfg))
+    trained = captured(src, TRAINED_WITH[fixture], TARGET)
+    assert trained == [0, 1, 3]
+    assert check(src, TRAINED_WITH[fixture], TARGET)["ok"]
+    out = tmp_path / "out"
+    convert(src, out, "--to", to, "--target", str(TARGET))
+    rep = check(out, ENGINE_OF[to], TARGET)
+    assert rep["ok"], errors_of(rep)
+    assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == trained
+
 # =============================================================================================
 # 3. file format
 def test_single_file_with_provenance_metadata(tmp_path, make_drafter):

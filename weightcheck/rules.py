@@ -11,6 +11,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
+from weightcheck import engine as engine_mod
 from weightcheck import inventory
 from weightcheck.drafter import Drafter
 from weightcheck.safetensors_header import CONFIG_DTYPES, FLOAT_DTYPES
@@ -447,9 +448,11 @@ def aux_ids(ctx):
     if len(set(ids)) != len(ids):
         yield ctx.f("WC403", f"duplicate aux layer id in {ids}", "aux_layer_ids")
     L = ctx.target.num_layers if ctx.target is not None else None
-    # SGLang's convention: id k is the output of layer k (0..L-1); vLLM's (speculators drafters):
-    # the output of layer k-1, so id L is the last layer (docs/engines.md §aux layers)
-    vllm_convention = ctx.d.dialect == "speculators" or "speculators_model_type" in ctx.d.config
+    # SGLang's convention: id k is the output of layer k (0..L-1); vLLM's: the output of layer
+    # k-1, so id L is the last layer (docs/engines.md §aux layers). Which one the ids are written
+    # in is engine.convention_of's answer, the one convert and the engine view use: speculators
+    # drafters, and top-level-only ids (convert --to vllm of a ModelOpt drafter) are vLLM's
+    vllm_convention = engine_mod.convention_of(ctx.d) == "vllm"
     top = L if vllm_convention else (L - 1 if L else None)
     if L and any(i > top for i in ids):
         yield ctx.f("WC403", f"aux layer ids {ids} reach past the target's {L} layers (ids 0..{top} "
