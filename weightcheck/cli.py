@@ -260,10 +260,6 @@ def _require_torch(what: str) -> None:
         raise WeightcheckError(None, f"{what} needs torch: pip install 'weightcheck[torch]'") from None
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-
 def run():
     """The ``weightcheck`` program (the console script, ``python -m weightcheck``): :func:`main`,
     then ``gc.freeze()`` on the way out, however it ends. The process is exiting, so nothing left
@@ -276,3 +272,7 @@ def run():
         return main()
     finally:
         gc.freeze()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()
