@@ -400,9 +400,23 @@ class _Interrupted(Exception):
     pass
 
 
-def _tmp_dir(out: str) -> str:
+def _tmp_dir(out: str, kind: str = "") -> str:
+    """``.OUT.weightcheck-tmp-<pid>`` beside OUT: this run's unfinished output (kind ``""``) or,
+    with kind ``"old-"``, the previous OUT set aside by ``--force`` (clean_stale knows both)."""
     parent, name = os.path.split(os.path.abspath(out))
-    return os.path.join(parent, f".{name}{TMP_MARK}{os.getpid()}")
+    return os.path.join(parent, f".{name}{TMP_MARK}{kind}{os.getpid()}")
+
+
+def _remove(path: str) -> None:
+    """Delete a file, link or folder tree, as far as it can be: what is left is a leftover the
+    next run's clean_stale removes."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _pid_alive(pid_text: str) -> bool:
@@ -447,13 +461,7 @@ def clean_stale(out: str) -> list[str]:
             os.rename(path, out)
             removed.append(f"{e} (restored as {name})")
             continue
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        _remove(path)
         removed.append(e)
     return removed
 
@@ -807,8 +815,7 @@ def _publish(tmp: str, out: str, force: bool) -> None:
     if os.path.lexists(out):
         if not force:
             raise UsageError(out, "exists: pass --force to replace it")
-        parent, name = os.path.split(out)
-        aside = os.path.join(parent, f".{name}{TMP_MARK}old-{os.getpid()}")  # clean_stale knows it
+        aside = _tmp_dir(out, "old-")
         os.rename(out, aside)
         try:
             os.rename(tmp, out)
@@ -817,12 +824,9 @@ def _publish(tmp: str, out: str, force: bool) -> None:
             raise
         # the old OUT is no longer needed: rename it to a plain temporary name first (atomic), so
         # a kill while it is being deleted leaves something the next run deletes, not "restores"
-        doomed = os.path.join(parent, f".{name}{TMP_MARK}{os.getpid()}")
+        doomed = _tmp_dir(out)  # free again: tmp has just become OUT
         os.rename(aside, doomed)
-        if os.path.isdir(doomed) and not os.path.islink(doomed):
-            shutil.rmtree(doomed, ignore_errors=True)
-        else:
-            os.unlink(doomed)
+        _remove(doomed)
     else:
         try:
             os.rename(tmp, out)
