@@ -25,10 +25,8 @@ def _pickle_tensors(src: Source, fname: str) -> dict:
 
 
 def torch_tensor_bytes(t) -> bytes:
-    """The raw bytes of a CPU torch tensor (no numpy needed)."""
-    t = t.detach().contiguous()
-    n = t.numel() * t.element_size()
-    return ctypes.string_at(t.data_ptr(), n) if n else b""
+    """The raw bytes of a CPU torch tensor (no numpy needed): a copy of its view."""
+    return bytes(torch_tensor_view(t.detach().contiguous()))
 
 
 def torch_tensor_view(t) -> memoryview:
@@ -66,10 +64,6 @@ def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> I
             pos += n
     finally:
         os.close(fd)
-
-
-def read_all(src: Source, name: str) -> bytes:
-    return b"".join(iter_chunks(src, name))
 
 
 def read_range(src: Source, name: str, a: int, b: int) -> bytes:
