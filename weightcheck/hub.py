@@ -106,14 +106,19 @@ def _token(token: str | None):
     return token or os.environ.get("HF_TOKEN") or None
 
 
+def _first_line(e: BaseException) -> str:
+    """The first line of an exception's message (at most 200 characters), or its type's name."""
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__
+
+
 def _net_error(where: str, e: Exception) -> WeightcheckError:
     """Turn any huggingface_hub / HTTP exception into one clear line."""
     from huggingface_hub import errors as hf_errors
 
     name = type(e).__name__
     if isinstance(e, hf_errors.HFValidationError):
-        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else name
-        return WeightcheckError(where, f"not a valid Hub repo id: {msg}")
+        return WeightcheckError(where, f"not a valid Hub repo id: {_first_line(e)}")
     if isinstance(e, hf_errors.GatedRepoError):
         return WeightcheckError(where, "gated repository: accept its terms on the Hub, then pass "
                                        "--token or set HF_TOKEN")
@@ -132,8 +137,7 @@ def _net_error(where: str, e: Exception) -> WeightcheckError:
     if "Timeout" in name:
         return WeightcheckError(where, f"timed out talking to {endpoint()} ({name}; "
                                        "HF_HUB_DOWNLOAD_TIMEOUT sets the limit)")
-    msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else name
-    return WeightcheckError(where, f"cannot reach {endpoint()}: {name}: {msg}")
+    return WeightcheckError(where, f"cannot reach {endpoint()}: {name}: {_first_line(e)}")
 
 
 @dataclass
@@ -222,10 +226,9 @@ class HubRepo:
                 wait = min(4.0, wait * 2)
         if "Timeout" in type(dropped).__name__:
             raise _net_error(where, dropped)
-        msg = str(dropped).strip().splitlines()[0][:200] if str(dropped).strip() \
-            else type(dropped).__name__
         raise WeightcheckError(where, f"connection to {endpoint()} dropped while reading, "
-                                      f"{BODY_ATTEMPTS} times ({type(dropped).__name__}: {msg})")
+                                      f"{BODY_ATTEMPTS} times ({type(dropped).__name__}: "
+                                      f"{_first_line(dropped)})")
 
     def header_bytes(self, fname: str, size: int | None) -> bytes:
         """8-byte length + header JSON, from our cache or two Range reads at most."""
