@@ -149,7 +149,7 @@ def snapshot(folder) -> dict:
 
 
 def leftovers(parent) -> list[str]:
-    """Temporary folders convert left in ``parent``."""
+    """convert's temporary folders in ``parent`` (a killed run's, or a replaced OUT moved aside)."""
     return sorted(e for e in os.listdir(parent) if TMP_MARK in e)
 
 

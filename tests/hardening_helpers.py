@@ -21,7 +21,6 @@ import sys
 import threading
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TMP_MARK = ".weightcheck-tmp-"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,12 +106,6 @@ def one_error_line(result, *fragments, where=None) -> str:
     for frag in fragments:
         assert frag.lower() in line.lower(), f"{frag!r} not in {line!r}"
     return line
-
-
-def leftovers(parent) -> list[str]:
-    """convert's temporary folders in ``parent`` (a killed run's, or a replaced OUT moved
-    aside)."""
-    return sorted(e for e in os.listdir(parent) if TMP_MARK in e)
 
 
 # ---------------------------------------------------------------------------------------------

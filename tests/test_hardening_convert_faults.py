@@ -31,8 +31,8 @@ import time
 import pytest
 
 from conftest import ROOT, run_cli
-from hardening_helpers import (TMP_MARK, fill, leftovers, one_error_line, remount, run_injected,
-                               tmpfs)
+from convert_helpers import TMP_MARK, leftovers
+from hardening_helpers import fill, one_error_line, remount, run_injected, tmpfs
 from weightcheck import synth
 
 KILL_TRIALS = 48

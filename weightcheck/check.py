@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 
-
 from weightcheck import config as config_mod
 from weightcheck import engine as engine_mod
 from weightcheck import inventory
@@ -22,7 +21,6 @@ SCHEMA = "weightcheck.check/1"
 
 ALL_CLEAR = ("weights and config check out: if acceptance is still low, look at the chat template "
              "and the training data (prompt format mismatch), not the weights")
-
 
 
 # =============================================================================================
