@@ -31,6 +31,21 @@ RSS_METHOD = ("/usr/bin/time -f %M" if TIME else
 _MARK = "BENCH_MAXRSS_KB"
 
 
+def bench_command(repeat: int, repeat_help: str = "Timed runs per command."):
+    """The click command every bench is: -h/--help, ``--repeat N`` (this default) and
+    ``--config k2|k25`` (which drafter make_full_drafter writes); a bench's own options go below
+    this decorator."""
+    import click
+
+    def deco(f):
+        f = click.option("--config", type=click.Choice(["k2", "k25"]), default="k2",
+                         show_default=True)(f)
+        f = click.option("--repeat", type=int, default=repeat, show_default=True,
+                         help=repeat_help)(f)
+        return click.command(context_settings={"help_option_names": ["-h", "--help"]})(f)
+    return deco
+
+
 def run(cmd: list[str]) -> dict:
     """Run ``cmd``; return wall seconds, peak RSS (bytes), exit code, stdout and stderr."""
     full = [TIME, "-f", f"{_MARK} %M", *cmd] if TIME else cmd

@@ -31,7 +31,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-import click  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 import _measure as m  # noqa: E402
@@ -86,9 +85,7 @@ def verdict(stdout: bytes) -> str:
     return "ok" if r["ok"] else f"problems: {'; '.join(r['problems'])[:60]}"
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--repeat", type=int, default=5, show_default=True, help="Timed runs per command.")
-@click.option("--config", type=click.Choice(["k2", "k25"]), default="k2", show_default=True)
+@m.bench_command(repeat=5)
 def main(repeat, config):
     py = sys.executable
     m.compile_tree()  # as pip would: see _measure.compile_tree

@@ -253,15 +253,13 @@ def producers_version(pkg: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--repeat", type=int, default=7, show_default=True,
-              help="Timed rounds of the fast commands (ours, cp, the script), interleaved.")
+@m.bench_command(repeat=7, repeat_help="Timed rounds of the fast commands (ours, cp, the script), "
+                                       "interleaved.")
 @click.option("--repeat-slow", type=int, default=1, show_default=True,
               help="Timed runs of speculators convert (after one warm-up).")
 @click.option("--cold/--no-cold", default=True, show_default=True,
               help="Also time ours and cp with a cold page cache.")
 @click.option("--speculators/--no-speculators", "with_spec", default=True, show_default=True)
-@click.option("--config", type=click.Choice(["k2", "k25"]), default="k2", show_default=True)
 def main(repeat, repeat_slow, cold, with_spec, config):
     py = sys.executable
     st, size, small, small_size = make_full_drafter.full_and_small(config)
