@@ -19,11 +19,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # synth: the test-data generator
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # synth: the test-data generator
 
 import click  # noqa: E402
 
-from weightcheck import synth  # noqa: E402
-from weightcheck.safetensors_writer import header_bytes  # noqa: E402
+import synth  # noqa: E402
+from weightcheck.storage.writer import header_bytes  # noqa: E402
 
 CONFIGS = {"k2": "specforge-kimi-k2-eagle3.json", "k25": "specforge-kimi-k25-eagle3.json"}
 

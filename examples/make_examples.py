@@ -1,11 +1,10 @@
 """Write the bundled example: two tiny drafters shaped like AQ-MedAI's Kimi-K2 drafter and a
 Kimi-K2.5 drafter.
 
-Their configs are the real SpecForge configs (../shared/reference/configs/, copied into
-examples/configs/ so the repo is self-contained) with the sizes scaled down: hidden 7168 -> 128,
+Their configs are real SpecForge configs (examples/configs/) with the sizes scaled down: hidden 7168 -> 128,
 intermediate 18432 -> 320, 64 heads of 128 -> 4 heads of 32, vocab 163840 -> 2048, draft vocab
 32000 -> 400. Everything else (aux layer ids [2, 30, 58], rope, model_type, dtype spelling) is kept.
-The weights are deterministic pseudo-random bf16 (weightcheck/synth.py); nothing is downloaded.
+The weights are deterministic pseudo-random bf16 (tests/synth.py, the test-data generator); nothing is downloaded.
 
     python examples/make_examples.py [OUT_DIR]     # default: examples/out
 """
@@ -15,8 +14,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # synth: the test-data generator
 
-from weightcheck import synth  # noqa: E402
+import synth  # noqa: E402
 
 
 def main(out=None):

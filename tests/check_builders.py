@@ -1,7 +1,7 @@
 """Helpers for tests/test_check_rules.py: build broken drafters from clean ones, run `check`.
 
 Checkpoints are edited at the byte level (safetensors headers read with weightcheck's own strict
-reader, tensors re-written with weightcheck.safetensors_writer), so a test states exactly which
+reader, tensors re-written with weightcheck.storage.writer), so a test states exactly which
 name, shape, dtype or value it breaks and nothing else changes.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import shutil
 import struct
 
 from conftest import PRODUCERS, run_cli
-from weightcheck.safetensors_header import read_local_header
-from weightcheck.safetensors_writer import OutTensor, write_file
+from weightcheck.storage.header import read_local_header
+from weightcheck.storage.writer import OutTensor, write_file
 
 TARGET = PRODUCERS / "target-llama"
 

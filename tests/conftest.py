@@ -58,14 +58,14 @@ K25 = "specforge-kimi-k25-eagle3.json"
 @pytest.fixture
 def tiny_cfg():
     """The Kimi-K2 SpecForge drafter config scaled down (hidden 128, vocab 2048, draft 400)."""
-    from weightcheck import synth
+    import synth
     return synth.scaled_config(load_config(K2))
 
 
 @pytest.fixture
 def make_drafter(tmp_path):
     """make_drafter(name, cfg, dialect="specforge", **kw) -> folder with config.json + model.safetensors."""
-    from weightcheck import synth
+    import synth
 
     def make(name="drafter", cfg=None, dialect="specforge", **kw):
         cfg = cfg or synth.scaled_config(load_config(K2))

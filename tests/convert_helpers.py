@@ -13,8 +13,8 @@ import pathlib
 import struct
 
 from conftest import PRODUCERS, run_cli
-from weightcheck import synth
-from weightcheck.safetensors_writer import OutTensor, write_file
+import synth
+from weightcheck.storage.writer import OutTensor, write_file
 
 TARGET = PRODUCERS / "target-llama"
 TMP_MARK = ".weightcheck-tmp-"

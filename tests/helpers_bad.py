@@ -11,8 +11,9 @@ import os
 import pathlib
 import struct
 
-from weightcheck import dialects, synth
-from weightcheck.safetensors_writer import OutTensor, write_file
+from weightcheck.model import dialects
+import synth
+from weightcheck.storage.writer import OutTensor, write_file
 
 
 # --- hand-made safetensors bytes --------------------------------------------------------------

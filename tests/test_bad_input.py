@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from conftest import run_cli, run_subprocess
 from helpers_bad import assert_bad_input, entry, st_bytes, tiny_st, write_bytes
 from weightcheck.errors import WeightcheckError
-from weightcheck.safetensors_header import MAX_HEADER_BYTES, parse_header, read_local_header
+from weightcheck.storage.header import MAX_HEADER_BYTES, parse_header, read_local_header
 
 F32_1 = entry("F32", [1], 0, 4)
 DUP_RAW = (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'

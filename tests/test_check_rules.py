@@ -16,14 +16,14 @@ from typing import Callable
 
 import pytest
 
-import weightcheck.check  # noqa: F401  (registers the WC7xx engine rules)
+import weightcheck.commands.check  # noqa: F401  (registers the WC7xx engine rules)
 from check_builders import (TARGET, by_code, check, codes, edit, i64_bytes,
                             i64_values, mentions, read_config, read_tensors, target_copy,
                             target_head_rows, tensor_map, with_value, write_sharded)
 from conftest import K2, K25, PRODUCERS, ROOT, load_config, run_cli
-from weightcheck import synth
+import synth
 from weightcheck.rules import ERROR, INFO, RULES, WARNING
-from weightcheck.safetensors_writer import OutTensor
+from weightcheck.storage.writer import OutTensor
 
 DOCS = ROOT / "docs" / "rules.md"
 
@@ -402,7 +402,7 @@ def t_aux_location(w):
 @trigger("WC700", "architectures")
 def t_engine_view_unavailable(w):
     """An MLA drafter: its loader is not replayed, and nothing is reported as dropped."""
-    from weightcheck import synth
+    import synth
     mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2",
            "hidden_size": 128, "intermediate_size": 320, "num_attention_heads": 4,
            "num_key_value_heads": 4, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import K2, K25, load_config, run_cli
-from weightcheck import synth
+import synth
 
 
 def scaled(name, **kw):
@@ -43,7 +43,7 @@ def test_same_weights_in_two_dialects_are_identical(make_drafter, tiny_cfg):
 
 def test_training_prefix_compares_with_export(make_drafter, tiny_cfg, tmp_path):
     from safetensors import safe_open  # noqa: F401  (the library reads what we wrote)
-    from weightcheck.safetensors_writer import OutTensor, write_file
+    from weightcheck.storage.writer import OutTensor, write_file
 
     a = make_drafter("export", tiny_cfg, seed=4)
     tensors = synth.drafter_tensors(tiny_cfg, seed=4)
@@ -127,7 +127,7 @@ def test_dtype_difference_fails_only_strict(make_drafter, tiny_cfg):
 
 def test_values_streams_and_measures(make_drafter, tiny_cfg, monkeypatch):
     pytest.importorskip("torch")
-    from weightcheck import compare as compare_mod
+    from weightcheck.commands import compare as compare_mod
     monkeypatch.setattr(compare_mod, "VALUES_CHUNK_ELEMS", 1000)  # force many chunks
     a = make_drafter("a", tiny_cfg, seed=1)
     same = make_drafter("same", tiny_cfg, seed=1)
@@ -168,7 +168,7 @@ def test_markdown_and_table_render(make_drafter, tiny_cfg):
 
 
 def test_target_passed_as_drafter_is_incompatible(make_drafter, tiny_cfg, tmp_path):
-    from weightcheck.safetensors_writer import OutTensor, write_file
+    from weightcheck.storage.writer import OutTensor, write_file
     t = tmp_path / "target"
     t.mkdir()
     (t / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],

@@ -23,9 +23,9 @@ from convert_helpers import (ENGINE_OF, TARGET, TRAINED_WITH, aux_ids, captured,
                              snapshot, tensor_bytes, torch_tensors, weight_files, with_aux_ids,
                              write_target)
 import weightcheck
-from weightcheck import convert as convert_mod
-from weightcheck import verify as verify_mod
-from weightcheck import synth
+from weightcheck.commands.convert import produce
+from weightcheck.storage import verify as verify_mod
+import synth
 
 DESTS = ("sglang", "vllm", "speculators")
 FIXTURES = ("specforge-sglang", "specforge-hf", "modelopt", "modelopt-default-aux",
@@ -500,7 +500,7 @@ def test_read_only_destination_refused(tmp_path, make_drafter):
 
 
 def test_unknown_names_need_a_mapping(tmp_path):
-    from weightcheck.safetensors_writer import write_file
+    from weightcheck.storage.writer import write_file
     cfg = llama_cfg()
     src = tmp_path / "src"
     src.mkdir()
@@ -703,13 +703,13 @@ def test_injected_verify_failure_leaves_nothing(tmp_path, make_drafter, monkeypa
 
 def test_corrupted_copy_fails_verification(tmp_path, make_drafter, monkeypatch):
     src, before, out = _prepare(tmp_path, make_drafter)
-    real = convert_mod._copy_range
+    real = produce.copy_range
 
     def corrupt(src_path, src_off, n, out_fd, out_off):
         real(src_path, src_off, n, out_fd, out_off)
         if n > 4096:
             os.pwrite(out_fd, b"\x7f" * 16, out_off + n // 2)
-    monkeypatch.setattr(convert_mod, "_copy_range", corrupt)
+    monkeypatch.setattr(produce, "copy_range", corrupt)
     msg = refused(src, out, "--to", "vllm")
     assert "verification failed" in msg and "differs from its source" in msg
     assert not out.exists() and leftovers(tmp_path) == []
@@ -723,7 +723,7 @@ def test_disk_full_leaves_nothing_and_keeps_old_out(tmp_path, make_drafter, monk
 
     def full(*a):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(convert_mod, "_copy_range", full)
+    monkeypatch.setattr(produce, "copy_range", full)
     msg = refused(src, out, "--to", "vllm", "--force")
     assert "cannot write" in msg and "No space left" in msg
     assert sorted(os.listdir(out)) == ["keep.txt"]  # the old OUT is still there, untouched
@@ -835,7 +835,7 @@ def test_pickled_training_state_needs_a_config(tmp_path):
 def test_mla_drafter_is_refused_not_mangled(tmp_path):
     """The output layouts describe Llama EAGLE-3 drafters: an MLA drafter is refused, not written
     under a Llama architecture."""
-    from weightcheck import synth
+    import synth
     mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2",
            "hidden_size": 128, "intermediate_size": 320, "num_attention_heads": 4,
            "num_key_value_heads": 4, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,

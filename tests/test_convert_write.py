@@ -19,11 +19,12 @@ import pytest
 
 from conftest import K25, ROOT, load_config, run_cli
 from convert_helpers import convert, leftovers, refused, snapshot, tensor_bytes, weight_files
-from weightcheck import convert as convert_mod
-from weightcheck import synth
-from weightcheck import verify as verify_mod
-from weightcheck.safetensors_header import read_local_header
-from weightcheck.safetensors_writer import write_file
+from weightcheck.commands import convert as convert_mod
+from weightcheck.commands.convert import produce, publish
+import synth
+from weightcheck.storage import verify as verify_mod
+from weightcheck.storage.header import read_local_header
+from weightcheck.storage.writer import write_file
 
 THREAD = "weightcheck-verify"
 
@@ -100,7 +101,7 @@ def spy_checker(monkeypatch):
 # 1. offsets kept modulo ALIGN
 @pytest.mark.parametrize("to, extra", [("vllm", ()), ("sglang", ()), ("speculators", ("--dtype", "fp32"))])
 def test_copies_keep_the_source_offsets_modulo_align(tmp_path, src, monkeypatch, to, extra):
-    monkeypatch.setattr(convert_mod, "ALIGN_MIN_BYTES", 0)  # the tiny drafter counts as large
+    monkeypatch.setattr(produce, "ALIGN_MIN_BYTES", 0)  # the tiny drafter counts as large
     out = tmp_path / "out"
     r = convert(src, out, "--to", to, *extra)
     copies = _copies(r)
@@ -110,7 +111,7 @@ def test_copies_keep_the_source_offsets_modulo_align(tmp_path, src, monkeypatch,
     sh = read_local_header(src / "model.safetensors")
     (path,) = weight_files(out)
     oh = read_local_header(path)
-    align = convert_mod.ALIGN
+    align = produce.ALIGN
     n, raw = _header_len_and_json(path)
     assert oh.data_start == 8 + n and n >= len(raw.rstrip(b" ")) + 8  # padded beyond the usual 8
     for t in copies:
@@ -130,11 +131,11 @@ def test_alignment_follows_the_most_bytes(tmp_path, monkeypatch):
     """Two runs of copied tensors whose offsets differ modulo ALIGN (embed_tokens, 512000 bytes,
     sits between them in the source and is dropped): the data start is chosen for the run with
     more bytes, and every tensor of that run keeps its source offset modulo ALIGN."""
-    monkeypatch.setattr(convert_mod, "ALIGN_MIN_BYTES", 0)
+    monkeypatch.setattr(produce, "ALIGN_MIN_BYTES", 0)
     cfg = llama_cfg(vocab=2000)
     tensors = synth.drafter_tensors(cfg, include_embed=True)
     (emb,) = [t for t in tensors if t.name == "embed_tokens.weight"]
-    assert emb.nbytes % convert_mod.ALIGN != 0
+    assert emb.nbytes % produce.ALIGN != 0
     rest = [t for t in tensors if t is not emb]
     first, second = rest[:3], rest[3:]  # fc + q + k before the embedding, the rest after it
     src = tmp_path / "src"
@@ -150,8 +151,8 @@ def test_alignment_follows_the_most_bytes(tmp_path, monkeypatch):
     sh = read_local_header(src / "model.safetensors")
     oh = read_local_header(tmp_path / "out" / "model.safetensors")
     same = {name for name in heavy | light
-            if (oh.data_start + oh.tensors[name].begin) % convert_mod.ALIGN
-            == (sh.data_start + sh.tensors[name].begin) % convert_mod.ALIGN}
+            if (oh.data_start + oh.tensors[name].begin) % produce.ALIGN
+            == (sh.data_start + sh.tensors[name].begin) % produce.ALIGN}
     assert same == heavy
     assert tensor_bytes(tmp_path / "out") == {k: v for k, v in tensor_bytes(src).items()
                                               if k != "embed_tokens.weight"}
@@ -166,7 +167,7 @@ def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src,
     sharded = tmp_path / "sharded"
     convert(src, sharded, "--to", "vllm", "--max-shard-size", "300KB")
     assert len(weight_files(sharded)) > 2
-    monkeypatch.setattr(convert_mod, "ALIGN_MIN_BYTES", 0)
+    monkeypatch.setattr(produce, "ALIGN_MIN_BYTES", 0)
     out = tmp_path / "out"
     r = convert(sharded, out, "--to", "sglang", "--max-shard-size", "400KB")
     files = weight_files(out)
@@ -183,7 +184,7 @@ def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src,
             t = by_output[name]
             sh = src_headers[index[t["source"]]]
             key = ((sh.data_start + sh.tensors[t["source"]].begin)
-                   - (oh.data_start + oh.tensors[name].begin)) % convert_mod.ALIGN
+                   - (oh.data_start + oh.tensors[name].begin)) % produce.ALIGN
             classes[key] = classes.get(key, 0) + t["bytes"]
         eligible = {k: v for k, v in classes.items() if k % 8 == 0}  # the data start stays 8-aligned
         assert eligible and classes.get(0) == max(eligible.values()), (path.name, classes)
@@ -191,7 +192,7 @@ def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src,
 
 
 def test_small_copy_is_not_padded(tmp_path, src):
-    assert convert_mod.ALIGN_MIN_BYTES > 1 << 20  # the tiny drafter is below it
+    assert produce.ALIGN_MIN_BYTES > 1 << 20  # the tiny drafter is below it
     out = tmp_path / "out"
     convert(src, out, "--to", "vllm")
     n, raw = _header_len_and_json(out / "model.safetensors")
@@ -208,14 +209,14 @@ def test_small_copy_chunks_give_the_same_bytes(tmp_path, src, monkeypatch, spy_c
     r = convert(src, default, "--to", "vllm")
 
     calls = []
-    real = convert_mod._copy_range
+    real = produce.copy_range
 
     def counting(src_path, src_off, n, out_fd, out_off):
         calls.append(n)
         return real(src_path, src_off, n, out_fd, out_off)
 
-    monkeypatch.setattr(convert_mod, "COPY_CHUNK", 4096)
-    monkeypatch.setattr(convert_mod, "_copy_range", counting)
+    monkeypatch.setattr(produce, "COPY_CHUNK", 4096)
+    monkeypatch.setattr(produce, "copy_range", counting)
     spy_checker.chunk = 1000  # not a divisor of the copy chunk: compares straddle copy ranges
     chunked = tmp_path / "chunked"
     convert(src, chunked, "--to", "vllm")
@@ -234,9 +235,9 @@ def test_corruption_mid_tensor_stops_the_copy_early(tmp_path, src, monkeypatch, 
     before = snapshot(src)
     out = tmp_path / "out"
     plan = convert(src, tmp_path / "dry", "--to", "vllm", "--dry-run")
-    monkeypatch.setattr(convert_mod, "COPY_CHUNK", 4096)
+    monkeypatch.setattr(produce, "COPY_CHUNK", 4096)
     spy_checker.chunk = 1024
-    real = convert_mod._copy_range
+    real = produce.copy_range
     calls = []
 
     def corrupt_third(src_path, src_off, n, out_fd, out_off):
@@ -250,7 +251,7 @@ def test_corruption_mid_tensor_stops_the_copy_early(tmp_path, src, monkeypatch, 
                 b = f.read(1)
             os.pwrite(out_fd, bytes([b[0] ^ 0x5A]), out_off + n // 2)
 
-    monkeypatch.setattr(convert_mod, "_copy_range", corrupt_third)
+    monkeypatch.setattr(produce, "copy_range", corrupt_third)
     msg = refused(src, out, "--to", "vllm")
     assert "verification failed" in msg and "differs from its source" in msg
     assert "fc.weight" in msg  # the first tensor in the source, 24 chunks of 4 KiB
@@ -274,16 +275,16 @@ def fsync_spy(monkeypatch):
         seen.append(os.readlink(f"/proc/self/fd/{fd}"))
         return real_fsync(fd)
 
-    monkeypatch.setattr(convert_mod.os, "fsync", fsync)
+    monkeypatch.setattr(produce.os, "fsync", fsync)
     ranges = []
-    real_wb = convert_mod._start_writeback
+    real_wb = produce.start_writeback
 
     def start_writeback(fd, off, n):
         ranges.append((os.readlink(f"/proc/self/fd/{fd}"), off, n))
         return real_wb(fd, off, n)
 
-    monkeypatch.setattr(convert_mod, "_start_writeback", start_writeback)
-    monkeypatch.setattr(convert_mod, "WRITEBACK_CHUNK", 64 << 10)
+    monkeypatch.setattr(produce, "start_writeback", start_writeback)
+    monkeypatch.setattr(produce, "WRITEBACK_CHUNK", 64 << 10)
     return seen, ranges
 
 
@@ -313,7 +314,7 @@ def test_fsync_flushes_every_file_and_folder(tmp_path, src, fsync_spy):
         assert path in expected
         pos = 0
         for off, n in rs:
-            assert off == pos and n >= convert_mod.WRITEBACK_CHUNK
+            assert off == pos and n >= produce.WRITEBACK_CHUNK
             pos += n
         assert pos <= os.path.getsize(os.path.join(out, os.path.basename(path)))
     assert tensor_bytes(out) == tensor_bytes(src)
@@ -331,7 +332,7 @@ def test_no_fsync_without_the_flag(tmp_path, src, fsync_spy):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux-only")
 def test_sync_file_range_found_on_linux():
-    assert convert_mod._sync_file_range() is not None
+    assert produce.sync_file_range() is not None
 
 
 # =============================================================================================
@@ -452,7 +453,7 @@ def test_signal_right_after_the_handler_is_installed(tmp_path, src, monkeypatch)
     """SIGINT the moment convert's handler is in place, before anything is written: the usual
     one-line refusal (not an internal error), and the previous handler is back. (Regression: the
     handlers were installed outside the try that turns the signal into that refusal.)"""
-    real = convert_mod.signal.signal
+    real = publish.signal.signal
     previous = signal.getsignal(signal.SIGINT)
 
     def install_then_signal(sig, handler):
@@ -461,7 +462,7 @@ def test_signal_right_after_the_handler_is_installed(tmp_path, src, monkeypatch)
             os.kill(os.getpid(), signal.SIGINT)
         return old
 
-    monkeypatch.setattr(convert_mod.signal, "signal", install_then_signal)
+    monkeypatch.setattr(publish.signal, "signal", install_then_signal)
     out = tmp_path / "out"
     r = run_cli("convert", src, out, "--to", "vllm")
     monkeypatch.undo()

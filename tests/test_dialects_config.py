@@ -9,9 +9,11 @@ import pytest
 from conftest import run_cli
 from helpers_bad import (canonical_tensors, dialect_names, inspect_json, tensor_bytes,
                          write_renamed)
-from weightcheck import config as config_mod
-from weightcheck import dialects, inventory, synth
-from weightcheck.safetensors_writer import OutTensor
+from weightcheck.model import config as config_mod
+from weightcheck.model import dialects
+from weightcheck.model import inventory
+import synth
+from weightcheck.storage.writer import OutTensor
 
 
 def _canon_map(report):
@@ -253,7 +255,7 @@ def test_target_model_passed_as_drafter(tmp_path):
            "intermediate_size": 128, "num_attention_heads": 2, "num_hidden_layers": 4,
            "vocab_size": 512, "torch_dtype": "bfloat16"}
     (folder / "config.json").write_text(json.dumps(cfg))
-    from weightcheck.safetensors_writer import write_file
+    from weightcheck.storage.writer import write_file
     write_file(str(folder / "model.safetensors"), _target_tensors())
     r = inspect_json(run_cli, folder)
     assert r["looks_like_target"] and "4 decoder layers" in r["looks_like_target"]

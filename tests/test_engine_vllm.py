@@ -34,8 +34,8 @@ import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 from convert_helpers import canon
 
-from weightcheck import convert as convert_mod
-from weightcheck.safetensors_header import read_local_header
+from weightcheck.commands import convert as convert_mod
+from weightcheck.storage.header import read_local_header
 
 pytestmark = pytest.mark.engine
 

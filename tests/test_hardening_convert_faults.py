@@ -33,7 +33,7 @@ import pytest
 from conftest import ROOT, run_cli
 from convert_helpers import TMP_MARK, leftovers
 from hardening_helpers import fill, one_error_line, remount, run_injected, tmpfs
-from weightcheck import synth
+import synth
 
 KILL_TRIALS = 48
 TERM_TRIALS = 12
@@ -250,7 +250,7 @@ def test_sigterm_right_after_publish_does_not_claim_nothing_was_written(small_sr
 def test_clean_stale_keeps_the_folder_of_a_process_it_may_not_signal(tmp_path, monkeypatch):
     """(The control -- a dead pid's folder goes, a live one of ours stays -- is
     tests/test_convert.py::test_stale_tmp_removed_live_one_kept.)"""
-    from weightcheck import convert as convert_mod
+    from weightcheck.commands import convert as convert_mod
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         live = tmp_path / f".OUT{TMP_MARK}{sleeper.pid}"

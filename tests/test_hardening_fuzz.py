@@ -28,12 +28,14 @@ from hypothesis import strategies as st
 from conftest import run_cli, run_subprocess
 from hardening_helpers import OpenAudit, one_error_line
 from helpers_bad import entry, st_bytes, tiny_st, write_bytes
-from weightcheck import synth
+import synth
 from weightcheck.errors import WeightcheckError
-from weightcheck.safetensors_header import (DTYPE_BITS, MAX_JSON_DEPTH, parse_header,
+from weightcheck.storage.header import (DTYPE_BITS, MAX_JSON_DEPTH, parse_header,
                                             read_local_header)
-from weightcheck.safetensors_writer import header_bytes
-from weightcheck.sources import MAX_CONFIG_BYTES, open_local, open_source
+from weightcheck.storage.writer import header_bytes
+from weightcheck.sources import open_source
+from weightcheck.sources.base import MAX_CONFIG_BYTES
+from weightcheck.sources.local import open_local
 
 FUZZ_COUNTS: dict[str, int] = {}
 
@@ -548,7 +550,7 @@ def test_fuzz_header_against_parse_header_directly(real_header):
 @pytest.fixture
 def index_sandbox(tmp_path, tiny_cfg):
     """outside/ (a valid shard and a pickle: bait) and ckpt/ with shards, links and traps."""
-    from weightcheck.safetensors_writer import write_file
+    from weightcheck.storage.writer import write_file
     out = tmp_path / "outside"
     out.mkdir()
     tiny_st(out / "secret.safetensors", names=("secret",))
@@ -598,7 +600,7 @@ def test_fuzz_index_reader_never_opens_outside_the_folder(index_sandbox):
     base, ck, out, good_wm = index_sandbox
     pool = _shard_names(base, out)
     tensor_names = sorted(good_wm)
-    from weightcheck.sources import load_pickled
+    from weightcheck.sources.pickled import load_pickled
     try:  # import torch (and let it open its own files) before auditing
         load_pickled(str(ck / "weird.bin"))
     except WeightcheckError:

@@ -26,7 +26,7 @@ import pytest
 from conftest import K2, load_config, run_cli, run_subprocess
 from hardening_helpers import OpenAudit, one_error_line
 from hubserver import HubServer, hf_env, patch_hf_hub
-from weightcheck import synth
+import synth
 
 REPO = "org/d"
 ST = "model.safetensors"

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import K2, K25, load_config, run_cli, run_subprocess
 from hubserver import HubServer, hf_env, patch_hf_hub
-from weightcheck import synth
+import synth
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_inspect_hub_reads_only_headers_and_config(hub, make_drafter):
 
 
 def test_inspect_hub_sharded(hub, tiny_cfg, tmp_path):
-    from weightcheck.safetensors_writer import write_file
+    from weightcheck.storage.writer import write_file
     tensors = synth.drafter_tensors(tiny_cfg, seed=1)
     half = len(tensors) // 2
     d = tmp_path / "sharded"
@@ -176,7 +176,7 @@ def test_hub_in_a_real_process(tmp_path, make_drafter):
 
 def test_check_hub_drafter_and_target_reads_headers_config_and_vocab_maps(hub, tmp_path):
     """check on Hub sources: headers, config, and the d2t/t2d bytes by Range reads — no weights."""
-    from weightcheck.safetensors_writer import OutTensor, write_file
+    from weightcheck.storage.writer import OutTensor, write_file
 
     d = tmp_path / "d"
     synth.write_drafter(str(d), big_cfg(), seed=3)

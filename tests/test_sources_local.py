@@ -11,7 +11,7 @@ from conftest import run_cli
 from helpers_bad import (canonical_tensors, inspect_json, tensor_bytes, torch_state_dict,
                          tree_digest)
 from weightcheck import sources
-from weightcheck.safetensors_writer import OutTensor, write_file
+from weightcheck.storage.writer import OutTensor, write_file
 
 
 def _expected(cfg):
@@ -305,7 +305,7 @@ def test_specforge_run_folder_root_hints_at_steps(tmp_path, tiny_cfg):
 
 # --- the source is never modified -------------------------------------------------------------
 def _make(kind, tmp_path, cfg):
-    from weightcheck import synth
+    import synth
     folder = tmp_path / kind
     if kind == "model.safetensors":
         synth.write_drafter(str(folder), cfg)
@@ -375,7 +375,7 @@ def test_inspect_json_documented_keys(make_drafter, tiny_cfg):
     assert r["totals"] == {"tensors": len(r["tensors"]), "parameters": total_params,
                            "bytes": total_bytes}
     # the data buffer holds exactly the tensors' bytes
-    from weightcheck.safetensors_header import read_local_header
+    from weightcheck.storage.header import read_local_header
     hdr = read_local_header(d / "model.safetensors")
     assert hdr.data_len == total_bytes
 
@@ -487,7 +487,7 @@ def test_python_m_weightcheck_importtime(make_drafter, tmp_path, tiny_cfg):
                        capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     mods = _imported_modules(p.stderr)
-    assert "weightcheck.safetensors_header" in mods  # the parse worked
+    assert "weightcheck.storage.header" in mods  # the parse worked
     assert not {m for m in mods if m == "torch" or m.startswith("torch.")}
     if importlib.util.find_spec("torch") is not None:  # control: a .bin does import torch
         import torch

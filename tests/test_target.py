@@ -3,8 +3,8 @@ language_model.) read from its config and the one header that holds the embeddin
 import json
 
 from conftest import K25, load_config, run_cli
-from weightcheck import synth
-from weightcheck.safetensors_writer import OutTensor, write_file
+import synth
+from weightcheck.storage.writer import OutTensor, write_file
 
 
 def kimi_k25_target(folder, hidden=128, vocab=2048, layers=61):

@@ -16,10 +16,10 @@ import zlib
 
 import pytest
 
-from weightcheck import verify as verify_mod
+from weightcheck.storage import verify as verify_mod
 from weightcheck.errors import WeightcheckError
-from weightcheck.safetensors_header import parse_header, read_header_length, read_local_header
-from weightcheck.safetensors_writer import OutTensor, header_bytes
+from weightcheck.storage.header import parse_header, read_header_length, read_local_header
+from weightcheck.storage.writer import OutTensor, header_bytes
 
 THREAD = "weightcheck-verify"
 CHUNK = 4096

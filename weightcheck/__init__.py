@@ -2,7 +2,7 @@
 
 The public pipeline is load -> normalize -> (compare | check | plan+write) -> render:
 
-    from weightcheck.drafter import load_drafter
+    from weightcheck.model.drafter import load_drafter
     d = load_drafter("org/name@main")      # or a folder, or a file
     d.dialect, d.config.normalized, d.tensors
 """

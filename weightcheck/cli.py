@@ -75,9 +75,9 @@ def main():
 @output_options
 def inspect(src, revision, token, as_json, as_markdown):
     """What is in a checkpoint: dialect, architecture, config, tensors."""
-    from weightcheck import inspect as inspect_mod
+    from weightcheck.commands import inspect as inspect_mod
     from weightcheck import render
-    from weightcheck.drafter import load_drafter
+    from weightcheck.model.drafter import load_drafter
 
     d = load_drafter(src, revision=revision, token=token)
     r = inspect_mod.report(d)
@@ -105,9 +105,9 @@ def compare(a, b, revision_a, revision_b, values, strict, token, as_json, as_mar
     Exit 0 for identical or compatible, 1 for incompatible (or any difference with --strict),
     2 when a source cannot be read.
     """
-    from weightcheck import compare as compare_mod
+    from weightcheck.commands import compare as compare_mod
     from weightcheck import render
-    from weightcheck.drafter import load_drafter
+    from weightcheck.model.drafter import load_drafter
 
     if values:
         _require_torch("--values")
@@ -145,15 +145,15 @@ def check(src, engine_spec, target, training_config, values, explain, revision, 
     Exit 0 when no finding is an error, 1 when one is, 2 when SRC could not be checked.
     Rules: docs/rules.md.
     """
-    from weightcheck import check as check_mod
+    from weightcheck.commands import check as check_mod
     from weightcheck import render
-    from weightcheck.drafter import load_drafter
-    from weightcheck.target import load_target
+    from weightcheck.model.drafter import load_drafter
+    from weightcheck.model.target import load_target
 
     engine, version = None, None
     if engine_spec:
         engine, _, version = engine_spec.partition("==")
-        from weightcheck import engine as engine_mod
+        from weightcheck.engines import view as engine_mod
         data = engine_mod.load(engine)
         if version and version not in data["engine"]["versions_read"]:
             raise WeightcheckError(None, f"{engine} {version} was not read; versions known: "
@@ -207,12 +207,12 @@ def convert(src, out, to, config_from, dtype, embeddings, lm_head_from, target, 
     Renamed tensors are copied as byte ranges (no torch, flat memory); every output tensor is
     re-read and checked against its source before OUT appears.
     """
-    from weightcheck import convert as convert_mod
+    from weightcheck.commands import convert as convert_mod
     from weightcheck import render
-    from weightcheck.dialects import dialect_from_data
-    from weightcheck.drafter import load_drafter
+    from weightcheck.model.dialects import dialect_from_data
+    from weightcheck.model.drafter import load_drafter
     from weightcheck.mappings import load_toml_file
-    from weightcheck.target import load_target
+    from weightcheck.model.target import load_target
 
     if embeddings not in ("keep", "drop") and not embeddings.startswith("from="):
         raise WeightcheckError(None, f"--embeddings {embeddings!r}: use keep, drop or from=TARGET")

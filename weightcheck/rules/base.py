@@ -1,0 +1,115 @@
+"""What a rule is: a code, a slug, a default severity, a one-line summary, the inputs it needs,
+and a function ``(ctx) -> iterable of Finding``. Each rule has a page in docs/rules.md.
+
+A rule reads the canonical model (ctx.drafter) and, when given, the target (ctx.target), the
+engine's view (ctx.engine_view), the training gate (ctx.training) and the values (ctx.values).
+Nothing registers itself: weightcheck/rules/__init__.py lists the rule modules.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
+
+from weightcheck.model.drafter import Drafter
+
+if TYPE_CHECKING:  # annotations only: the rules layer reads these, never imports them at run time
+    from weightcheck.engines.view import EngineView
+    from weightcheck.model.target import Target
+
+Severity = Literal["error", "warning", "info"]
+Needs = Literal["", "target", "engine", "values", "training"]
+ERROR: Severity = "error"
+WARNING: Severity = "warning"
+INFO: Severity = "info"
+SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: Severity
+    message: str
+    subject: str | None = None  # the tensor or config field concerned
+    rule: str | None = None  # the rule's slug
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "severity": self.severity, "message": self.message,
+                "subject": self.subject, "rule": self.rule}
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    slug: str
+    severity: Severity
+    summary: str
+    needs: Needs
+    fn: Callable[["Context"], Iterable[Finding]]
+
+    def __call__(self, ctx: "Context") -> Iterable[Finding]:
+        return self.fn(ctx)
+
+
+def rule(code: str, slug: str, severity: Severity, summary: str, needs: Needs = ""):
+    """Make a function a :class:`Rule` (it is listed by weightcheck/rules/__init__.py)."""
+    def deco(fn) -> Rule:
+        return Rule(code, slug, severity, summary, needs, fn)
+    return deco
+
+
+@dataclass
+class TrainingGate:
+    """What --training-config found, the WC9xx rules' input: can SRC initialize exactly that
+    architecture?"""
+    config: dict  # the training config as written
+    mismatch: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # name, SRC's, training's
+    reinit: list[str] = field(default_factory=list)  # the training architecture has, SRC lacks
+    ignored: list[str] = field(default_factory=list)  # SRC has, the training architecture lacks
+    fields: list[tuple[str, object, object]] = field(default_factory=list)  # serving fields differing
+
+
+@dataclass
+class Context:
+    drafter: Drafter
+    rules: dict[str, Rule]  # by code: the severity and slug of each finding
+    target: "Target | None" = None
+    engine: str | None = None
+    engine_view: "EngineView | None" = None
+    training: TrainingGate | None = None
+    values: dict[str, dict] | None = None  # canonical -> stats (rules/values.py value_stats)
+    lm_head_equals_target: bool | None = None  # --values with --target (rules/values.py)
+    _maps: tuple[list[int] | None, bytes | None] | None = field(default=None, repr=False)
+
+    def f(self, code: str, message: str, subject: str | None = None,
+          severity: Severity | None = None) -> Finding:
+        r = self.rules[code]
+        return Finding(code, severity or r.severity, message, subject, r.slug)
+
+    # -- small helpers shared by rules -----------------------------------------------------
+    @property
+    def d(self) -> Drafter:
+        return self.drafter
+
+    @property
+    def n(self):
+        return self.drafter.normalized
+
+    def tensor(self, canonical: str):
+        return self.drafter.by_canonical().get(canonical)
+
+    def vocab_maps(self) -> tuple[list[int] | None, bytes | None]:
+        """(d2t list or None, t2d bytes or None), read once: the only tensor bytes check reads
+        without --values (d2t is 8 bytes per draft token, t2d one byte per token)."""
+        if self._maps is None:
+            from weightcheck.sources.tensors import read_small
+            d2t = t2d = None
+            t = self.tensor("d2t")
+            if t is not None and t.dtype == "I64" and len(t.shape) == 1:
+                raw = read_small(self.d.source, t.name)
+                d2t = list(struct.unpack(f"<{len(raw) // 8}q", raw))
+            t = self.tensor("t2d")
+            if t is not None and t.dtype in ("BOOL", "U8") and len(t.shape) == 1:
+                t2d = read_small(self.d.source, t.name)
+            self._maps = (d2t, t2d)
+        return self._maps

@@ -1,0 +1,69 @@
+"""WC9xx: the pre-training gate (--training-config)."""
+from __future__ import annotations
+
+from weightcheck.model import config as config_mod
+from weightcheck.model import inventory
+from weightcheck.model.drafter import Drafter
+from weightcheck.rules.base import TrainingGate, rule
+
+
+@rule("WC901", "training-shape", "error",
+      "SRC cannot initialize the training architecture: a tensor's shape differs.", needs="training")
+def training_shapes(ctx):
+    for c, mine, want in ctx.training.mismatch:
+        yield ctx.f("WC901", f"{c}: {list(mine)} here, the training config builds {list(want)}", c)
+
+
+@rule("WC902", "training-reinit", "info",
+      "Tensors the training architecture has and SRC lacks: training starts them from scratch.",
+      needs="training")
+def training_reinit(ctx):
+    for c in ctx.training.reinit:
+        if c == "embed_tokens.weight":
+            yield ctx.f("WC902", f"{c}: not in SRC; SpecForge takes the target's embedding (and "
+                                 "freezes it), others initialize it", c)
+        else:
+            yield ctx.f("WC902", f"{c}: not in SRC; training would initialize it from scratch", c)
+
+
+@rule("WC903", "training-ignored", "warning",
+      "Tensors SRC has and the training architecture lacks: training would ignore them.",
+      needs="training")
+def training_ignored(ctx):
+    for c in ctx.training.ignored:
+        yield ctx.f("WC903", f"{c}: in SRC but not in the training architecture; it would be ignored", c)
+
+
+@rule("WC904", "training-config-differs", "warning",
+      "A serving-relevant config field differs between SRC and the training config.", needs="training")
+def training_config(ctx):
+    for fld, mine, theirs in ctx.training.fields:
+        yield ctx.f("WC904", f"config {fld}: {mine!r} in SRC, {theirs!r} in the training config", fld)
+
+
+
+def training_gate(d: Drafter, training_cfg: dict) -> TrainingGate:
+    """The WC9xx rules' input: can SRC initialize exactly that architecture?"""
+    norm = config_mod.normalize(training_cfg)
+    arch = inventory.named_by(training_cfg) or d.architecture or inventory.default()
+    inv = inventory.expected(arch, norm.symbols())
+    mine = d.by_canonical()
+    mism, reinit, ignored = [], [], []
+    for name, e in inv.tensors.items():
+        t = mine.get(name)
+        if t is None:
+            if e.presence == "required" or name == "embed_tokens.weight":
+                reinit.append(name)
+        elif e.shape is not None and tuple(t.shape) != tuple(e.shape):
+            mism.append((name, t.shape, e.shape))
+    for name in mine:
+        if name not in inv.tensors:
+            ignored.append(name)
+    fields = []
+    for spec in config_mod.field_specs():
+        if spec.category != "serving":
+            continue
+        a, b = d.normalized.get(spec.name), norm.get(spec.name)
+        if a != b:
+            fields.append((spec.name, a, b))
+    return TrainingGate(training_cfg, mism, reinit, ignored, fields)

@@ -1,0 +1,174 @@
+"""The source model: a checkpoint's config and tensor index, whatever it was read from.
+
+:class:`Source` is what every opener (local.py, hub.py) returns: its weight files, each tensor's
+dtype, shape and byte range, the config and the index. The JSON readers and the index checks here
+are shared by both openers.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from weightcheck.errors import WeightcheckError
+from weightcheck.storage.header import MAX_JSON_DEPTH, Header, json_depth_ok
+
+# config.json we accept (a real drafter config is a few KB)
+MAX_CONFIG_BYTES = 10_000_000
+MAX_INDEX_BYTES = 50_000_000
+
+
+SourceKind = Literal["hub", "folder", "file"]
+FileFormat = Literal["safetensors", "pickle"]
+
+
+class Remote(Protocol):
+    """Where a remote source's bytes come from (sources/hub.py's HubRepo)."""
+
+    def download(self, fname: str) -> str: ...
+
+    def read_range(self, fname: str, start: int, end: int) -> tuple[bytes, int | None]: ...
+
+
+@dataclass
+class WeightFile:
+    name: str  # path relative to the source root, '/'-separated
+    format: FileFormat
+    local_path: str | None = None
+    url: str | None = None
+    size: int | None = None
+    sha256: str | None = None  # content hash, when the Hub gives one (LFS)
+    header: Header | None = None
+    pickle_key: str | None = None  # e.g. "draft_state_dict" for training_state.pt
+
+
+@dataclass
+class TensorRecord:
+    name: str
+    dtype: str  # safetensors spelling (BF16, F32, I64, BOOL, ...)
+    shape: tuple[int, ...]
+    nbytes: int
+    file: str  # WeightFile.name
+    begin: int | None = None  # absolute byte range in the file (safetensors only)
+    end: int | None = None
+
+
+@dataclass
+class Source:
+    spec: str  # as given on the command line
+    kind: SourceKind
+    location: str  # repo id or absolute path
+    layout: str = ""  # what kind of checkpoint: "model.safetensors", "sharded safetensors", ...
+    revision: str | None = None
+    commit: str | None = None
+    config: dict | None = None
+    config_file: str | None = None
+    files: dict[str, WeightFile] = field(default_factory=dict)
+    tensors: dict[str, TensorRecord] = field(default_factory=dict)
+    index: dict | None = None
+    index_file: str | None = None
+    notes: list[str] = field(default_factory=list)  # non-fatal findings (index drift, ...)
+    hub: Remote | None = None  # sources/hub.py's HubRepo for hub sources
+    # a partial read (a target: only the shards holding the tensors asked for) keeps the index's
+    # map, so a later read can find a tensor in a shard not read yet
+    weight_map: dict[str, str] | None = None
+    # pickled files' tensors once loaded for their bytes (sources/tensors.py), by file name
+    pickle_cache: dict[str, dict] = field(default_factory=dict, repr=False)
+
+    def local_path(self, fname: str) -> str:
+        """A local path to a weight file, downloading it through the HF cache for Hub sources."""
+        wf = self.files[fname]
+        if wf.local_path is None:
+            wf.local_path = self.hub.download(fname)
+        return wf.local_path
+
+
+# ---------------------------------------------------------------------------------------------
+def read_json_file(path: str, what: str, limit: int) -> object:
+    try:
+        size = os.path.getsize(path)
+        if size > limit:
+            raise WeightcheckError(path, f"{what} is {size} bytes, more than the {limit} we accept")
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise WeightcheckError(path, f"cannot read {what}: {e.strerror or e}") from None
+    return parse_json(raw, path, what)
+
+
+def parse_json(raw: bytes, where: str, what: str) -> object:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WeightcheckError(where, f"{what} is not UTF-8 text") from None
+    if not json_depth_ok(text):
+        raise WeightcheckError(where, f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise WeightcheckError(where, f"{what} is not valid JSON ({e})") from None
+
+
+def read_config(path: str) -> dict:
+    cfg = read_json_file(path, "config.json", MAX_CONFIG_BYTES)
+    if not isinstance(cfg, dict):
+        raise WeightcheckError(path, f"config.json is a JSON {type(cfg).__name__}, not an object")
+    return cfg
+
+
+def parse_index(obj: object, where: str) -> dict[str, str]:
+    if not isinstance(obj, dict) or not isinstance(obj.get("weight_map"), dict):
+        raise WeightcheckError(where, "index has no weight_map object")
+    wm = obj["weight_map"]
+    for k, v in wm.items():
+        if not isinstance(v, str):
+            raise WeightcheckError(where, f"weight_map[{k!r}] is not a file name")
+    return wm
+
+
+def add_safetensors_file(src: Source, wf: WeightFile, header: Header) -> None:
+    wf.header = header
+    src.files[wf.name] = wf
+    for t in header.tensors.values():
+        if t.name in src.tensors:
+            raise WeightcheckError(wf.local_path or wf.url or wf.name,
+                                   f"tensor {t.name!r} is also in {src.tensors[t.name].file}")
+        src.tensors[t.name] = TensorRecord(t.name, t.dtype, t.shape, t.nbytes, wf.name,
+                                           header.data_start + t.begin, header.data_start + t.end)
+
+
+def finish_index(src: Source, weight_map: dict | None, index_name: str | None,
+                 only: set | None) -> None:
+    """After the shards are read: record index drift, or (a partial read for a target) keep the map."""
+    if weight_map is None:
+        return
+    if only is None:
+        check_index_against_headers(src, weight_map, index_name)
+    else:
+        src.weight_map = weight_map
+
+
+def check_index_against_headers(src: Source, weight_map: dict[str, str], where: str) -> None:
+    """Record (not raise) drift between an index and the shards' own headers."""
+    for name, fname in weight_map.items():
+        rec = src.tensors.get(name)
+        if rec is None:
+            src.notes.append(f"index-missing-tensor: {where} maps {name!r} to {fname}, "
+                             "which does not hold it")
+        elif rec.file != fname:
+            src.notes.append(f"index-wrong-shard: {where} maps {name!r} to {fname}, "
+                             f"but it is in {rec.file}")
+    for name, rec in src.tensors.items():
+        if name not in weight_map:
+            src.notes.append(f"index-unlisted-tensor: {rec.file} holds {name!r}, "
+                             f"which {where} does not list")
+    total = (src.index or {}).get("metadata", {}).get("total_size") \
+        if isinstance((src.index or {}).get("metadata"), dict) else None
+    if isinstance(total, int):
+        actual = sum(r.nbytes for r in src.tensors.values())
+        if total != actual:
+            src.notes.append(f"index-total-size: {where} says total_size {total}, "
+                             f"the shards hold {actual} bytes of tensors")
+
+

@@ -1,0 +1,80 @@
+"""Pickled checkpoints (``.bin``, ``.pt``, a SpecForge ``training_state.pt``), read only with
+``torch.load(..., weights_only=True)`` and only when torch is installed; never unpickled otherwise.
+"""
+from __future__ import annotations
+
+from weightcheck.errors import WeightcheckError
+from weightcheck.sources.base import Source, TensorRecord, WeightFile
+from weightcheck.storage.header import TORCH_NAMES
+
+PICKLE_EXT = (".bin", ".pt", ".pth")
+_TORCH_DTYPES = {f"torch.{name}": st for st, name in TORCH_NAMES.items()}
+
+# where trainers keep the drafter's tensors inside a pickled dict, in order of preference
+_STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")
+
+
+def load_pickled(path: str) -> tuple[dict, str | None]:
+    """``torch.load(path, weights_only=True)`` -> (flat name -> tensor dict, the key used)."""
+    try:
+        import torch
+    except ImportError:
+        raise WeightcheckError(path, "a pickled checkpoint; reading it needs torch "
+                                     "(pip install 'weightcheck[torch]'). It is read only with "
+                                     "torch.load(weights_only=True), never unpickled otherwise") from None
+    import warnings
+    try:
+        # torch warns on stderr (e.g. about the pickle protocol); the one-line error says enough
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as e:
+                if "mmap" not in str(e):
+                    raise
+                obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError, zipfile errors
+        text = str(e).strip()
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        msg = f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+        if "weights_only" in text or "nsupported global" in text or "GLOBAL" in text:
+            # the informative line names what the pickle wanted to call (e.g. posix.system)
+            why = next((ln for ln in lines if "GLOBAL" in ln or "nsupported" in ln), lines[0])
+            msg = ("refused: the pickle needs more than tensors to load, so it was not loaded "
+                   f"(torch.load weights_only=True: {why[:200]})")
+        raise WeightcheckError(path, f"cannot load pickled checkpoint: {msg}") from None
+    key = None
+    if isinstance(obj, dict):
+        for k in _STATE_KEYS:
+            if isinstance(obj.get(k), dict):
+                obj, key = obj[k], k
+                break
+    if not isinstance(obj, dict):
+        raise WeightcheckError(path, f"pickled checkpoint holds a {type(obj).__name__}, not a state dict")
+    flat = {}
+
+    def walk(prefix, d):
+        for k, v in d.items():
+            name = f"{prefix}{k}"
+            if isinstance(v, torch.Tensor):
+                flat[name] = v
+            elif isinstance(v, dict):
+                walk(name + ".", v)
+    walk("", obj)
+    if not flat:
+        raise WeightcheckError(path, "pickled checkpoint holds no tensors")
+    return flat, key
+
+
+def add_pickled_file(src: Source, wf: WeightFile) -> None:
+    tensors, key = load_pickled(wf.local_path)
+    wf.pickle_key = key
+    src.files[wf.name] = wf
+    for name, t in tensors.items():
+        if name in src.tensors:
+            raise WeightcheckError(wf.local_path, f"tensor {name!r} is also in {src.tensors[name].file}")
+        dtype = _TORCH_DTYPES.get(str(t.dtype), str(t.dtype).replace("torch.", "").upper())
+        src.tensors[name] = TensorRecord(name, dtype, tuple(t.shape),
+                                         t.numel() * t.element_size(), wf.name)
+
+
