@@ -7,6 +7,7 @@ so far (a small run measured after a big one reports the big one), and even the 
 of this ~35 MB Python process and exec keeps the old high-water mark). /usr/bin/time is a ~2 MB
 C program, so its floor is negligible. Without it we fall back to os.wait4 and say so.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,11 @@ ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPAT
 
 
 TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
-RSS_METHOD = ("/usr/bin/time -f %M" if TIME else
-              "os.wait4 ru_maxrss (floor = the bench process's own RSS, ~35 MB)")
+RSS_METHOD = (
+    "/usr/bin/time -f %M"
+    if TIME
+    else "os.wait4 ru_maxrss (floor = the bench process's own RSS, ~35 MB)"
+)
 _MARK = "BENCH_MAXRSS_KB"
 
 
@@ -38,11 +42,14 @@ def bench_command(repeat: int, repeat_help: str = "Timed runs per command."):
     import click
 
     def deco(f):
-        f = click.option("--config", type=click.Choice(["k2", "k25"]), default="k2",
-                         show_default=True)(f)
-        f = click.option("--repeat", type=int, default=repeat, show_default=True,
-                         help=repeat_help)(f)
+        f = click.option(
+            "--config", type=click.Choice(["k2", "k25"]), default="k2", show_default=True
+        )(f)
+        f = click.option("--repeat", type=int, default=repeat, show_default=True, help=repeat_help)(
+            f
+        )
         return click.command(context_settings={"help_option_names": ["-h", "--help"]})(f)
+
     return deco
 
 
@@ -70,8 +77,11 @@ def compile_tree() -> None:
     """Byte-compile weightcheck/ before measuring it. pip compiles an installed package; a source
     tree run with PYTHONDONTWRITEBYTECODE=1 (set in this environment) would otherwise compile
     every module again in every run (~25 ms)."""
-    r = subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "weightcheck")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "weightcheck")],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         sys.exit(f"compileall failed: {r.stdout}{r.stderr}")
 
@@ -81,11 +91,16 @@ def repeat(cmd: list[str], n: int, ok=(0,)) -> dict:
     runs = [run(cmd) for _ in range(n + 1)]
     for r in runs:
         if r["rc"] not in ok:
-            sys.exit(f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-2000:]}")
+            sys.exit(
+                f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-2000:]}"
+            )
     timed = runs[1:]
-    return {"median": statistics.median(r["wall"] for r in timed),
-            "min": min(r["wall"] for r in timed),
-            "rss": max(r["rss"] for r in timed), "last": timed[-1]}
+    return {
+        "median": statistics.median(r["wall"] for r in timed),
+        "min": min(r["wall"] for r in timed),
+        "rss": max(r["rss"] for r in timed),
+        "last": timed[-1],
+    }
 
 
 def imported_modules(cmd_after_python: list[str]) -> set[str]:
@@ -106,8 +121,10 @@ def mb(n: float) -> str:
 
 def machine() -> dict:
     import safetensors
+
     try:
         from importlib.metadata import version
+
         torch_v = version("torch")
     except Exception:
         torch_v = "not installed"
@@ -124,6 +141,12 @@ def machine() -> dict:
             cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "ram": mem,
-            "python": platform.python_version(), "torch": torch_v,
-            "safetensors": safetensors.__version__, "os": platform.platform()}
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "ram": mem,
+        "python": platform.python_version(),
+        "torch": torch_v,
+        "safetensors": safetensors.__version__,
+        "os": platform.platform(),
+    }

@@ -20,6 +20,7 @@ the weights. All runs are warm-cache (the file was just written or read and fits
 
     python bench/bench_check.py [--repeat 5] [--config k2|k25]
 """
+
 from __future__ import annotations
 
 import datetime
@@ -31,10 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tabulate import tabulate  # noqa: E402
-
 import _measure as m  # noqa: E402
 import make_full_drafter  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 # The obvious hand check: every tensor a one-layer Llama EAGLE-3 drafter has, its shape from the
 # config, plus the vocab maps. Names in the SpecForge dialect (midlayer.*), as the drafter has them.
@@ -81,7 +81,9 @@ def verdict(stdout: bytes) -> str:
     r = json.loads(stdout)
     if "summary" in r:  # ours
         s = r["summary"]
-        return f"{'ok' if r['ok'] else 'errors'} ({s['errors']} E, {s['warnings']} W, {s['info']} I)"
+        return (
+            f"{'ok' if r['ok'] else 'errors'} ({s['errors']} E, {s['warnings']} W, {s['info']} I)"
+        )
     return "ok" if r["ok"] else f"problems: {'; '.join(r['problems'])[:60]}"
 
 
@@ -94,10 +96,18 @@ def main(repeat, config):
 
     rows = [  # label, argv after python, accepted exit codes, is it ours
         ("weightcheck check --json", ["-m", "weightcheck", "check", full, "--json"], (0, 1), True),
-        ("weightcheck check --engine sglang --json",
-         ["-m", "weightcheck", "check", full, "--engine", "sglang", "--json"], (0, 1), True),
-        ("weightcheck check --engine vllm --json",
-         ["-m", "weightcheck", "check", full, "--engine", "vllm", "--json"], (0, 1), True),
+        (
+            "weightcheck check --engine sglang --json",
+            ["-m", "weightcheck", "check", full, "--engine", "sglang", "--json"],
+            (0, 1),
+            True,
+        ),
+        (
+            "weightcheck check --engine vllm --json",
+            ["-m", "weightcheck", "check", full, "--engine", "vllm", "--json"],
+            (0, 1),
+            True,
+        ),
         ("notebook: load_file + shapes vs config + d2t/t2d", ["-c", NOTEBOOK, full], (0,), False),
         ("python -c pass (floor)", ["-c", "pass"], (0,), False),
     ]
@@ -107,40 +117,92 @@ def main(repeat, config):
         r["torch"] = "torch" in m.imported_modules(args)
         r["verdict"] = verdict(r["last"]["stdout"]) if "pass" not in label else ""
         results[label] = r
-        print(f"  {label}: median {r['median']:.3f} s, peak RSS {m.mb(r['rss'])}, {r['verdict']}",
-              file=sys.stderr)
+        print(
+            f"  {label}: median {r['median']:.3f} s, peak RSS {m.mb(r['rss'])}, {r['verdict']}",
+            file=sys.stderr,
+        )
 
     base = results[rows[0][0]]["median"]
     nb = results[rows[3][0]]["median"]
-    table = [[label, f"{r['median']:.3f}", f"{r['min']:.3f}",
-              f"{r['median'] / base:.1f}x", f"{nb / r['median']:.1f}x" if is_ours else "",
-              m.mb(r["rss"]), "yes" if r["torch"] else "no", r["verdict"]]
-             for (label, _, _, is_ours), r in ((row, results[row[0]]) for row in rows)]
+    table = [
+        [
+            label,
+            f"{r['median']:.3f}",
+            f"{r['min']:.3f}",
+            f"{r['median'] / base:.1f}x",
+            f"{nb / r['median']:.1f}x" if is_ours else "",
+            m.mb(r["rss"]),
+            "yes" if r["torch"] else "no",
+            r["verdict"],
+        ]
+        for (label, _, _, is_ours), r in ((row, results[row[0]]) for row in rows)
+    ]
 
-    flat = {label: m.repeat([py, "-m", "weightcheck", "check", small, *extra, "--json"], repeat,
-                            ok=(0, 1))
-            for label, extra in (("check", []), ("check --engine vllm", ["--engine", "vllm"]))}
+    flat = {
+        label: m.repeat(
+            [py, "-m", "weightcheck", "check", small, *extra, "--json"], repeat, ok=(0, 1)
+        )
+        for label, extra in (("check", []), ("check --engine vllm", ["--engine", "vllm"]))
+    }
     mach = m.machine()
     report = json.loads(results[rows[0][0]]["last"]["stdout"])
     print(f"\n## check: full-size Kimi-K2 drafter ({config})\n")
-    print(f"File: {st} — {size / 1e9:.2f} GB, dialect {report['dialect']}, architecture "
-          f"{report['architecture']}. {repeat} timed runs each after one warm-up; warm page cache "
-          f"(the file was just written/read; nothing drops the cache). Peak RSS: {m.RSS_METHOD}.\n")
-    print(tabulate(table, headers=["command", "median s", "min s", "time / check",
-                                   "notebook / this", "peak RSS", "imports torch", "verdict"],
-                   tablefmt="github"))
+    print(
+        f"File: {st} — {size / 1e9:.2f} GB, dialect {report['dialect']}, architecture "
+        f"{report['architecture']}. {repeat} timed runs each after one warm-up; warm page cache "
+        f"(the file was just written/read; nothing drops the cache). Peak RSS: {m.RSS_METHOD}.\n"
+    )
+    print(
+        tabulate(
+            table,
+            headers=[
+                "command",
+                "median s",
+                "min s",
+                "time / check",
+                "notebook / this",
+                "peak RSS",
+                "imports torch",
+                "verdict",
+            ],
+            tablefmt="github",
+        )
+    )
     print("\nMemory flat in file size (peak RSS):\n")
     fl = []
     for label, r in flat.items():
         big = results[rows[0][0]] if label == "check" else results[rows[2][0]]
-        fl.append([f"weightcheck {label}", f"{small_size / 1e6:.1f} MB", m.mb(r["rss"]),
-                   f"{r['median']:.3f}", f"{size / 1e9:.2f} GB", m.mb(big["rss"]),
-                   f"{big['median']:.3f}"])
-    print(tabulate(fl, headers=["command", "small file", "peak RSS", "median s", "full file",
-                                "peak RSS", "median s"], tablefmt="github"))
-    print(f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
-          f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}. "
-          f"Date: {datetime.date.today().isoformat()}.")
+        fl.append(
+            [
+                f"weightcheck {label}",
+                f"{small_size / 1e6:.1f} MB",
+                m.mb(r["rss"]),
+                f"{r['median']:.3f}",
+                f"{size / 1e9:.2f} GB",
+                m.mb(big["rss"]),
+                f"{big['median']:.3f}",
+            ]
+        )
+    print(
+        tabulate(
+            fl,
+            headers=[
+                "command",
+                "small file",
+                "peak RSS",
+                "median s",
+                "full file",
+                "peak RSS",
+                "median s",
+            ],
+            tablefmt="github",
+        )
+    )
+    print(
+        f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
+        f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}. "
+        f"Date: {datetime.date.today().isoformat()}."
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ If `weightcheck compare` does not exist yet, only the script is measured and no 
 
     python bench/bench_compare_values.py [--repeat 3] [--config k2|k25]
 """
+
 from __future__ import annotations
 
 import datetime
@@ -25,10 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tabulate import tabulate  # noqa: E402
-
 import _measure as m  # noqa: E402
 import make_full_drafter  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 SCRIPT = """
 import json, sys
@@ -63,8 +63,13 @@ def main(repeat, config):
 
     rows = []
     if have_compare():
-        rows.append(("weightcheck compare --values --json",
-                     ["-m", "weightcheck", "compare", a, b, "--values", "--json"], (0, 1)))
+        rows.append(
+            (
+                "weightcheck compare --values --json",
+                ["-m", "weightcheck", "compare", a, b, "--values", "--json"],
+                (0, 1),
+            )
+        )
     else:
         print("weightcheck compare does not exist yet: measuring the script alone", file=sys.stderr)
     rows.append(("load_file x2 + torch float32 metrics", ["-c", SCRIPT, fa, fb], (0,)))
@@ -82,26 +87,47 @@ def main(repeat, config):
     if ours:  # both computed the same numbers? (the names are canonical already in specforge)
         mine = json.loads(ours["last"]["stdout"])["values"]
         theirs = json.loads(results[rows[1][0]]["last"]["stdout"])
-        worst = {k: max(abs(mine[t][k2] - theirs[t][k]) for t in theirs)
-                 for k, k2 in (("max_abs", "max_abs_diff"), ("rel_l2", "rel_l2"), ("cosine", "cosine"))}
-        agree = ("Agreement with the script over all tensors (largest absolute difference): "
-                 + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()) + ".\n")
-    table = [[label, f"{r['median']:.2f}", f"{r['min']:.2f}",
-              (f"{r['median'] / ours['median']:.1f}x" if ours else "n/a"),
-              m.mb(r["rss"]), "yes" if r["torch"] else "no"]
-             for label, r in results.items()]
+        worst = {
+            k: max(abs(mine[t][k2] - theirs[t][k]) for t in theirs)
+            for k, k2 in (("max_abs", "max_abs_diff"), ("rel_l2", "rel_l2"), ("cosine", "cosine"))
+        }
+        agree = (
+            "Agreement with the script over all tensors (largest absolute difference): "
+            + ", ".join(f"{k} {v:.1e}" for k, v in worst.items())
+            + ".\n"
+        )
+    table = [
+        [
+            label,
+            f"{r['median']:.2f}",
+            f"{r['min']:.2f}",
+            (f"{r['median'] / ours['median']:.1f}x" if ours else "n/a"),
+            m.mb(r["rss"]),
+            "yes" if r["torch"] else "no",
+        ]
+        for label, r in results.items()
+    ]
     mach = m.machine()
     size = os.path.getsize(fa)
     print(f"\n## compare --values: two full-size Kimi-K2 drafters ({config})\n")
-    print(f"Files: {fa} and {fb} — {size / 1e9:.2f} GB each, seeds 0 and 1 (every tensor differs). "
-          f"{repeat} timed runs each after one warm-up; warm page cache. "
-          f"Peak RSS: {m.RSS_METHOD}.\n")
-    print(tabulate(table, headers=["command", "median s", "min s", "time / ours", "peak RSS",
-                                   "imports torch"], tablefmt="github"))
+    print(
+        f"Files: {fa} and {fb} — {size / 1e9:.2f} GB each, seeds 0 and 1 (every tensor differs). "
+        f"{repeat} timed runs each after one warm-up; warm page cache. "
+        f"Peak RSS: {m.RSS_METHOD}.\n"
+    )
+    print(
+        tabulate(
+            table,
+            headers=["command", "median s", "min s", "time / ours", "peak RSS", "imports torch"],
+            tablefmt="github",
+        )
+    )
     print(f"\n{agree}" if agree else "", end="")
-    print(f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
-          f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}. "
-          f"Date: {datetime.date.today().isoformat()}.")
+    print(
+        f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
+        f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}. "
+        f"Date: {datetime.date.today().isoformat()}."
+    )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ tensor bytes are identical to ours (crc32 per tensor); the fp16 rows against eac
 
     python bench/bench_convert.py [--repeat 7] [--repeat-slow 1] [--no-cold] [--no-speculators]
 """
+
 from __future__ import annotations
 
 import datetime
@@ -53,11 +54,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-import click  # noqa: E402
-from tabulate import tabulate  # noqa: E402
-
 import _measure as m  # noqa: E402
+import click  # noqa: E402
 import make_full_drafter  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 PRODUCERS = "/work/venvs/producers"
 SPECULATORS = os.path.join(PRODUCERS, "bin", "speculators")
@@ -114,8 +114,9 @@ def can_drop_caches() -> bool:
 def resident(path: str) -> int | None:
     """Bytes of ``path`` in the page cache (fincore), None if fincore is missing."""
     try:
-        out = subprocess.run(["fincore", "-b", "-n", "-o", "RES", path], capture_output=True,
-                             text=True, check=True).stdout.split()
+        out = subprocess.run(
+            ["fincore", "-b", "-n", "-o", "RES", path], capture_output=True, text=True, check=True
+        ).stdout.split()
         return int(out[0])
     except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
         return None
@@ -147,7 +148,7 @@ def rounds(cmds: dict, n: int, outs, after=None, warmup: bool = True, before=Non
     for i in range(first, n + 1):
         # rotated each round, so every command runs in every position: on this VM a run's time
         # depends on what ran just before it (free page reporting, BENCHMARKS.md)
-        for key in keys[i % len(keys):] + keys[:i % len(keys)]:
+        for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
             cmd = cmds[key]
             for o in outs[key]:
                 rm(o)
@@ -156,16 +157,27 @@ def rounds(cmds: dict, n: int, outs, after=None, warmup: bool = True, before=Non
                 before()
             r = m.run(cmd)
             if r["rc"] != 0:
-                sys.exit(f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-3000:]}")
+                sys.exit(
+                    f"{' '.join(cmd)}: exit {r['rc']}\n{r['stderr'].decode(errors='replace')[-3000:]}"
+                )
             if i:
                 runs[key].append(r)
             if i == n and after is not None:
                 after(key)
             for o in outs[key]:
                 rm(o)
-    return {k: {"median": statistics.median(r["wall"] for r in t), "min": min(r["wall"] for r in t),
-                "max": max(r["wall"] for r in t), "rss": max(r["rss"] for r in t), "last": t[-1],
-                "n": len(t), "all": [r["wall"] for r in t]} for k, t in runs.items()}
+    return {
+        k: {
+            "median": statistics.median(r["wall"] for r in t),
+            "min": min(r["wall"] for r in t),
+            "max": max(r["wall"] for r in t),
+            "rss": max(r["rss"] for r in t),
+            "last": t[-1],
+            "n": len(t),
+            "all": [r["wall"] for r in t],
+        }
+        for k, t in runs.items()
+    }
 
 
 def header(path: str) -> tuple[int, dict]:
@@ -206,19 +218,29 @@ def same(a: dict, b: dict) -> str:
     if {k: v[:2] for k, v in a.items()} == {k: v[:2] for k, v in b.items()}:
         diff = [k for k in a if a[k][2] != b[k][2]]
         return f"same names/dtypes/shapes; bytes differ in {len(diff)}: {', '.join(diff[:4])}"
-    return (f"different tensor sets: only ours {sorted(set(a) - set(b))[:4]}, "
-            f"only theirs {sorted(set(b) - set(a))[:4]}, "
-            f"dtype/shape differ {[k for k in set(a) & set(b) if a[k][:2] != b[k][:2]][:4]}")
+    return (
+        f"different tensor sets: only ours {sorted(set(a) - set(b))[:4]}, "
+        f"only theirs {sorted(set(b) - set(a))[:4]}, "
+        f"dtype/shape differ {[k for k in set(a) & set(b) if a[k][:2] != b[k][:2]][:4]}"
+    )
 
 
-CONFIG_FIELDS = ("eagle_aux_hidden_state_layer_ids", "norm_before_residual", "draft_vocab_size",
-                 "transformer_layer_config.bos_token_id", "transformer_layer_config.eos_token_id",
-                 "transformer_layer_config.max_position_embeddings",
-                 "transformer_layer_config.vocab_size", "transformer_layer_config.rope_parameters",
-                 "speculators_config.verifier")
-SOURCE_FIELDS = {"eagle_aux_hidden_state_layer_ids": "eagle_config.eagle_aux_hidden_state_layer_ids",
-                 "transformer_layer_config.bos_token_id": "bos_token_id",
-                 "transformer_layer_config.eos_token_id": "eos_token_id"}
+CONFIG_FIELDS = (
+    "eagle_aux_hidden_state_layer_ids",
+    "norm_before_residual",
+    "draft_vocab_size",
+    "transformer_layer_config.bos_token_id",
+    "transformer_layer_config.eos_token_id",
+    "transformer_layer_config.max_position_embeddings",
+    "transformer_layer_config.vocab_size",
+    "transformer_layer_config.rope_parameters",
+    "speculators_config.verifier",
+)
+SOURCE_FIELDS = {
+    "eagle_aux_hidden_state_layer_ids": "eagle_config.eagle_aux_hidden_state_layer_ids",
+    "transformer_layer_config.bos_token_id": "bos_token_id",
+    "transformer_layer_config.eos_token_id": "eos_token_id",
+}
 
 
 def _get(cfg: dict, path: str):
@@ -247,18 +269,31 @@ def config_differences(ours: str, theirs: str, source: str) -> list[str]:
 
 def producers_version(pkg: str) -> str:
     py = os.path.join(PRODUCERS, "bin", "python")
-    r = subprocess.run([py, "-c", f"from importlib.metadata import version; print(version({pkg!r}))"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [py, "-c", f"from importlib.metadata import version; print(version({pkg!r}))"],
+        capture_output=True,
+        text=True,
+    )
     return r.stdout.strip() or "?"
 
 
 # --------------------------------------------------------------------------------------------
-@m.bench_command(repeat=7, repeat_help="Timed rounds of the fast commands (ours, cp, the script), "
-                                       "interleaved.")
-@click.option("--repeat-slow", type=int, default=1, show_default=True,
-              help="Timed runs of speculators convert (after one warm-up).")
-@click.option("--cold/--no-cold", default=True, show_default=True,
-              help="Also time ours and cp with a cold page cache.")
+@m.bench_command(
+    repeat=7, repeat_help="Timed rounds of the fast commands (ours, cp, the script), interleaved."
+)
+@click.option(
+    "--repeat-slow",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Timed runs of speculators convert (after one warm-up).",
+)
+@click.option(
+    "--cold/--no-cold",
+    default=True,
+    show_default=True,
+    help="Also time ours and cp with a cold page cache.",
+)
 @click.option("--speculators/--no-speculators", "with_spec", default=True, show_default=True)
 def main(repeat, repeat_slow, cold, with_spec, config):
     py = sys.executable
@@ -269,14 +304,30 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     os.makedirs(work, exist_ok=True)
     for e in os.listdir(work):  # leftovers of an interrupted run
         rm(os.path.join(work, e))
-    out = {k: os.path.join(work, k) for k in ("ours", "oursfsync", "cp", "cpsync", "script",
-                                              "speculators", "ours-fp16", "script-fp16", "imports",
-                                              "ours-small", "cp-small")}
+    out = {
+        k: os.path.join(work, k)
+        for k in (
+            "ours",
+            "oursfsync",
+            "cp",
+            "cpsync",
+            "script",
+            "speculators",
+            "ours-fp16",
+            "script-fp16",
+            "imports",
+            "ours-small",
+            "cp-small",
+        )
+    }
+
     # every output folder and weightcheck's temporary/aside folders beside it
     def leftovers(name):
-        return [out[name]] + [os.path.join(work, e) for e in os.listdir(work)
-                              if e.startswith(f".{name}.weightcheck-tmp-")
-                              or e.startswith(f"{name}.weightcheck-tmp-")]
+        return [out[name]] + [
+            os.path.join(work, e)
+            for e in os.listdir(work)
+            if e.startswith(f".{name}.weightcheck-tmp-") or e.startswith(f"{name}.weightcheck-tmp-")
+        ]
 
     class Outs(dict):  # key -> its output paths, listed when asked (temporary folders come and go)
         def __missing__(self, key):
@@ -290,39 +341,99 @@ def main(repeat, repeat_slow, cold, with_spec, config):
 
     wc = [py, "-m", "weightcheck", "convert", src]
     rows = [  # key, label, cmd, imports torch (None: measure it)
-        ("ours", "weightcheck convert --to speculators",
-         [*wc, out["ours"], "--to", "speculators", "--force"], None),
+        (
+            "ours",
+            "weightcheck convert --to speculators",
+            [*wc, out["ours"], "--to", "speculators", "--force"],
+            None,
+        ),
         ("cp", "cp -r SRC OUT", ["cp", "-r", src, out["cp"]], "no"),
-        ("oursfsync", "weightcheck convert --to speculators --fsync",
-         [*wc, out["oursfsync"], "--to", "speculators", "--force", "--fsync"], None),
-        ("cpsync", "cp -r SRC OUT && sync OUT/model.safetensors",
-         ["sh", "-c", 'cp -r "$1" "$2" && sync "$2/model.safetensors"', "sh", src, out["cpsync"]],
-         "no"),
-        ("script", "script: load_file + rename + save_file",
-         [py, "-c", SCRIPT, src, out["script"]], "yes"),
+        (
+            "oursfsync",
+            "weightcheck convert --to speculators --fsync",
+            [*wc, out["oursfsync"], "--to", "speculators", "--force", "--fsync"],
+            None,
+        ),
+        (
+            "cpsync",
+            "cp -r SRC OUT && sync OUT/model.safetensors",
+            [
+                "sh",
+                "-c",
+                'cp -r "$1" "$2" && sync "$2/model.safetensors"',
+                "sh",
+                src,
+                out["cpsync"],
+            ],
+            "no",
+        ),
+        (
+            "script",
+            "script: load_file + rename + save_file",
+            [py, "-c", SCRIPT, src, out["script"]],
+            "yes",
+        ),
     ]
     # the same two commands on the scaled-down drafter, in the same rounds: what each costs
     # whatever the size (start-up, planning, the re-open), so the table can give bytes per
     # second apart from it (t = fixed + bytes / rate, from the two sizes)
     sizes = [
-        ("ours-small", "weightcheck convert --to speculators (small drafter)",
-         [py, "-m", "weightcheck", "convert", small, out["ours-small"], "--to", "speculators",
-          "--force"], None),
+        (
+            "ours-small",
+            "weightcheck convert --to speculators (small drafter)",
+            [
+                py,
+                "-m",
+                "weightcheck",
+                "convert",
+                small,
+                out["ours-small"],
+                "--to",
+                "speculators",
+                "--force",
+            ],
+            None,
+        ),
         ("cp-small", "cp -r SRC OUT (small drafter)", ["cp", "-r", small, out["cp-small"]], "no"),
     ]
     slow = []
     if with_spec:
         if not os.access(SPECULATORS, os.X_OK):
             sys.exit(f"{SPECULATORS} not found: pass --no-speculators")
-        slow.append(("speculators", "speculators convert --algorithm eagle3",
-                     ["env", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", SPECULATORS, "convert",
-                      src, "--algorithm", "eagle3", "--verifier", verifier,
-                      "--output-path", out["speculators"]], "yes"))
+        slow.append(
+            (
+                "speculators",
+                "speculators convert --algorithm eagle3",
+                [
+                    "env",
+                    "HF_HUB_OFFLINE=1",
+                    "TRANSFORMERS_OFFLINE=1",
+                    SPECULATORS,
+                    "convert",
+                    src,
+                    "--algorithm",
+                    "eagle3",
+                    "--verifier",
+                    verifier,
+                    "--output-path",
+                    out["speculators"],
+                ],
+                "yes",
+            )
+        )
     extra = [
-        ("ours-fp16", "weightcheck convert --to speculators --dtype fp16",
-         [*wc, out["ours-fp16"], "--to", "speculators", "--dtype", "fp16", "--force"], None),
-        ("script-fp16", "script: load_file + .half() + rename + save_file",
-         [py, "-c", SCRIPT, src, out["script-fp16"], "fp16"], "yes"),
+        (
+            "ours-fp16",
+            "weightcheck convert --to speculators --dtype fp16",
+            [*wc, out["ours-fp16"], "--to", "speculators", "--dtype", "fp16", "--force"],
+            None,
+        ),
+        (
+            "script-fp16",
+            "script: load_file + .half() + rename + save_file",
+            [py, "-c", SCRIPT, src, out["script-fp16"], "fp16"],
+            "yes",
+        ),
     ]
 
     results, digests, agree = {}, {}, {}
@@ -340,8 +451,11 @@ def main(repeat, repeat_slow, cold, with_spec, config):
             shutil.copytree(out[key], kept_ours)
 
     for group in (rows + sizes, extra):
-        print(f"  rounds: {', '.join(k for k, *_ in group)} x{repeat} (+1 warm-up), order "
-              f"rotated each round", file=sys.stderr)
+        print(
+            f"  rounds: {', '.join(k for k, *_ in group)} x{repeat} (+1 warm-up), order "
+            f"rotated each round",
+            file=sys.stderr,
+        )
         results.update(rounds({k: cmd for k, _, cmd, _ in group}, repeat, Outs(), check_output))
     if slow:  # one command per round: rounds() alone, with its own count
         results.update(rounds({k: cmd for k, _, cmd, _ in slow}, repeat_slow, Outs(), check_output))
@@ -352,17 +466,24 @@ def main(repeat, repeat_slow, cold, with_spec, config):
         elif key == "ours-small":  # renamed: the same (dtype, shape, bytes) under the new names
             agree[key] = "against the source, names aside: " + (
                 "identical tensors (dtypes, shapes, bytes)"
-                if sorted(small_digests.values()) == sorted(digests[key].values()) else "DIFFERENT")
+                if sorted(small_digests.values()) == sorted(digests[key].values())
+                else "DIFFERENT"
+            )
         elif key.startswith("cp"):  # a byte copy: against the source, names unchanged
             agree[key] = "against the source: " + same(src_digests, digests[key])
         elif key not in ("ours", "ours-fp16"):
-            agree[key] = same(digests["ours-fp16" if key.endswith("fp16") else "ours"], digests[key])
+            agree[key] = same(
+                digests["ours-fp16" if key.endswith("fp16") else "ours"], digests[key]
+            )
     rm(kept_ours)
     for key, label, cmd, torch_ in rows + sizes + slow + extra:
         r = results[key]
         r["torch"] = torch_ if torch_ is not None else r.get("torch")
-        print(f"  {label}: median {r['median']:.2f} s (min {r['min']:.2f}, max {r['max']:.2f}), "
-              f"peak RSS {m.mb(r['rss'])}; {agree.get(key, '')}", file=sys.stderr)
+        print(
+            f"  {label}: median {r['median']:.2f} s (min {r['min']:.2f}, max {r['max']:.2f}), "
+            f"peak RSS {m.mb(r['rss'])}; {agree.get(key, '')}",
+            file=sys.stderr,
+        )
 
     # imports torch? one more run of each of ours under python -X importtime (then delete)
     for key, _, cmd, torch_ in rows + extra:
@@ -377,67 +498,100 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     cold_res, cold_how = {}, None
     if cold:
         drop = can_drop_caches()
-        cold_how = ("sync; echo 3 > /proc/sys/vm/drop_caches before each run (everything cold: "
-                    "the source, Python, the modules)" if drop else
-                    "sync; posix_fadvise(POSIX_FADV_DONTNEED) on the source file before each run "
-                    "(/proc/sys/vm/drop_caches is not writable here): only the source file is "
-                    "cold, Python and its modules stay cached")
+        cold_how = (
+            "sync; echo 3 > /proc/sys/vm/drop_caches before each run (everything cold: "
+            "the source, Python, the modules)"
+            if drop
+            else "sync; posix_fadvise(POSIX_FADV_DONTNEED) on the source file before each run "
+            "(/proc/sys/vm/drop_caches is not writable here): only the source file is "
+            "cold, Python and its modules stay cached"
+        )
         left = []
 
         def before():
             evict([st], drop)
             left.append(resident(st))
 
-        cold_res = rounds({k: cmd for k, _, cmd, _ in rows[:2]}, repeat, Outs(), warmup=False,
-                          before=before)
+        cold_res = rounds(
+            {k: cmd for k, _, cmd, _ in rows[:2]}, repeat, Outs(), warmup=False, before=before
+        )
         for key, label, *_ in rows[:2]:
-            print(f"  cold {label}: median {cold_res[key]['median']:.2f} s, "
-                  f"runs {', '.join(f'{x:.2f}' for x in cold_res[key]['all'])}", file=sys.stderr)
+            print(
+                f"  cold {label}: median {cold_res[key]['median']:.2f} s, "
+                f"runs {', '.join(f'{x:.2f}' for x in cold_res[key]['all'])}",
+                file=sys.stderr,
+            )
         known = [x for x in left if x is not None]
-        cold_how += (f"; source bytes still cached after eviction (fincore): max "
-                     f"{max(known):,} of {size:,}" if known else "")
+        cold_how += (
+            f"; source bytes still cached after eviction (fincore): max {max(known):,} of {size:,}"
+            if known
+            else ""
+        )
 
     # ------------------------------------------------------------------------- report
     cp_t = results["cp"]["median"]
     ours_t = results["ours"]["median"]
 
     def row(key, label, r, base):
-        return [label, f"{r['median']:.2f}", f"{r['min']:.2f}", r["n"],
-                f"{gb / r['median']:.2f}", f"{cp_t / r['median']:.2f}x" if key != "ours-fp16" else "",
-                f"{r['median'] / base:.1f}x", m.mb(r["rss"]), r["torch"]]
+        return [
+            label,
+            f"{r['median']:.2f}",
+            f"{r['min']:.2f}",
+            r["n"],
+            f"{gb / r['median']:.2f}",
+            f"{cp_t / r['median']:.2f}x" if key != "ours-fp16" else "",
+            f"{r['median'] / base:.1f}x",
+            m.mb(r["rss"]),
+            r["torch"],
+        ]
 
-    heads = ["command", "median s", "min s", "runs", "GB/s", "cp time / this", "time / ours",
-             "peak RSS", "imports torch"]
+    heads = [
+        "command",
+        "median s",
+        "min s",
+        "runs",
+        "GB/s",
+        "cp time / this",
+        "time / ours",
+        "peak RSS",
+        "imports torch",
+    ]
     table = [row(k, lab, results[k], ours_t) for k, lab, *_ in rows + slow]
     fp16 = results["ours-fp16"]["median"]
     table_x = [r[:5] + r[6:] for r in (row(k, lab, results[k], fp16) for k, lab, *_ in extra)]
     mach = m.machine()
     print(f"\n## convert (rename only): full-size Kimi-K2 drafter ({config})\n")
-    print(f"Source: {st} — {gb:.2f} GB, specforge dialect -> speculators layout. Warm page cache "
-          f"(the source was just written or read; it stays cached); outputs deleted and `sync` "
-          f"before every run (untimed). {repeat} interleaved timed rounds after one warm-up round "
-          f"({repeat_slow} run(s) of speculators convert after one warm-up). GB/s = source size / "
-          f"median. Peak RSS: {m.RSS_METHOD}.\n")
+    print(
+        f"Source: {st} — {gb:.2f} GB, specforge dialect -> speculators layout. Warm page cache "
+        f"(the source was just written or read; it stays cached); outputs deleted and `sync` "
+        f"before every run (untimed). {repeat} interleaved timed rounds after one warm-up round "
+        f"({repeat_slow} run(s) of speculators convert after one warm-up). GB/s = source size / "
+        f"median. Peak RSS: {m.RSS_METHOD}.\n"
+    )
     print(tabulate(table, headers=heads, tablefmt="github"))
     c_all = results["cp"]["all"]
     o_all = results["ours"]["all"]
     per_round = [c / o for c, o in zip(c_all, o_all)]
-    print(f"\nEnd to end, weightcheck throughput / cp throughput: {cp_t / ours_t:.2f} by median, "
-          f"{results['cp']['min'] / results['ours']['min']:.2f} by min, "
-          f"{statistics.median(per_round):.2f} as the median of the rounds' ratios (target >= 0.8); "
-          f"per round: {', '.join(f'{x:.2f}' for x in per_round)}. "
-          f"With --fsync / cp + sync: {results['cpsync']['median'] / results['oursfsync']['median']:.2f}.")
+    print(
+        f"\nEnd to end, weightcheck throughput / cp throughput: {cp_t / ours_t:.2f} by median, "
+        f"{results['cp']['min'] / results['ours']['min']:.2f} by min, "
+        f"{statistics.median(per_round):.2f} as the median of the rounds' ratios (target >= 0.8); "
+        f"per round: {', '.join(f'{x:.2f}' for x in per_round)}. "
+        f"With --fsync / cp + sync: {results['cpsync']['median'] / results['oursfsync']['median']:.2f}."
+    )
     fit = {}
     for k in ("ours", "cp"):  # t = fixed + bytes / rate, through the two sizes' medians
         t_small, t_full = results[f"{k}-small"]["median"], results[k]["median"]
         fit[k] = (t_small, (size - small_size) / 1e9 / (t_full - t_small))
-    print(f"\nWhat the time is made of (both sizes in the same rounds; the small drafter is "
-          f"{small_size / 1e6:.1f} MB): weightcheck {fit['ours'][0]:.3f} s whatever the size "
-          f"(Python start-up, imports, planning, the safetensors library re-open, exit) + "
-          f"{fit['ours'][1]:.2f} GB/s while copying and verifying; cp {fit['cp'][0]:.3f} s + "
-          f"{fit['cp'][1]:.2f} GB/s. Per byte, weightcheck / cp: "
-          f"{fit['ours'][1] / fit['cp'][1]:.2f} (target >= 0.8); end to end on this "
-          f"{gb:.2f} GB file: {cp_t / ours_t:.2f}.")
+    print(
+        f"\nWhat the time is made of (both sizes in the same rounds; the small drafter is "
+        f"{small_size / 1e6:.1f} MB): weightcheck {fit['ours'][0]:.3f} s whatever the size "
+        f"(Python start-up, imports, planning, the safetensors library re-open, exit) + "
+        f"{fit['ours'][1]:.2f} GB/s while copying and verifying; cp {fit['cp'][0]:.3f} s + "
+        f"{fit['cp'][1]:.2f} GB/s. Per byte, weightcheck / cp: "
+        f"{fit['ours'][1] / fit['cp'][1]:.2f} (target >= 0.8); end to end on this "
+        f"{gb:.2f} GB file: {cp_t / ours_t:.2f}."
+    )
     print("\nEvery run, in seconds (round order):\n")
     for k, lab, *_ in rows + sizes:
         print(f"- {lab}: {', '.join(f'{x:.2f}' for x in results[k]['all'])}")
@@ -447,28 +601,53 @@ def main(repeat, repeat_slow, cold, with_spec, config):
     for k, v in agree.items():
         print(f"- {k}: {v}")
     if cfg_diff:
-        print("\nconfig.json fields where speculators convert and weightcheck convert differ "
-              "(source value in brackets):\n")
+        print(
+            "\nconfig.json fields where speculators convert and weightcheck convert differ "
+            "(source value in brackets):\n"
+        )
         for line in cfg_diff:
             print(f"- {line}")
     if cold_res:
         print(f"\nCold page cache ({cold_how}):\n")
-        ct = [[lab, f"{cold_res[k]['median']:.2f}", f"{cold_res[k]['min']:.2f}", cold_res[k]["n"],
-               f"{gb / cold_res[k]['median']:.2f}",
-               f"{cold_res['cp']['median'] / cold_res[k]['median']:.2f}x", m.mb(cold_res[k]["rss"])]
-              for k, lab, *_ in rows[:2]]
-        print(tabulate(ct, headers=["command", "median s", "min s", "runs", "GB/s",
-                                    "cp time / this", "peak RSS"], tablefmt="github"))
+        ct = [
+            [
+                lab,
+                f"{cold_res[k]['median']:.2f}",
+                f"{cold_res[k]['min']:.2f}",
+                cold_res[k]["n"],
+                f"{gb / cold_res[k]['median']:.2f}",
+                f"{cold_res['cp']['median'] / cold_res[k]['median']:.2f}x",
+                m.mb(cold_res[k]["rss"]),
+            ]
+            for k, lab, *_ in rows[:2]
+        ]
+        print(
+            tabulate(
+                ct,
+                headers=[
+                    "command",
+                    "median s",
+                    "min s",
+                    "runs",
+                    "GB/s",
+                    "cp time / this",
+                    "peak RSS",
+                ],
+                tablefmt="github",
+            )
+        )
         print("\nEvery cold run, in seconds (round order):\n")
         for k, lab, *_ in rows[:2]:
             print(f"- {lab}: {', '.join(f'{x:.2f}' for x in cold_res[k]['all'])}")
     spec_v = producers_version("speculators") if with_spec else "-"
     tf_v = producers_version("transformers") if with_spec else "-"
-    print(f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
-          f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}; "
-          f"speculators {spec_v}, transformers {tf_v} (venv {PRODUCERS}); "
-          f"{subprocess.run(['cp', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}; "
-          f"filesystem of bench/out: {fs_type(work)}. Date: {datetime.date.today().isoformat()}.")
+    print(
+        f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
+        f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}; "
+        f"speculators {spec_v}, transformers {tf_v} (venv {PRODUCERS}); "
+        f"{subprocess.run(['cp', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}; "
+        f"filesystem of bench/out: {fs_type(work)}. Date: {datetime.date.today().isoformat()}."
+    )
     try:
         os.rmdir(work)
     except OSError:

@@ -19,6 +19,7 @@ would be slower cold (it reads all 2.4 GB).
 
     python bench/bench_inspect.py [--repeat 5] [--config k2|k25]
 """
+
 from __future__ import annotations
 
 import datetime
@@ -30,10 +31,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tabulate import tabulate  # noqa: E402
-
 import _measure as m  # noqa: E402
 import make_full_drafter  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 LOAD_FILE = """
 import sys
@@ -83,30 +83,61 @@ def main(repeat, config):
         assert len(listed) == n_tensors, (label, len(listed), n_tensors)
 
     base = ours["median"]
-    table = [[label, f"{r['median']:.3f}", f"{r['min']:.3f}",
-              "1.0" if is_ours else f"{r['median'] / base:.1f}x",
-              m.mb(r["rss"]), "yes" if r["torch"] else "no"]
-             for (label, _, is_ours), r in ((row, results[row[0]]) for row in rows)]
+    table = [
+        [
+            label,
+            f"{r['median']:.3f}",
+            f"{r['min']:.3f}",
+            "1.0" if is_ours else f"{r['median'] / base:.1f}x",
+            m.mb(r["rss"]),
+            "yes" if r["torch"] else "no",
+        ]
+        for (label, _, is_ours), r in ((row, results[row[0]]) for row in rows)
+    ]
 
     flat = m.repeat([py, "-m", "weightcheck", "inspect", small, "--json"], repeat)
     mach = m.machine()
     print(f"\n## inspect: full-size Kimi-K2 drafter ({config})\n")
-    print(f"File: {st} — {size / 1e9:.2f} GB, {n_tensors} tensors, "
-          f"{report['totals']['parameters'] / 1e9:.2f} B parameters, dialect "
-          f"{report['dialect']['name']}. {repeat} timed runs each after one warm-up; "
-          "warm page cache (the file was just written/read; nothing drops the cache). "
-          f"Peak RSS: {m.RSS_METHOD}.\n")
-    print(tabulate(table, headers=["command", "median s", "min s", "time / ours", "peak RSS",
-                                   "imports torch"], tablefmt="github"))
+    print(
+        f"File: {st} — {size / 1e9:.2f} GB, {n_tensors} tensors, "
+        f"{report['totals']['parameters'] / 1e9:.2f} B parameters, dialect "
+        f"{report['dialect']['name']}. {repeat} timed runs each after one warm-up; "
+        "warm page cache (the file was just written/read; nothing drops the cache). "
+        f"Peak RSS: {m.RSS_METHOD}.\n"
+    )
+    print(
+        tabulate(
+            table,
+            headers=["command", "median s", "min s", "time / ours", "peak RSS", "imports torch"],
+            tablefmt="github",
+        )
+    )
     print("\nMemory flat in file size (weightcheck inspect --json, peak RSS):\n")
-    print(tabulate([["scaled-down drafter", f"{small_size / 1e6:.1f} MB", m.mb(flat["rss"]),
-                     f"{flat['median']:.3f}"],
-                    ["full-size drafter", f"{size / 1e9:.2f} GB", m.mb(ours["rss"]),
-                     f"{ours['median']:.3f}"]],
-                   headers=["input", "file size", "peak RSS", "median s"], tablefmt="github"))
-    print(f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
-          f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}. "
-          f"Date: {datetime.date.today().isoformat()}.")
+    print(
+        tabulate(
+            [
+                [
+                    "scaled-down drafter",
+                    f"{small_size / 1e6:.1f} MB",
+                    m.mb(flat["rss"]),
+                    f"{flat['median']:.3f}",
+                ],
+                [
+                    "full-size drafter",
+                    f"{size / 1e9:.2f} GB",
+                    m.mb(ours["rss"]),
+                    f"{ours['median']:.3f}",
+                ],
+            ],
+            headers=["input", "file size", "peak RSS", "median s"],
+            tablefmt="github",
+        )
+    )
+    print(
+        f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
+        f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}. "
+        f"Date: {datetime.date.today().isoformat()}."
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ records the seed, and the full size) nothing is rewritten, so repeated bench run
 
 OUT defaults to bench/out/<config>-<dialect>[-embed][-seedN] (bench/out/ is gitignored).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # synth: the t
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # synth: the test-data generator
 
 import click  # noqa: E402
-
 import synth  # noqa: E402
+
 from weightcheck.storage.writer import header_bytes  # noqa: E402
 
 CONFIGS = {"k2": "specforge-kimi-k2-eagle3.json", "k25": "specforge-kimi-k25-eagle3.json"}
@@ -54,8 +55,15 @@ def is_complete(path: str, header: bytes, size: int) -> bool:
 def make_small(config: str = "k2") -> str:
     """A few-MB drafter with the same config layout (hidden 256, vocab 16384), for the
     "memory flat in file size" rows of the benches."""
-    cfg = synth.scaled_config(load_config(config), hidden=256, intermediate=640,
-                              heads=4, head_dim=64, vocab=16384, draft_vocab=2000)
+    cfg = synth.scaled_config(
+        load_config(config),
+        hidden=256,
+        intermediate=640,
+        heads=4,
+        head_dim=64,
+        vocab=16384,
+        draft_vocab=2000,
+    )
     out = os.path.join(HERE, "out", f"{config}-small")
     synth.write_drafter(out, cfg, seed=1)
     return out
@@ -70,8 +78,14 @@ def full_and_small(config: str = "k2") -> tuple[str, int, str, int]:
     return st, os.path.getsize(st), small, os.path.getsize(os.path.join(small, "model.safetensors"))
 
 
-def make(out: str | None = None, config: str = "k2", dialect: str = "specforge",
-         embed: bool = False, seed: int = 0, quiet: bool = False) -> str:
+def make(
+    out: str | None = None,
+    config: str = "k2",
+    dialect: str = "specforge",
+    embed: bool = False,
+    seed: int = 0,
+    quiet: bool = False,
+) -> str:
     """Write (or reuse) the drafter; return its folder."""
     out = os.path.abspath(out or default_out(config, dialect, embed, seed))
     cfg = load_config(config)
@@ -93,16 +107,23 @@ def make(out: str | None = None, config: str = "k2", dialect: str = "specforge",
         os.replace(os.path.join(tmp, name), os.path.join(out, name))
     os.rmdir(tmp)
     dt = time.perf_counter() - t0
-    say(f"{path}: wrote {size / 1e9:.2f} GB ({len(tensors)} tensors) in {dt:.1f} s "
-        f"({size / 1e6 / dt:,.0f} MB/s)")
+    say(
+        f"{path}: wrote {size / 1e9:.2f} GB ({len(tensors)} tensors) in {dt:.1f} s "
+        f"({size / 1e6 / dt:,.0f} MB/s)"
+    )
     return out
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("out", required=False)
 @click.option("--config", type=click.Choice(sorted(CONFIGS)), default="k2", show_default=True)
-@click.option("--dialect", type=click.Choice(["specforge", "speculators"]), default="specforge",
-              show_default=True, help="Tensor names (the config stays the SpecForge one).")
+@click.option(
+    "--dialect",
+    type=click.Choice(["specforge", "speculators"]),
+    default="specforge",
+    show_default=True,
+    help="Tensor names (the config stays the SpecForge one).",
+)
 @click.option("--embed", is_flag=True, help="Also write embed_tokens [163840, 7168] (+2.35 GB).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def main(out, config, dialect, embed, seed):

@@ -8,6 +8,7 @@ The weights are deterministic pseudo-random bf16 (tests/synth.py, the test-data 
 
     python examples/make_examples.py [OUT_DIR]     # default: examples/out
 """
+
 import json
 import os
 import sys
@@ -21,8 +22,10 @@ import synth  # noqa: E402
 
 def main(out=None):
     out = out or os.path.join(HERE, "out")
-    for name, cfg_file, seed in (("kimi-k2-drafter", "specforge-kimi-k2-eagle3.json", 1),
-                                 ("kimi-k25-drafter", "specforge-kimi-k25-eagle3.json", 2)):
+    for name, cfg_file, seed in (
+        ("kimi-k2-drafter", "specforge-kimi-k2-eagle3.json", 1),
+        ("kimi-k25-drafter", "specforge-kimi-k25-eagle3.json", 2),
+    ):
         with open(os.path.join(HERE, "configs", cfg_file)) as f:
             cfg = synth.scaled_config(json.load(f))
         synth.write_drafter(os.path.join(out, name), cfg, seed=seed)

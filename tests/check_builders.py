@@ -4,6 +4,7 @@ Checkpoints are edited at the byte level (safetensors headers read with weightch
 reader, tensors re-written with weightcheck.storage.writer), so a test states exactly which
 name, shape, dtype or value it breaks and nothing else changes.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ import shutil
 import struct
 
 from conftest import PRODUCERS, run_cli
+
 from weightcheck.storage.header import read_local_header
 from weightcheck.storage.writer import OutTensor, write_file
 
@@ -28,9 +30,12 @@ def read_tensors(path) -> list[OutTensor]:
         path = path / "model.safetensors"
     h = read_local_header(str(path))
     raw = path.read_bytes()
-    return [OutTensor(t.name, t.dtype, tuple(t.shape),
-                      raw[h.data_start + t.begin:h.data_start + t.end])
-            for t in h.tensors.values()]
+    return [
+        OutTensor(
+            t.name, t.dtype, tuple(t.shape), raw[h.data_start + t.begin : h.data_start + t.end]
+        )
+        for t in h.tensors.values()
+    ]
 
 
 def tensor_map(path) -> dict[str, OutTensor]:
@@ -47,8 +52,11 @@ def write_checkpoint(folder, cfg: dict | None, tensors, metadata=None) -> pathli
     folder.mkdir(parents=True, exist_ok=True)
     if cfg is not None:
         (folder / "config.json").write_text(json.dumps(cfg, indent=2))
-    write_file(str(folder / "model.safetensors"), list(tensors),
-               {"format": "pt"} if metadata is None else metadata)
+    write_file(
+        str(folder / "model.safetensors"),
+        list(tensors),
+        {"format": "pt"} if metadata is None else metadata,
+    )
     return folder
 
 
@@ -83,15 +91,18 @@ def copy_fixture(name: str, out) -> pathlib.Path:
     return out
 
 
-def write_sharded(folder, cfg: dict, tensors, split: int, weight_map_edit=None,
-                  total_size_delta: int = 0) -> pathlib.Path:
+def write_sharded(
+    folder, cfg: dict, tensors, split: int, weight_map_edit=None, total_size_delta: int = 0
+) -> pathlib.Path:
     """Two shards (tensors[:split], tensors[split:]) and a model.safetensors.index.json, edited by
     ``weight_map_edit(weight_map)`` and ``total_size_delta`` to make it lie."""
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(cfg, indent=2))
-    shards = {"model-00001-of-00002.safetensors": tensors[:split],
-              "model-00002-of-00002.safetensors": tensors[split:]}
+    shards = {
+        "model-00001-of-00002.safetensors": tensors[:split],
+        "model-00002-of-00002.safetensors": tensors[split:],
+    }
     weight_map = {}
     for fname, part in shards.items():
         write_file(str(folder / fname), part, {"format": "pt"})
@@ -100,7 +111,8 @@ def write_sharded(folder, cfg: dict, tensors, split: int, weight_map_edit=None,
         weight_map_edit(weight_map)
     total = sum(t.nbytes for t in tensors) + total_size_delta
     (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+    )
     return folder
 
 
@@ -117,7 +129,7 @@ def target_head_rows(ids) -> bytes:
     """The target-llama lm_head rows at target ids ``ids``, as bytes (BF16 [len(ids), 64])."""
     head = tensor_map(TARGET)["lm_head.weight"]
     row = len(head.data) // head.shape[0]
-    return b"".join(head.data[i * row:(i + 1) * row] for i in ids)
+    return b"".join(head.data[i * row : (i + 1) * row] for i in ids)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +167,7 @@ def with_value(t: OutTensor, value: float, at: int | None = None) -> OutTensor:
     if at is None:
         return OutTensor(t.name, t.dtype, t.shape, const_bytes(t.dtype, value, numel(t.shape)))
     data = bytearray(t.data)
-    data[at * size:(at + 1) * size] = const_bytes(t.dtype, value, 1)
+    data[at * size : (at + 1) * size] = const_bytes(t.dtype, value, 1)
     return OutTensor(t.name, t.dtype, t.shape, bytes(data))
 
 

@@ -1,4 +1,5 @@
 """Shared test helpers: run the CLI in-process, build synthetic drafters, find the fixtures."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,14 @@ def run_subprocess(*args, env=None, timeout=120) -> Result:
     """Run ``python -m weightcheck ARGS`` in a fresh interpreter (for import-level checks)."""
     e = dict(os.environ)
     e.update(env or {})
-    p = subprocess.run([sys.executable, "-m", "weightcheck", *map(str, args)], capture_output=True,
-                       text=True, env=e, timeout=timeout, cwd=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-m", "weightcheck", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=timeout,
+        cwd=str(ROOT),
+    )
     return Result(p.returncode, p.stdout, p.stderr)
 
 
@@ -59,6 +66,7 @@ K25 = "specforge-kimi-k25-eagle3.json"
 def tiny_cfg():
     """The Kimi-K2 SpecForge drafter config scaled down (hidden 128, vocab 2048, draft 400)."""
     import synth
+
     return synth.scaled_config(load_config(K2))
 
 
@@ -72,6 +80,7 @@ def make_drafter(tmp_path):
         out = tmp_path / name
         synth.write_drafter(str(out), cfg, dialect=dialect, **kw)
         return out
+
     return make
 
 

@@ -4,6 +4,7 @@ Tensor bytes are read back with the safetensors library itself (``safe_open``, t
 each tensor viewed as raw bytes), never with weightcheck's own reader, so a test compares what an
 engine would load with what the source holds.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +13,9 @@ import os
 import pathlib
 import struct
 
-from conftest import PRODUCERS, run_cli
 import synth
+from conftest import PRODUCERS, run_cli
+
 from weightcheck.storage.writer import OutTensor, write_file
 
 TARGET = PRODUCERS / "target-llama"
@@ -21,9 +23,15 @@ TMP_MARK = ".weightcheck-tmp-"
 # the engine each destination is checked with (speculators configs are served by vLLM)
 ENGINE_OF = {"sglang": "sglang", "vllm": "vllm", "speculators": "vllm"}
 # the engine whose aux-id convention a producer's drafters carry (docs/engines.md §3)
-TRAINED_WITH = {"specforge-sglang": "sglang", "specforge-hf": "sglang", "modelopt": "sglang",
-                "modelopt-default-aux": "sglang", "modelopt-fullvocab-fp32": "sglang",
-                "speculators-train": "vllm", "speculators-convert": "vllm"}
+TRAINED_WITH = {
+    "specforge-sglang": "sglang",
+    "specforge-hf": "sglang",
+    "modelopt": "sglang",
+    "modelopt-default-aux": "sglang",
+    "modelopt-fullvocab-fp32": "sglang",
+    "speculators-train": "vllm",
+    "speculators-convert": "vllm",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,7 +94,7 @@ def aux_ids(cfg: dict):
 
 def canon(name: str) -> str:
     """midlayer.* and layers.0.* are the same tensors (the only rename the three layouts need)."""
-    return "midlayer." + name[len("layers.0."):] if name.startswith("layers.0.") else name
+    return "midlayer." + name[len("layers.0.") :] if name.startswith("layers.0.") else name
 
 
 def weight_files(folder) -> list[pathlib.Path]:
@@ -143,8 +151,11 @@ def snapshot(folder) -> dict:
                 out[str(p.relative_to(folder))] = "dir-link"
                 continue
             st = p.stat()
-            out[str(p.relative_to(folder))] = (hashlib.sha256(p.read_bytes()).hexdigest(),
-                                              st.st_size, st.st_mtime_ns)
+            out[str(p.relative_to(folder))] = (
+                hashlib.sha256(p.read_bytes()).hexdigest(),
+                st.st_size,
+                st.st_mtime_ns,
+            )
     return out
 
 
@@ -155,24 +166,47 @@ def leftovers(parent) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # building inputs
-def write_target(folder, model_type: str, layers: int, hidden: int = 128, vocab: int = 2048,
-                 architecture: str = "LlamaForCausalLM", seed: int = 11) -> pathlib.Path:
+def write_target(
+    folder,
+    model_type: str,
+    layers: int,
+    hidden: int = 128,
+    vocab: int = 2048,
+    architecture: str = "LlamaForCausalLM",
+    seed: int = 11,
+) -> pathlib.Path:
     """A target model as weightcheck reads one: config.json plus a safetensors file holding the
     embedding and lm_head (and a norm), with deterministic BF16 values."""
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = {"architectures": [architecture], "model_type": model_type, "num_hidden_layers": layers,
-           "hidden_size": hidden, "vocab_size": vocab, "intermediate_size": 4 * hidden,
-           "num_attention_heads": 4, "num_key_value_heads": 4, "torch_dtype": "bfloat16",
-           "tie_word_embeddings": False}
+    cfg = {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "num_hidden_layers": layers,
+        "hidden_size": hidden,
+        "vocab_size": vocab,
+        "intermediate_size": 4 * hidden,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+    }
     (folder / "config.json").write_text(json.dumps(cfg, indent=2))
     n = vocab * hidden * 2
-    tensors = [OutTensor("model.embed_tokens.weight", "BF16", (vocab, hidden),
-                         synth.random_data("BF16", n, seed)),
-               OutTensor("model.norm.weight", "BF16", (hidden,),
-                         synth.random_data("BF16", hidden * 2, seed + 1, near_one=True)),
-               OutTensor("lm_head.weight", "BF16", (vocab, hidden),
-                         synth.random_data("BF16", n, seed + 2))]
+    tensors = [
+        OutTensor(
+            "model.embed_tokens.weight", "BF16", (vocab, hidden), synth.random_data("BF16", n, seed)
+        ),
+        OutTensor(
+            "model.norm.weight",
+            "BF16",
+            (hidden,),
+            synth.random_data("BF16", hidden * 2, seed + 1, near_one=True),
+        ),
+        OutTensor(
+            "lm_head.weight", "BF16", (vocab, hidden), synth.random_data("BF16", n, seed + 2)
+        ),
+    ]
     write_file(str(folder / "model.safetensors"), tensors, {"format": "pt"})
     return folder
 

@@ -11,6 +11,7 @@
   signal right after ``os.rename`` moved that path (or onto that path). Nothing in weightcheck is
   changed; the fault lands at an exact point instead of a random one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -72,7 +73,8 @@ class OpenAudit:
         roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(ROOT / "weightcheck")}
         roots |= {p for p in sys.path if p and "site-packages" in p}
         return real.endswith((".py", ".pyc", ".so", ".pth")) or any(
-            real == r or real.startswith(r.rstrip("/") + "/") for r in map(os.path.realpath, roots))
+            real == r or real.startswith(r.rstrip("/") + "/") for r in map(os.path.realpath, roots)
+        )
 
     def outside(self, *allowed_roots, writes_only: bool = False) -> list[str]:
         """Opened paths (resolved: symlinks followed) in none of ``allowed_roots``."""
@@ -118,8 +120,12 @@ def tmpfs(path, size: str = "20m", readonly: bool = False):
     path.mkdir(parents=True, exist_ok=True)
     opts = f"size={size}" + (",ro" if readonly else "")
     try:
-        p = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)],
-                           capture_output=True, text=True, timeout=20)
+        p = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         yield None
         return
@@ -133,8 +139,12 @@ def tmpfs(path, size: str = "20m", readonly: bool = False):
 
 
 def remount(path, readonly: bool) -> None:
-    subprocess.run(["mount", "-o", f"remount,{'ro' if readonly else 'rw'}", str(path)],
-                   check=True, capture_output=True, timeout=20)
+    subprocess.run(
+        ["mount", "-o", f"remount,{'ro' if readonly else 'rw'}", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=20,
+    )
 
 
 def fill(path, leave_bytes: int) -> None:
@@ -145,7 +155,7 @@ def fill(path, leave_bytes: int) -> None:
     with open(os.path.join(path, "filler"), "wb") as f:
         block = b"\0" * (1 << 20)
         while n > 0:
-            k = f.write(block[:min(n, len(block))])
+            k = f.write(block[: min(n, len(block))])
             n -= k
 
 
@@ -161,13 +171,15 @@ def _inject_main() -> None:
 
     def rename(a, b, *args, **kwargs):
         real_rename(a, b, *args, **kwargs)
-        if (src and os.path.abspath(a) == os.path.abspath(src)) or \
-                (dst and os.path.abspath(b) == os.path.abspath(dst)):
+        if (src and os.path.abspath(a) == os.path.abspath(src)) or (
+            dst and os.path.abspath(b) == os.path.abspath(dst)
+        ):
             os.kill(os.getpid(), sig)
 
     os.rename = rename
     sys.path.insert(0, str(ROOT))
     from weightcheck.cli import main
+
     sys.argv = ["weightcheck", *sys.argv[1:]]
     main()
 
@@ -176,8 +188,14 @@ def run_injected(*args, env: dict, timeout: float = 120):
     """``python tests/hardening_helpers.py ARGS`` (weightcheck with the injected fault)."""
     e = dict(os.environ)
     e.update(env)
-    p = subprocess.run([sys.executable, __file__, *map(str, args)], capture_output=True, text=True,
-                       env=e, timeout=timeout, cwd=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, __file__, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=timeout,
+        cwd=str(ROOT),
+    )
     return p
 
 

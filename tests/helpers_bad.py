@@ -3,6 +3,7 @@
 Malformed safetensors files are written by hand here (8-byte little-endian length + JSON + data,
 with struct), never taken from opaque binaries, so each test shows exactly what is wrong.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,8 +12,9 @@ import os
 import pathlib
 import struct
 
-from weightcheck.model import dialects
 import synth
+
+from weightcheck.model import dialects
 from weightcheck.storage.writer import OutTensor, write_file
 
 
@@ -80,7 +82,11 @@ def tree_digest(root) -> dict:
             elif p.is_dir():
                 out[rel] = ("dir", None, None)
             else:
-                out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+                out[rel] = (
+                    "file",
+                    hashlib.sha256(p.read_bytes()).hexdigest(),
+                    p.stat().st_mtime_ns,
+                )
     return out
 
 
@@ -128,13 +134,21 @@ def torch_state_dict(cfg: dict, rename=lambda n: n, **kw) -> dict:
     """The synthetic drafter as a torch state dict (same bytes as the safetensors version)."""
     import torch
 
-    dt = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32,
-          "I64": torch.int64, "BOOL": torch.bool}
+    dt = {
+        "BF16": torch.bfloat16,
+        "F16": torch.float16,
+        "F32": torch.float32,
+        "I64": torch.int64,
+        "BOOL": torch.bool,
+    }
     out = {}
     for t in canonical_tensors(cfg, **kw):
         buf = bytearray(tensor_bytes(t))
-        x = torch.frombuffer(buf, dtype=dt[t.dtype]).reshape(t.shape).clone() if buf \
+        x = (
+            torch.frombuffer(buf, dtype=dt[t.dtype]).reshape(t.shape).clone()
+            if buf
             else torch.empty(t.shape, dtype=dt[t.dtype])
+        )
         new = rename(t.name)
         if new is not None:
             out[new] = x

@@ -54,7 +54,15 @@ LFS_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt")
 _CHUNK = 64 * 1024
 _REPO_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
-_API_KEYWORDS = {"revision", "tree", "paths-info", "refs", "resolve", "commits", "safetensors-metadata"}
+_API_KEYWORDS = {
+    "revision",
+    "tree",
+    "paths-info",
+    "refs",
+    "resolve",
+    "commits",
+    "safetensors-metadata",
+}
 _SHA1_RE = re.compile(r"[0-9a-f]{40}")
 _RANGE_RE = re.compile(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", re.IGNORECASE)
 
@@ -171,7 +179,10 @@ def _blob_from(source: bytes | bytearray | memoryview | str | os.PathLike) -> _B
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         return _Blob(
-            size=len(data), sha256=hashlib.sha256(data).hexdigest(), git_sha1=_git_blob_sha1(data), data=data
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            git_sha1=_git_blob_sha1(data),
+            data=data,
         )
     if isinstance(source, str):
         raise TypeError("file content must be bytes or pathlib.Path (str is ambiguous)")
@@ -259,7 +270,9 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Reply(Exception):
     """Raised inside a handler to send a short (error) response."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, headers: dict | None = None):
+    def __init__(
+        self, status: int, message: str, code: str | None = None, headers: dict | None = None
+    ):
         super().__init__(message)
         self.status, self.message, self.code, self.headers = status, message, code, headers or {}
 
@@ -351,7 +364,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._reset_after = rule.value
             rule = hub._take("fail", method, decoded)
             if rule is not None:
-                raise _Reply(rule.value, f"Injected failure ({rule.value})", headers={"X-Injected-Fault": "1"})
+                raise _Reply(
+                    rule.value,
+                    f"Injected failure ({rule.value})",
+                    headers={"X-Injected-Fault": "1"},
+                )
             self._route(raw_path)
         except _Reply as r:
             self._send_error(r)
@@ -444,7 +461,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _start(self, status: int, headers: Mapping[str, str], length: int) -> None:
         self._rec.status = status
         self.send_response(status)
-        request_id = self.headers.get("X-Amzn-Trace-Id") or self.headers.get("X-Request-Id") or str(uuid.uuid4())
+        request_id = (
+            self.headers.get("X-Amzn-Trace-Id")
+            or self.headers.get("X-Request-Id")
+            or str(uuid.uuid4())
+        )
         self.send_header("X-Request-Id", request_id)
         for k, v in headers.items():
             self.send_header(k, str(v))
@@ -489,7 +510,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, obj: Any, headers: Mapping[str, str] | None = None) -> None:
         body = json.dumps(obj).encode()
-        self._start(200, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, len(body))
+        self._start(
+            200, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, len(body)
+        )
         self._write(body)
 
     def _send_blob(self, blob: _Blob, headers: dict[str, str], filename: str) -> None:
@@ -497,10 +520,16 @@ class _Handler(BaseHTTPRequestHandler):
         headers["Accept-Ranges"] = "bytes"
         headers["Content-Type"] = "application/octet-stream"
         base = filename.rsplit("/", 1)[-1]
-        headers["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(base)}; filename=\"{base}\";"
+        headers["Content-Disposition"] = (
+            f"inline; filename*=UTF-8''{quote(base)}; filename=\"{base}\";"
+        )
         rng = _parse_range(self.headers.get("Range"), blob.size)
         if rng == "unsatisfiable":
-            raise _Reply(416, "Requested Range Not Satisfiable", headers={"Content-Range": f"bytes */{blob.size}"})
+            raise _Reply(
+                416,
+                "Requested Range Not Satisfiable",
+                headers={"Content-Range": f"bytes */{blob.size}"},
+            )
         if rng is None:
             start, end, status = 0, blob.size - 1, 200
         else:
@@ -523,7 +552,9 @@ class _Handler(BaseHTTPRequestHandler):
             f = commit.files.get(path)
             redirect = hub._redirect_to
         if f is None:
-            raise _Reply(404, "Entry not found", "EntryNotFound", headers={"X-Repo-Commit": commit.sha})
+            raise _Reply(
+                404, "Entry not found", "EntryNotFound", headers={"X-Repo-Commit": commit.sha}
+            )
         headers = {"X-Repo-Commit": commit.sha}
         if f.lfs:
             headers["ETag"] = f'"{f.blob.sha256}"'
@@ -591,7 +622,11 @@ class _Handler(BaseHTTPRequestHandler):
                 s["size"] = f.blob.size
                 s["blobId"] = f.oid
                 if f.lfs:
-                    s["lfs"] = {"sha256": f.blob.sha256, "size": f.blob.size, "pointerSize": len(f.pointer)}
+                    s["lfs"] = {
+                        "sha256": f.blob.sha256,
+                        "size": f.blob.size,
+                        "pointerSize": len(f.pointer),
+                    }
             siblings.append(s)
         params: dict[str, int] = defaultdict(int)
         for p, f in commit.files.items():
@@ -626,7 +661,11 @@ class _Handler(BaseHTTPRequestHandler):
         if f is not None:
             e: dict[str, Any] = {"type": "file", "oid": f.oid, "size": f.blob.size, "path": path}
             if f.lfs:
-                e["lfs"] = {"oid": f.blob.sha256, "size": f.blob.size, "pointerSize": len(f.pointer)}
+                e["lfs"] = {
+                    "oid": f.blob.sha256,
+                    "size": f.blob.size,
+                    "pointerSize": len(f.pointer),
+                }
             if expand:
                 e["lastCommit"] = last
             return e
@@ -634,7 +673,11 @@ class _Handler(BaseHTTPRequestHandler):
         children = sorted((p, c.oid) for p, c in commit.files.items() if p.startswith(prefix))
         if not children:
             return None
-        e = {"type": "directory", "oid": hashlib.sha1(repr(children).encode()).hexdigest(), "path": path}
+        e = {
+            "type": "directory",
+            "oid": hashlib.sha1(repr(children).encode()).hexdigest(),
+            "path": path,
+        }
         if expand:
             e["lastCommit"] = last
         return e
@@ -644,7 +687,12 @@ class _Handler(BaseHTTPRequestHandler):
         expand = self._params.get("expand", "").lower() in ("1", "true")
         prefix = path + "/" if path else ""
         if path and self._entry(commit, path, False) is None:
-            raise _Reply(404, f"Entry not found: {path}", "EntryNotFound", headers={"X-Repo-Commit": commit.sha})
+            raise _Reply(
+                404,
+                f"Entry not found: {path}",
+                "EntryNotFound",
+                headers={"X-Repo-Commit": commit.sha},
+            )
         names: set[str] = set()
         for p in commit.files:
             if not p.startswith(prefix):
@@ -664,7 +712,10 @@ class _Handler(BaseHTTPRequestHandler):
             paths, expand = data.get("paths", []), bool(data.get("expand"))
         else:
             form = parse_qs(self._body.decode(), keep_blank_values=True)
-            paths, expand = form.get("paths", []), form.get("expand", ["false"])[-1].lower() in ("1", "true")
+            paths, expand = (
+                form.get("paths", []),
+                form.get("expand", ["false"])[-1].lower() in ("1", "true"),
+            )
         if isinstance(paths, str):
             paths = [paths]
         out = []
@@ -762,7 +813,10 @@ class HubServer:
         self._httpd = httpd
         self.url = f"http://127.0.0.1:{httpd.server_address[1]}"
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"HubServer{self.url}", daemon=True
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"HubServer{self.url}",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -824,21 +878,30 @@ class HubServer:
                 repo.private = bool(private)
             parent = repo.branches.get(revision)
             entries = {
-                p: _File(path=p, blob=b, lfs=p.endswith(tuple(self.lfs_suffixes))) for p, b in built.items()
+                p: _File(path=p, blob=b, lfs=p.endswith(tuple(self.lfs_suffixes)))
+                for p, b in built.items()
             }
-            h = hashlib.sha1(f"{repo_type}/{repo_id}\0{parent}\0{revision}\0{len(repo.commits)}\0".encode())
+            h = hashlib.sha1(
+                f"{repo_type}/{repo_id}\0{parent}\0{revision}\0{len(repo.commits)}\0".encode()
+            )
             for p in sorted(entries):
                 h.update(f"{p}\0{entries[p].oid}\0".encode())
             sha = h.hexdigest()
             repo.commits[sha] = _Commit(
-                sha=sha, files=entries, parent=parent, title=f"Commit {len(repo.commits) + 1}", date=_now_iso()
+                sha=sha,
+                files=entries,
+                parent=parent,
+                title=f"Commit {len(repo.commits) + 1}",
+                date=_now_iso(),
             )
             repo.branches[revision] = sha
             for tag in tags:
                 repo.tags[tag] = sha
         return sha
 
-    def add_tag(self, repo_id: str, tag: str, revision: str = "main", repo_type: str = "model") -> str:
+    def add_tag(
+        self, repo_id: str, tag: str, revision: str = "main", repo_type: str = "model"
+    ) -> str:
         """Point ``tag`` at the commit ``revision`` currently resolves to; returns that commit sha."""
         with self._lock:
             repo = self._repos[(repo_type, repo_id)]
@@ -848,7 +911,9 @@ class HubServer:
             repo.tags[tag] = commit.sha
             return commit.sha
 
-    def file_url(self, repo_id: str, path: str, revision: str = "main", repo_type: str = "model") -> str:
+    def file_url(
+        self, repo_id: str, path: str, revision: str = "main", repo_type: str = "model"
+    ) -> str:
         """The /resolve/ URL of a file (what ``huggingface_hub.hf_hub_url`` builds)."""
         return f"{self.url}/{_URL_PREFIX[repo_type]}{repo_id}/resolve/{quote(revision, safe='')}/{quote(path)}"
 
@@ -864,11 +929,18 @@ class HubServer:
             return [
                 r
                 for r in self.requests
-                if path_substring in unquote(r.path) and (method is None or r.method == method.upper())
+                if path_substring in unquote(r.path)
+                and (method is None or r.method == method.upper())
             ]
 
     # ---- fault injection ----
-    def fail_next(self, path_substring: str, status: int = 500, times: int | None = 1, method: str | None = None):
+    def fail_next(
+        self,
+        path_substring: str,
+        status: int = 500,
+        times: int | None = 1,
+        method: str | None = None,
+    ):
         """The next ``times`` requests whose (decoded) path contains ``path_substring`` get ``status`` (JSON error)."""
         self._add_rule("fail", _Rule(path_substring, times, method, value=status))
 
@@ -941,7 +1013,12 @@ class HubServer:
 # --------------------------------------------------------------------------------------------------
 
 
-def hf_env(server: HubServer | str, hf_home: os.PathLike | str, base: Mapping[str, str] | None = None, **extra):
+def hf_env(
+    server: HubServer | str,
+    hf_home: os.PathLike | str,
+    base: Mapping[str, str] | None = None,
+    **extra,
+):
     """Environment for a SUBPROCESS running huggingface_hub against ``server`` (env is read at import).
 
     Sets HF_ENDPOINT and HF_HOME (cache = HF_HOME/hub, token file = HF_HOME/token), removes inherited token /
@@ -950,7 +1027,10 @@ def hf_env(server: HubServer | str, hf_home: os.PathLike | str, base: Mapping[st
     ``int(value)`` at import, so "0.5" crashes the import)."""
     env = dict(os.environ if base is None else base)
     for var in list(env):
-        if var.startswith(("HF_", "HUGGINGFACE_")) or var in ("TRANSFORMERS_OFFLINE", "DO_NOT_TRACK"):
+        if var.startswith(("HF_", "HUGGINGFACE_")) or var in (
+            "TRANSFORMERS_OFFLINE",
+            "DO_NOT_TRACK",
+        ):
             del env[var]
     env.update(
         HF_ENDPOINT=server.url if isinstance(server, HubServer) else str(server),
@@ -981,12 +1061,22 @@ def patch_hf_hub(monkeypatch, endpoint: str, hf_home: os.PathLike | str) -> None
     endpoint = endpoint.rstrip("/")
     hf_home = str(hf_home)
     cache = os.path.join(hf_home, "hub")
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    for var in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_HUB_CACHE",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     monkeypatch.setenv("HF_HOME", hf_home)
     monkeypatch.setattr(constants, "ENDPOINT", endpoint)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        endpoint + "/{repo_id}/resolve/{revision}/{filename}",
+    )
     monkeypatch.setattr(hf_api.api, "endpoint", endpoint)
     monkeypatch.setattr(constants, "HF_HOME", hf_home)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)

@@ -4,6 +4,7 @@ The weights are deterministic pseudo-random values of sane magnitude (never NaN/
 1 (but not exactly 1), and a valid d2t/t2d pair; no torch or numpy needed, and a full-size Kimi-K2
 drafter (2.4 GB) is written at disk speed.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,7 @@ import random
 import struct
 
 from weightcheck.model import config as config_mod
-from weightcheck.model import dialects
-from weightcheck.model import inventory
+from weightcheck.model import dialects, inventory
 from weightcheck.storage.header import CONFIG_DTYPES
 from weightcheck.storage.writer import OutTensor, write_file
 
@@ -53,13 +53,15 @@ def _random_block(dtype: str, rng: random.Random, n: int, near_one: bool = False
 
 def random_data(dtype: str, nbytes: int, seed: int, near_one: bool = False):
     """A data callable for OutTensor producing ``nbytes`` deterministic bytes."""
+
     def produce(write):
         rng = random.Random(seed)
         left = nbytes
         block = _random_block(dtype, rng, min(_BLOCK, nbytes), near_one) if nbytes else b""
         while left > 0:
-            write(block[:min(left, len(block))])
+            write(block[: min(left, len(block))])
             left -= len(block)
+
     return produce
 
 
@@ -74,8 +76,9 @@ def vocab_maps(vocab: int, draft_vocab: int, seed: int = 0) -> tuple[bytes, byte
     return d2t, bytes(t2d)
 
 
-def drafter_tensors(cfg: dict, dialect: str = "specforge", seed: int = 0,
-                    include_embed: bool = False, skip=()) -> list[OutTensor]:
+def drafter_tensors(
+    cfg: dict, dialect: str = "specforge", seed: int = 0, include_embed: bool = False, skip=()
+) -> list[OutTensor]:
     """Every tensor the config's inventory expects, named in ``dialect``."""
     norm = config_mod.normalize(cfg)
     arch = inventory.by_name("llama_eagle3")
@@ -102,14 +105,23 @@ def drafter_tensors(cfg: dict, dialect: str = "specforge", seed: int = 0,
         elif name == "t2d":
             t.data = t2d
         else:
-            near_one = name.endswith("norm.weight") or ".fc_norm." in name or name.startswith("fc_norm.")
+            near_one = (
+                name.endswith("norm.weight") or ".fc_norm." in name or name.startswith("fc_norm.")
+            )
             t.data = random_data(dtype, t.nbytes, seed * 1000 + i, near_one)
         out.append(t)
     return out
 
 
-def write_drafter(out_dir: str, cfg: dict, dialect: str = "specforge", seed: int = 0,
-                  include_embed: bool = False, skip=(), metadata=None) -> str:
+def write_drafter(
+    out_dir: str,
+    cfg: dict,
+    dialect: str = "specforge",
+    seed: int = 0,
+    include_embed: bool = False,
+    skip=(),
+    metadata=None,
+) -> str:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
@@ -120,14 +132,31 @@ def write_drafter(out_dir: str, cfg: dict, dialect: str = "specforge", seed: int
     return path
 
 
-def scaled_config(cfg: dict, hidden: int = 128, intermediate: int = 320, heads: int = 4,
-                  head_dim: int = 32, vocab: int = 2048, draft_vocab: int = 400) -> dict:
+def scaled_config(
+    cfg: dict,
+    hidden: int = 128,
+    intermediate: int = 320,
+    heads: int = 4,
+    head_dim: int = 32,
+    vocab: int = 2048,
+    draft_vocab: int = 400,
+) -> dict:
     """A copy of a real drafter config with its sizes scaled down (key layout kept as it is)."""
     out = json.loads(json.dumps(cfg))
-    kvh = heads if cfg.get("num_key_value_heads") == cfg.get("num_attention_heads") else max(1, heads // 4)
-    sizes = {"hidden_size": hidden, "intermediate_size": intermediate, "num_attention_heads": heads,
-             "num_key_value_heads": kvh, "head_dim": head_dim, "vocab_size": vocab,
-             "draft_vocab_size": draft_vocab}
+    kvh = (
+        heads
+        if cfg.get("num_key_value_heads") == cfg.get("num_attention_heads")
+        else max(1, heads // 4)
+    )
+    sizes = {
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kvh,
+        "head_dim": head_dim,
+        "vocab_size": vocab,
+        "draft_vocab_size": draft_vocab,
+    }
     layer = out.get("transformer_layer_config")
     for k, v in sizes.items():
         if k in out:

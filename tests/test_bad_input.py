@@ -2,6 +2,7 @@
 
 Every malformed file is written here by hand (struct + JSON); see helpers_bad.st_bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,17 +11,19 @@ import pickle
 import struct
 
 import pytest
+from conftest import run_cli, run_subprocess
+from helpers_bad import assert_bad_input, entry, st_bytes, tiny_st, write_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_cli, run_subprocess
-from helpers_bad import assert_bad_input, entry, st_bytes, tiny_st, write_bytes
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import MAX_HEADER_BYTES, parse_header, read_local_header
 
 F32_1 = entry("F32", [1], 0, 4)
-DUP_RAW = (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
-           b'"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}')
+DUP_RAW = (
+    b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+    b'"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+)
 
 # (id, file bytes, fragment the one-line error must contain, does the safetensors library also
 # refuse it?) -- the last column proves each hand-made file is really malformed, not just
@@ -29,13 +32,26 @@ MALFORMED = [
     ("empty-file", b"", "only 0 bytes", True),
     ("fewer-than-8-bytes", b"\x10\x00\x00", "only 3 bytes", True),
     ("header-length-zero", struct.pack("<Q", 0) + b"{}", "header length is 0", True),
-    ("header-cut", struct.pack("<Q", 120) + b'{"a": {"dtype": "F32", "sha', "runs past the end", True),
-    ("header-length-beyond-file", st_bytes({"a": F32_1}, b"\0" * 4, length=10_000),
-     "runs past the end", True),
+    (
+        "header-cut",
+        struct.pack("<Q", 120) + b'{"a": {"dtype": "F32", "sha',
+        "runs past the end",
+        True,
+    ),
+    (
+        "header-length-beyond-file",
+        st_bytes({"a": F32_1}, b"\0" * 4, length=10_000),
+        "runs past the end",
+        True,
+    ),
     ("header-length-2^63", struct.pack("<Q", 2**63) + b"{}", "exceeds the 100 MB limit", True),
     ("header-length-2^64-1", b"\xff" * 8 + b"{}", "exceeds the 100 MB limit", True),
-    ("header-over-100MB-claimed", struct.pack("<Q", MAX_HEADER_BYTES + 1) + b"{}" * 8,
-     "exceeds the 100 MB limit", True),
+    (
+        "header-over-100MB-claimed",
+        struct.pack("<Q", MAX_HEADER_BYTES + 1) + b"{}" * 8,
+        "exceeds the 100 MB limit",
+        True,
+    ),
     ("data-cut-short", st_bytes({"a": entry("F32", [4], 0, 16)}, b"\0" * 9), "truncated", True),
     ("header-not-utf8", st_bytes(b'{"\xff\xfe": 1}'), "not UTF-8", True),
     ("header-invalid-json", st_bytes(b'{"a": {"dtype": '), "not valid JSON", True),
@@ -43,61 +59,177 @@ MALFORMED = [
     ("header-json-number", st_bytes(b"42"), "JSON int, not an object", True),
     ("header-json-string", st_bytes(b'"abc"'), "JSON str, not an object", True),
     ("header-json-null", st_bytes(b"null"), "not an object", True),
-    ("header-nested-100000-lists", st_bytes(b"[" * 100_000 + b"]" * 100_000), "nested deeper", True),
-    ("header-nested-100000-objects", st_bytes(b'{"a":' * 100_000 + b"1" + b"}" * 100_000),
-     "nested deeper", True),
+    (
+        "header-nested-100000-lists",
+        st_bytes(b"[" * 100_000 + b"]" * 100_000),
+        "nested deeper",
+        True,
+    ),
+    (
+        "header-nested-100000-objects",
+        st_bytes(b'{"a":' * 100_000 + b"1" + b"}" * 100_000),
+        "nested deeper",
+        True,
+    ),
     ("header-nested-unclosed", st_bytes(b"[" * 100_000), "nested deeper", True),
     ("duplicate-tensor-names", st_bytes(DUP_RAW, b"\0" * 4), "'a' twice", False),
-    ("offsets-overlapping", st_bytes({"a": entry("F32", [2], 0, 8), "b": entry("F32", [1], 4, 8)},
-                                     b"\0" * 8), "overlap", True),
+    (
+        "offsets-overlapping",
+        st_bytes({"a": entry("F32", [2], 0, 8), "b": entry("F32", [1], 4, 8)}, b"\0" * 8),
+        "overlap",
+        True,
+    ),
     ("offsets-same-range", st_bytes({"a": F32_1, "b": F32_1}, b"\0" * 4), "overlap", True),
-    ("offsets-out-of-bounds", st_bytes({"a": F32_1, "b": entry("F32", [1], 4, 8)}, b"\0" * 4),
-     "truncated", True),
-    ("hole-between-tensors", st_bytes({"a": F32_1, "b": entry("F32", [1], 8, 12)}, b"\0" * 12),
-     "hole of 4 bytes", True),
+    (
+        "offsets-out-of-bounds",
+        st_bytes({"a": F32_1, "b": entry("F32", [1], 4, 8)}, b"\0" * 4),
+        "truncated",
+        True,
+    ),
+    (
+        "hole-between-tensors",
+        st_bytes({"a": F32_1, "b": entry("F32", [1], 8, 12)}, b"\0" * 12),
+        "hole of 4 bytes",
+        True,
+    ),
     ("hole-at-start", st_bytes({"a": entry("F32", [1], 4, 8)}, b"\0" * 8), "hole of 4 bytes", True),
     ("trailing-bytes", st_bytes({"a": F32_1}, b"\0" * 7), "3 trailing bytes", True),
-    ("unknown-dtype", st_bytes({"a": entry("F33", [1], 0, 4)}, b"\0" * 4), "unknown dtype 'F33'", True),
+    (
+        "unknown-dtype",
+        st_bytes({"a": entry("F33", [1], 0, 4)}, b"\0" * 4),
+        "unknown dtype 'F33'",
+        True,
+    ),
     ("dtype-not-string", st_bytes({"a": entry(32, [1], 0, 4)}, b"\0" * 4), "unknown dtype", True),
-    ("shape-bytes-disagree", st_bytes({"a": entry("F32", [3], 0, 8)}, b"\0" * 8),
-     "needs 12 bytes but data_offsets give 8", True),
-    ("shape-bytes-disagree-dtype", st_bytes({"a": entry("BF16", [4], 0, 16)}, b"\0" * 16),
-     "needs 8 bytes", True),
-    ("negative-dimension", st_bytes({"a": entry("F32", [-1, -4], 0, 16)}, b"\0" * 16),
-     "negative dimension", True),
-    ("fractional-dimension", st_bytes({"a": entry("F32", [1.5], 0, 6)}, b"\0" * 6),
-     "shape must be a list of integers", True),
-    ("integral-float-dimension", st_bytes({"a": entry("F32", [2.0], 0, 8)}, b"\0" * 8),
-     "shape must be a list of integers", True),
-    ("boolean-dimension", st_bytes({"a": entry("F32", [True], 0, 4)}, b"\0" * 4),
-     "shape must be a list of integers", True),
-    ("string-dimension", st_bytes({"a": entry("F32", ["4"], 0, 16)}, b"\0" * 16),
-     "shape must be a list of integers", True),
-    ("shape-not-a-list", st_bytes({"a": {"dtype": "F32", "shape": 4, "data_offsets": [0, 16]}},
-                                  b"\0" * 16), "shape must be a list of integers", True),
-    ("dimensions-product-overflows", st_bytes({"a": entry("F32", [2**32, 2**32, 2**32], 0, 4)},
-                                              b"\0" * 4), "overflows 64 bits", True),
-    ("dimension-10^400", st_bytes(b'{"a":{"dtype":"F32","shape":[1' + b"0" * 400
-                                  + b'],"data_offsets":[0,4]}}', b"\0" * 4), "overflows 64 bits", True),
-    ("zero-times-enormous", st_bytes({"a": entry("F32", [0, 2**70], 0, 0)}), "overflows 64 bits", True),
-    ("bytes-overflow-not-elements", st_bytes({"a": entry("F64", [2**62], 0, 8)}, b"\0" * 8),
-     "overflows 64 bits", True),
-    ("offsets-boolean", st_bytes({"a": {"dtype": "F32", "shape": [1], "data_offsets": [False, 4]}},
-                                 b"\0" * 4), "data_offsets must be a list of integers", True),
-    ("offsets-three", st_bytes({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}},
-                               b"\0" * 4), "2 entries", True),
-    ("offsets-reversed", st_bytes({"a": entry("F32", [1], 4, 0)}, b"\0" * 4), "bad data_offsets", True),
-    ("offsets-negative", st_bytes({"a": entry("F32", [1], -4, 0)}, b"\0" * 4), "bad data_offsets", True),
-    ("entry-missing-dtype", st_bytes({"a": {"shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4),
-     "missing dtype", True),
+    (
+        "shape-bytes-disagree",
+        st_bytes({"a": entry("F32", [3], 0, 8)}, b"\0" * 8),
+        "needs 12 bytes but data_offsets give 8",
+        True,
+    ),
+    (
+        "shape-bytes-disagree-dtype",
+        st_bytes({"a": entry("BF16", [4], 0, 16)}, b"\0" * 16),
+        "needs 8 bytes",
+        True,
+    ),
+    (
+        "negative-dimension",
+        st_bytes({"a": entry("F32", [-1, -4], 0, 16)}, b"\0" * 16),
+        "negative dimension",
+        True,
+    ),
+    (
+        "fractional-dimension",
+        st_bytes({"a": entry("F32", [1.5], 0, 6)}, b"\0" * 6),
+        "shape must be a list of integers",
+        True,
+    ),
+    (
+        "integral-float-dimension",
+        st_bytes({"a": entry("F32", [2.0], 0, 8)}, b"\0" * 8),
+        "shape must be a list of integers",
+        True,
+    ),
+    (
+        "boolean-dimension",
+        st_bytes({"a": entry("F32", [True], 0, 4)}, b"\0" * 4),
+        "shape must be a list of integers",
+        True,
+    ),
+    (
+        "string-dimension",
+        st_bytes({"a": entry("F32", ["4"], 0, 16)}, b"\0" * 16),
+        "shape must be a list of integers",
+        True,
+    ),
+    (
+        "shape-not-a-list",
+        st_bytes({"a": {"dtype": "F32", "shape": 4, "data_offsets": [0, 16]}}, b"\0" * 16),
+        "shape must be a list of integers",
+        True,
+    ),
+    (
+        "dimensions-product-overflows",
+        st_bytes({"a": entry("F32", [2**32, 2**32, 2**32], 0, 4)}, b"\0" * 4),
+        "overflows 64 bits",
+        True,
+    ),
+    (
+        "dimension-10^400",
+        st_bytes(
+            b'{"a":{"dtype":"F32","shape":[1' + b"0" * 400 + b'],"data_offsets":[0,4]}}', b"\0" * 4
+        ),
+        "overflows 64 bits",
+        True,
+    ),
+    (
+        "zero-times-enormous",
+        st_bytes({"a": entry("F32", [0, 2**70], 0, 0)}),
+        "overflows 64 bits",
+        True,
+    ),
+    (
+        "bytes-overflow-not-elements",
+        st_bytes({"a": entry("F64", [2**62], 0, 8)}, b"\0" * 8),
+        "overflows 64 bits",
+        True,
+    ),
+    (
+        "offsets-boolean",
+        st_bytes({"a": {"dtype": "F32", "shape": [1], "data_offsets": [False, 4]}}, b"\0" * 4),
+        "data_offsets must be a list of integers",
+        True,
+    ),
+    (
+        "offsets-three",
+        st_bytes({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}}, b"\0" * 4),
+        "2 entries",
+        True,
+    ),
+    (
+        "offsets-reversed",
+        st_bytes({"a": entry("F32", [1], 4, 0)}, b"\0" * 4),
+        "bad data_offsets",
+        True,
+    ),
+    (
+        "offsets-negative",
+        st_bytes({"a": entry("F32", [1], -4, 0)}, b"\0" * 4),
+        "bad data_offsets",
+        True,
+    ),
+    (
+        "entry-missing-dtype",
+        st_bytes({"a": {"shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4),
+        "missing dtype",
+        True,
+    ),
     ("entry-not-object", st_bytes({"a": [1, 2]}), "entry is not an object", True),
-    ("entry-extra-field", st_bytes({"a": {**F32_1, "strides": [1]}}, b"\0" * 4),
-     "unexpected field(s) strides", False),
-    ("metadata-not-strings", st_bytes({"__metadata__": {"format": 1}, "a": F32_1}, b"\0" * 4),
-     "__metadata__", True),
-    ("metadata-a-list", st_bytes({"__metadata__": ["pt"], "a": F32_1}, b"\0" * 4), "__metadata__", True),
-    ("sub-byte-dtype-odd-count", st_bytes({"a": entry("F4", [3], 0, 2)}, b"\0" * 2),
-     "not a whole number of bytes", True),
+    (
+        "entry-extra-field",
+        st_bytes({"a": {**F32_1, "strides": [1]}}, b"\0" * 4),
+        "unexpected field(s) strides",
+        False,
+    ),
+    (
+        "metadata-not-strings",
+        st_bytes({"__metadata__": {"format": 1}, "a": F32_1}, b"\0" * 4),
+        "__metadata__",
+        True,
+    ),
+    (
+        "metadata-a-list",
+        st_bytes({"__metadata__": ["pt"], "a": F32_1}, b"\0" * 4),
+        "__metadata__",
+        True,
+    ),
+    (
+        "sub-byte-dtype-odd-count",
+        st_bytes({"a": entry("F4", [3], 0, 2)}, b"\0" * 2),
+        "not a whole number of bytes",
+        True,
+    ),
 ]
 IDS = [c[0] for c in MALFORMED]
 
@@ -126,8 +258,11 @@ def test_parser_refuses_directly(tmp_path, name, content, fragment, lib_refuses)
     assert fragment.lower() in ei.value.message.lower()
 
 
-@pytest.mark.parametrize("name,content,fragment,lib_refuses",
-                         [c for c in MALFORMED if c[3]], ids=[c[0] for c in MALFORMED if c[3]])
+@pytest.mark.parametrize(
+    "name,content,fragment,lib_refuses",
+    [c for c in MALFORMED if c[3]],
+    ids=[c[0] for c in MALFORMED if c[3]],
+)
 def test_safetensors_library_agrees_it_is_malformed(tmp_path, name, content, fragment, lib_refuses):
     """The hand-made files are malformed for the reference implementation too."""
     from safetensors import safe_open
@@ -186,15 +321,24 @@ def test_random_bytes_only_ever_raise_weightcheck_error(raw):
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
-    | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=4), kids, max_size=4),
-    max_leaves=12)
-_entry = st.fixed_dictionaries({
-    "dtype": st.sampled_from(["F32", "BF16", "I64", "BOOL", "F4", "X"]) | _json,
-    "shape": st.lists(st.integers(min_value=-3, max_value=2**65) | _json, max_size=3) | _json,
-    "data_offsets": st.lists(st.integers(min_value=-3, max_value=64), min_size=0, max_size=3) | _json,
-})
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=4), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
+_entry = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["F32", "BF16", "I64", "BOOL", "F4", "X"]) | _json,
+        "shape": st.lists(st.integers(min_value=-3, max_value=2**65) | _json, max_size=3) | _json,
+        "data_offsets": st.lists(st.integers(min_value=-3, max_value=64), min_size=0, max_size=3)
+        | _json,
+    }
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -242,17 +386,22 @@ def test_empty_folder(tmp_path):
 
 def test_folder_not_a_checkpoint_hints_at_subfolders(tmp_path):
     tiny_st(tmp_path / "run" / "step100" / "model.safetensors")
-    line = assert_bad_input(run_cli("inspect", tmp_path / "run"), tmp_path / "run", "not a checkpoint")
+    line = assert_bad_input(
+        run_cli("inspect", tmp_path / "run"), tmp_path / "run", "not a checkpoint"
+    )
     assert "step100" in line
 
 
-@pytest.mark.parametrize("fname,content", [
-    ("weights.txt", b"not weights"),
-    ("model.gguf", b"GGUF\x03\x00\x00\x00"),
-    ("config.json", b"{}"),
-    ("model.safetensors.bak", b"\0" * 16),
-    ("model.onnx", b"\x08\x07"),
-])
+@pytest.mark.parametrize(
+    "fname,content",
+    [
+        ("weights.txt", b"not weights"),
+        ("model.gguf", b"GGUF\x03\x00\x00\x00"),
+        ("config.json", b"{}"),
+        ("model.safetensors.bak", b"\0" * 16),
+        ("model.onnx", b"\x08\x07"),
+    ],
+)
 def test_file_with_another_extension(tmp_path, fname, content):
     path = write_bytes(tmp_path / fname, content)
     assert_bad_input(run_cli("inspect", path), path, "not a checkpoint")
@@ -267,20 +416,25 @@ def _index(folder, weight_map, name="model.safetensors.index.json"):
 
 def test_index_naming_a_missing_shard(tmp_path):
     tiny_st(tmp_path / "model-00001-of-00002.safetensors", names=("a",))
-    idx = _index(tmp_path, {"a": "model-00001-of-00002.safetensors",
-                            "b": "model-00002-of-00002.safetensors"})
-    assert_bad_input(run_cli("inspect", tmp_path), idx, "model-00002-of-00002.safetensors",
-                     "does not exist")
+    idx = _index(
+        tmp_path, {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    )
+    assert_bad_input(
+        run_cli("inspect", tmp_path), idx, "model-00002-of-00002.safetensors", "does not exist"
+    )
 
 
-@pytest.mark.parametrize("fname,fragment", [
-    ("../outside.safetensors", "leaves the folder"),
-    ("sub/../../outside.safetensors", "leaves the folder"),
-    ("..\\outside.safetensors", "leaves the folder"),
-    ("/etc/passwd", "absolute path"),
-    ("OUTSIDE_ABS", "absolute path"),
-    ("C:/Windows/x.safetensors", "absolute path"),
-])
+@pytest.mark.parametrize(
+    "fname,fragment",
+    [
+        ("../outside.safetensors", "leaves the folder"),
+        ("sub/../../outside.safetensors", "leaves the folder"),
+        ("..\\outside.safetensors", "leaves the folder"),
+        ("/etc/passwd", "absolute path"),
+        ("OUTSIDE_ABS", "absolute path"),
+        ("C:/Windows/x.safetensors", "absolute path"),
+    ],
+)
 def test_index_names_escaping_the_folder_are_refused(tmp_path, fname, fragment):
     # a perfectly valid shard really exists outside: without the check it would be read
     outside = tiny_st(tmp_path / "outside.safetensors", names=("a",))
@@ -321,19 +475,22 @@ def test_index_symlink_inside_the_folder_is_fine(tmp_path):
     assert [t["name"] for t in r.json["tensors"]] == ["a"]
 
 
-@pytest.mark.parametrize("content,fragment", [
-    (b"{not json", "index is not valid JSON"),
-    (b"\xff\xfe{}", "not UTF-8"),
-    (b'{"metadata": {}}', "no weight_map"),
-    (b'{"weight_map": ["a.safetensors"]}', "no weight_map"),
-    (b'["model-00001-of-00001.safetensors"]', "no weight_map"),
-    (b"[" * 50_000, "nested deeper"),
-    (b'{"weight_map": {"a": 7}}', "is not a file name"),
-    (b'{"weight_map": {"a": ""}}', "not a file name"),
-    (b'{"weight_map": {}}', "lists no tensors"),
-    (b'{"weight_map": {"a": "notes.txt"}}', "not a .safetensors"),
-    (b'{"weight_map": {"a": "model.safetensors.index.json"}}', "not a .safetensors"),
-])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        (b"{not json", "index is not valid JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"metadata": {}}', "no weight_map"),
+        (b'{"weight_map": ["a.safetensors"]}', "no weight_map"),
+        (b'["model-00001-of-00001.safetensors"]', "no weight_map"),
+        (b"[" * 50_000, "nested deeper"),
+        (b'{"weight_map": {"a": 7}}', "is not a file name"),
+        (b'{"weight_map": {"a": ""}}', "not a file name"),
+        (b'{"weight_map": {}}', "lists no tensors"),
+        (b'{"weight_map": {"a": "notes.txt"}}', "not a .safetensors"),
+        (b'{"weight_map": {"a": "model.safetensors.index.json"}}', "not a .safetensors"),
+    ],
+)
 def test_bad_index(tmp_path, content, fragment):
     (tmp_path / "notes.txt").write_text("x")
     idx = write_bytes(tmp_path / "model.safetensors.index.json", content)
@@ -341,25 +498,32 @@ def test_bad_index(tmp_path, content, fragment):
 
 
 def test_bad_pytorch_index(tmp_path):
-    idx = write_bytes(tmp_path / "pytorch_model.bin.index.json", b'{"weight_map": {"a": "../x.bin"}}')
+    idx = write_bytes(
+        tmp_path / "pytorch_model.bin.index.json", b'{"weight_map": {"a": "../x.bin"}}'
+    )
     assert_bad_input(run_cli("inspect", tmp_path), idx, "leaves the folder", "refused")
 
 
 def test_index_given_as_the_path(tmp_path):
-    idx = write_bytes(tmp_path / "model.safetensors.index.json", b'{"weight_map": {"a": "/etc/passwd"}}')
+    idx = write_bytes(
+        tmp_path / "model.safetensors.index.json", b'{"weight_map": {"a": "/etc/passwd"}}'
+    )
     assert_bad_input(run_cli("inspect", idx), idx, "absolute path", "refused")
 
 
 # --- config.json ------------------------------------------------------------------------------
-@pytest.mark.parametrize("content,fragment", [
-    (b'{"hidden_size": 128,', "config.json is not valid JSON"),
-    (b"", "config.json is not valid JSON"),
-    (b"[1, 2, 3]", "config.json is a JSON list, not an object"),
-    (b'"LlamaForCausalLMEagle3"', "JSON str, not an object"),
-    (b"null", "JSON NoneType, not an object"),
-    (b'{"hidden_size": "\xff"}', "not UTF-8"),
-    (b'{"a":' * 20_000 + b"1" + b"}" * 20_000, "nested deeper"),
-])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        (b'{"hidden_size": 128,', "config.json is not valid JSON"),
+        (b"", "config.json is not valid JSON"),
+        (b"[1, 2, 3]", "config.json is a JSON list, not an object"),
+        (b'"LlamaForCausalLMEagle3"', "JSON str, not an object"),
+        (b"null", "JSON NoneType, not an object"),
+        (b'{"hidden_size": "\xff"}', "not UTF-8"),
+        (b'{"a":' * 20_000 + b"1" + b"}" * 20_000, "nested deeper"),
+    ],
+)
 @pytest.mark.parametrize("layout", ["folder", "file"])
 def test_bad_config_json(tmp_path, content, fragment, layout):
     st_path = tiny_st(tmp_path / "model.safetensors")
@@ -398,8 +562,17 @@ def test_evil_pickle_really_runs_code_when_loaded_unsafely(tmp_path):
     assert marker.is_dir()
 
 
-@pytest.mark.parametrize("layout", ["pytorch_model.bin", "file.bin", "file.pt", "training_state.pt",
-                                    "torch-zip.pt", "sharded-bin"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "pytorch_model.bin",
+        "file.bin",
+        "file.pt",
+        "training_state.pt",
+        "torch-zip.pt",
+        "sharded-bin",
+    ],
+)
 def test_evil_pickle_is_refused_and_never_runs(tmp_path, layout):
     torch = pytest.importorskip("torch")
     marker = tmp_path / "PWNED"
@@ -412,7 +585,8 @@ def test_evil_pickle_is_refused_and_never_runs(tmp_path, layout):
     elif layout == "sharded-bin":
         path = write_bytes(folder / "pytorch_model-00001-of-00001.bin", _evil_pickle(marker))
         (folder / "pytorch_model.bin.index.json").write_text(
-            json.dumps({"weight_map": {"fc.weight": "pytorch_model-00001-of-00001.bin"}}))
+            json.dumps({"weight_map": {"fc.weight": "pytorch_model-00001-of-00001.bin"}})
+        )
         target = folder
     elif layout.startswith("file."):
         path = write_bytes(folder / ("evil" + layout[4:]), _evil_pickle(marker))
@@ -431,18 +605,22 @@ def test_evil_pickle_in_a_real_process(tmp_path):
     """Default pickle protocol: torch warns about it on stderr; we still print one line only."""
     pytest.importorskip("torch")
     marker = tmp_path / "PWNED"
-    path = write_bytes(tmp_path / "pytorch_model.bin",
-                       pickle.dumps({"fc.weight": _MakesMarker(marker)}))
+    path = write_bytes(
+        tmp_path / "pytorch_model.bin", pickle.dumps({"fc.weight": _MakesMarker(marker)})
+    )
     r = run_subprocess("inspect", tmp_path)
     assert_bad_input(r, path, "refused")
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("content,fragment", [
-    (b"", "EOFError"),
-    (b"hello, not a pickle", "cannot load pickled checkpoint"),
-    (b"PK\x03\x04broken zip", "cannot load pickled checkpoint"),
-])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        (b"", "EOFError"),
+        (b"hello, not a pickle", "cannot load pickled checkpoint"),
+        (b"PK\x03\x04broken zip", "cannot load pickled checkpoint"),
+    ],
+)
 def test_corrupt_pickles(tmp_path, content, fragment):
     pytest.importorskip("torch")
     path = write_bytes(tmp_path / "model.pt", content)
@@ -460,8 +638,14 @@ def test_pickle_without_a_state_dict(tmp_path):
 
 
 # --- a real process: no traceback ever reaches stderr ------------------------------------------
-SUBPROCESS_CASES = ["header-length-2^63", "header-nested-100000-lists", "duplicate-tensor-names",
-                    "dimension-10^400", "trailing-bytes", "header-not-utf8"]
+SUBPROCESS_CASES = [
+    "header-length-2^63",
+    "header-nested-100000-lists",
+    "duplicate-tensor-names",
+    "dimension-10^400",
+    "trailing-bytes",
+    "header-not-utf8",
+]
 
 
 @pytest.mark.parametrize("case", SUBPROCESS_CASES)

@@ -6,6 +6,7 @@ Broken drafters are built from clean ones by editing exactly one thing (tests/ch
 A new rule without an entry in TRIGGERS, or without a `### WCxxx` page in docs/rules.md, fails
 the meta-tests below.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,27 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pytest
+import synth
+from check_builders import (
+    TARGET,
+    by_code,
+    check,
+    codes,
+    edit,
+    i64_bytes,
+    i64_values,
+    mentions,
+    read_config,
+    read_tensors,
+    target_copy,
+    target_head_rows,
+    tensor_map,
+    with_value,
+    write_sharded,
+)
+from conftest import K2, K25, PRODUCERS, ROOT, load_config, run_cli
 
 import weightcheck.commands.check  # noqa: F401  (registers the WC7xx engine rules)
-from check_builders import (TARGET, by_code, check, codes, edit, i64_bytes,
-                            i64_values, mentions, read_config, read_tensors, target_copy,
-                            target_head_rows, tensor_map, with_value, write_sharded)
-from conftest import K2, K25, PRODUCERS, ROOT, load_config, run_cli
-import synth
 from weightcheck.rules import ERROR, INFO, RULES, WARNING
 from weightcheck.storage.writer import OutTensor
 
@@ -70,6 +85,7 @@ def trigger(code: str, subject: str, severity: str | None = None):
         assert code not in TRIGGERS, code
         TRIGGERS[code] = Trigger(fn, subject, severity or RULES[code].severity)
         return fn
+
     return deco
 
 
@@ -80,14 +96,19 @@ def _down(t: OutTensor, name: str) -> OutTensor:
 # --- WC1xx names -------------------------------------------------------------------------------
 @trigger("WC101", "mystery.proj.weight")
 def t_unknown_name(w):
-    return edit(w.clean(), w.path("x"), add=[OutTensor("mystery.proj.weight", "BF16", (4,), b"\0" * 8)]), []
+    return edit(
+        w.clean(), w.path("x"), add=[OutTensor("mystery.proj.weight", "BF16", (4,), b"\0" * 8)]
+    ), []
 
 
 @trigger("WC102", "layers.0.mlp.down_proj.weight")
 def t_mixed_dialect(w):
     """FORMATS §4.2: a midlayer.* checkpoint with a layers.0.*-only name mixed in."""
-    return edit(w.clean(), w.path("x"),
-                rename={"midlayer.mlp.down_proj.weight": "layers.0.mlp.down_proj.weight"}), []
+    return edit(
+        w.clean(),
+        w.path("x"),
+        rename={"midlayer.mlp.down_proj.weight": "layers.0.mlp.down_proj.weight"},
+    ), []
 
 
 @trigger("WC103", "midlayer.mlp.down_proj.weight")
@@ -113,8 +134,12 @@ def t_no_config(w):
 
 @trigger("WC202", "architectures")
 def t_unknown_architecture(w):
-    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["MysteryDraftModel"]),
-                drop=["fc.weight"]), []
+    return edit(
+        w.clean(),
+        w.path("x"),
+        cfg=lambda c: c.update(architectures=["MysteryDraftModel"]),
+        drop=["fc.weight"],
+    ), []
 
 
 @trigger("WC203", "fc.weight")
@@ -131,8 +156,18 @@ def t_missing_tensor(w):
 @trigger("WC205", "input_norm.weight")
 def t_unexpected_tensor(w):
     n = 3 * w.cfg["hidden_size"]  # T * n_aux, but the config has no norm_before_fc
-    return edit(w.clean(), w.path("x"), add=[OutTensor("input_norm.weight", "BF16", (n,),
-                                                       with_value(OutTensor("", "BF16", (n,), b""), 1.5).data)]), []
+    return edit(
+        w.clean(),
+        w.path("x"),
+        add=[
+            OutTensor(
+                "input_norm.weight",
+                "BF16",
+                (n,),
+                with_value(OutTensor("", "BF16", (n,), b""), 1.5).data,
+            )
+        ],
+    ), []
 
 
 @trigger("WC206", "midlayer.mlp.down_proj.weight")
@@ -140,6 +175,7 @@ def t_shape_mismatch(w):
     def transpose(m):
         t = m["midlayer.mlp.down_proj.weight"]
         t.shape = tuple(reversed(t.shape))
+
     return edit(w.clean(), w.path("x"), tensors=transpose), []
 
 
@@ -152,6 +188,7 @@ def t_config_incomplete(w):
 def t_dtype_mixed(w):
     def f16(m):
         m["norm.weight"].dtype = "F16"
+
     return edit(w.clean(), w.path("x"), tensors=f16), []
 
 
@@ -170,6 +207,7 @@ def t_index_inconsistent(w):
 
     def lie(wm):
         wm["midlayer.mlp.down_proj.weight"] = "model-00001-of-00002.safetensors"
+
     return write_sharded(w.path("x"), w.cfg, ts, split, weight_map_edit=lie), []
 
 
@@ -179,8 +217,9 @@ def t_lm_head_rows(w):
     def cut(m):
         t = m["lm_head.weight"]
         rows = 300
-        t.data = t.data[:rows * t.shape[1] * 2]
+        t.data = t.data[: rows * t.shape[1] * 2]
         t.shape = (rows, t.shape[1])
+
     return edit(w.clean(), w.path("x"), tensors=cut), []
 
 
@@ -200,8 +239,10 @@ def t_tied_reduced(w):
 def t_d2t_shape(w):
     def i32(m):
         import struct
+
         v = i64_values(m["d2t"].data)
         m["d2t"] = OutTensor("d2t", "I32", m["d2t"].shape, struct.pack(f"<{len(v)}i", *v))
+
     return edit(w.clean(), w.path("x"), tensors=i32), []
 
 
@@ -237,6 +278,7 @@ def t_t2d_shape(w):
     def short(m):
         t = m["t2d"]
         t.data, t.shape = t.data[:1024], (1024,)
+
     return edit(w.clean(), w.path("x"), tensors=short), []
 
 
@@ -266,14 +308,19 @@ def t_t2d_vs_d2t(w):
 # --- WC4xx config --------------------------------------------------------------------------------
 @trigger("WC401", "architectures")
 def t_architectures(w):
-    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["LlamaForCausalLM"])), []
+    return edit(
+        w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["LlamaForCausalLM"])
+    ), []
 
 
 @trigger("WC402", "fc.weight")
 def t_fc_width(w):
     """FORMATS §4.8: fc reads 3 x T but the config names 2 aux layers."""
-    return edit(w.clean(), w.path("x"),
-                cfg=lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[2, 30])), []
+    return edit(
+        w.clean(),
+        w.path("x"),
+        cfg=lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[2, 30]),
+    ), []
 
 
 def _ids(ids):
@@ -283,8 +330,10 @@ def _ids(ids):
 @trigger("WC403", "aux_layer_ids")
 def t_aux_ids_past_target(w):
     """FORMATS §4.9: id 4 of a 4-layer target (0..3)."""
-    return (edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 4])),
-            ["--target", TARGET])
+    return (
+        edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 4])),
+        ["--target", TARGET],
+    )
 
 
 @trigger("WC404", "num_key_value_heads")
@@ -295,8 +344,10 @@ def t_attention_geometry(w):
 @trigger("WC405", "rope_theta")
 def t_stale_rope_theta(w):
     """FORMATS §4.13: rope_theta 1e6 beside rope_parameters.rope_theta 1e4."""
+
     def rope(c):
         c["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default"}
+
     return edit(w.clean(), w.path("x"), cfg=rope), []
 
 
@@ -314,21 +365,30 @@ def t_aux_ids_missing(w):
 # --- WC5xx target --------------------------------------------------------------------------------
 @trigger("WC501", "target_hidden_size")
 def t_target_hidden(w):
-    return (edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=lambda c: c.update(target_hidden_size=96)),
-            ["--target", TARGET])
+    return (
+        edit(
+            PRODUCERS / "specforge-sglang",
+            w.path("x"),
+            cfg=lambda c: c.update(target_hidden_size=96),
+        ),
+        ["--target", TARGET],
+    )
 
 
 @trigger("WC502", "vocab_size")
 def t_target_vocab(w):
-    return (edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=lambda c: c.update(vocab_size=1024)),
-            ["--target", TARGET])
+    return (
+        edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=lambda c: c.update(vocab_size=1024)),
+        ["--target", TARGET],
+    )
 
 
 @trigger("WC503", "embed_tokens.weight")
 def t_target_embedding(w):
     def half(m):
         t = m["embed_tokens.weight"]
-        t.data, t.shape = t.data[:len(t.data) // 2], (t.shape[0] // 2, t.shape[1])
+        t.data, t.shape = t.data[: len(t.data) // 2], (t.shape[0] // 2, t.shape[1])
+
     return edit(PRODUCERS / "specforge-hf", w.path("x"), tensors=half), ["--target", TARGET]
 
 
@@ -351,7 +411,11 @@ def t_engine_drops(w):
 
 def _hf_names(w):
     src = w.clean()
-    return edit(src, w.path("hf"), rename={n: "model." + n for n in tensor_map(src) if n != "lm_head.weight"})
+    return edit(
+        src,
+        w.path("hf"),
+        rename={n: "model." + n for n in tensor_map(src) if n != "lm_head.weight"},
+    )
 
 
 @trigger("WC703", "model.fc.weight")
@@ -367,8 +431,14 @@ def t_engine_random(w):
 
 @trigger("WC705", "draft_vocab_size")
 def t_engine_config_error(w):
-    return (edit(PRODUCERS / "modelopt-fullvocab-fp32", w.path("x"), cfg=lambda c: c.pop("draft_vocab_size")),
-            ["--engine", "sglang"])
+    return (
+        edit(
+            PRODUCERS / "modelopt-fullvocab-fp32",
+            w.path("x"),
+            cfg=lambda c: c.pop("draft_vocab_size"),
+        ),
+        ["--engine", "sglang"],
+    )
 
 
 @trigger("WC706", "transformer_layer_config")
@@ -378,8 +448,14 @@ def t_engine_cannot_express(w):
 
 @trigger("WC707", "norm_before_residual")
 def t_engine_default_differs(w):
-    return (edit(PRODUCERS / "speculators-train", w.path("x"), cfg=lambda c: c.pop("norm_before_residual")),
-            ["--engine", "vllm"])
+    return (
+        edit(
+            PRODUCERS / "speculators-train",
+            w.path("x"),
+            cfg=lambda c: c.pop("norm_before_residual"),
+        ),
+        ["--engine", "vllm"],
+    )
 
 
 @trigger("WC708", "aux_layer_ids")
@@ -403,11 +479,24 @@ def t_aux_location(w):
 def t_engine_view_unavailable(w):
     """An MLA drafter: its loader is not replayed, and nothing is reported as dropped."""
     import synth
-    mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2",
-           "hidden_size": 128, "intermediate_size": 320, "num_attention_heads": 4,
-           "num_key_value_heads": 4, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
-           "qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 2048, "draft_vocab_size": 400,
-           "torch_dtype": "bfloat16", "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}
+
+    mla = {
+        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+        "model_type": "kimi_k2",
+        "hidden_size": 128,
+        "intermediate_size": 320,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "q_lora_rank": 96,
+        "kv_lora_rank": 64,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 32,
+        "vocab_size": 2048,
+        "draft_vocab_size": 400,
+        "torch_dtype": "bfloat16",
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
+    }
     out = w.path("mla")
     synth.write_drafter(str(out), mla)
     return out, ["--engine", "sglang"]
@@ -423,6 +512,7 @@ def t_shipped_for_nothing(w):
 def t_non_finite(w):
     def nan(m):
         m["fc.weight"] = with_value(m["fc.weight"], float("nan"), at=7)
+
     return edit(w.clean(), w.path("x"), tensors=nan), ["--values"]
 
 
@@ -430,6 +520,7 @@ def t_non_finite(w):
 def t_constant(w):
     def zero(m):
         m["midlayer.mlp.up_proj.weight"] = with_value(m["midlayer.mlp.up_proj.weight"], 0.0)
+
     return edit(w.clean(), w.path("x"), tensors=zero), ["--values"]
 
 
@@ -437,6 +528,7 @@ def t_constant(w):
 def t_norm_at_init(w):
     def ones(m):
         m["norm.weight"] = with_value(m["norm.weight"], 1.0)
+
     return edit(w.clean(), w.path("x"), tensors=ones), ["--values"]
 
 
@@ -447,6 +539,7 @@ def _head_copied_from_target(w):
 
     def copy_head(m):
         m["lm_head.weight"].data = target_head_rows([i + off for i, off in enumerate(d2t)])
+
     return edit(src, w.path("copied-head"), tensors=copy_head)
 
 
@@ -457,7 +550,10 @@ def t_head_is_target_slice(w):
 
 # --- WC9xx training gate -------------------------------------------------------------------------
 def _training(w, cfg):
-    return w.clean("with-embed", include_embed=True), ["--training-config", w.json_file("train.json", cfg)]
+    return w.clean("with-embed", include_embed=True), [
+        "--training-config",
+        w.json_file("train.json", cfg),
+    ]
 
 
 @trigger("WC901", "fc.weight")
@@ -474,7 +570,9 @@ def t_training_reinit(w):
 def t_training_ignored(w):
     src, args = _training(w, w.cfg)
     n = w.cfg["hidden_size"]
-    extra = OutTensor("fc_norm.0.weight", "BF16", (n,), with_value(OutTensor("", "BF16", (n,), b""), 1.25).data)
+    extra = OutTensor(
+        "fc_norm.0.weight", "BF16", (n,), with_value(OutTensor("", "BF16", (n,), b""), 1.25).data
+    )
     return edit(src, w.path("x"), add=[extra]), args
 
 
@@ -500,7 +598,9 @@ def test_rule_triggers(code, w):
     src, args = t.build(w)
     exit_code, rep = check(src, *args)
     hits = by_code(rep, code)
-    assert hits, f"{code} did not fire; findings: {[(f['code'], f['subject']) for f in rep['findings']]}"
+    assert hits, (
+        f"{code} did not fire; findings: {[(f['code'], f['subject']) for f in rep['findings']]}"
+    )
     assert any(f["severity"] == t.severity for f in hits), hits
     assert any(mentions(f, t.subject) for f in hits), (t.subject, hits)
     assert all(f["rule"] == RULES[code].slug for f in hits)
@@ -533,25 +633,34 @@ ALL = frozenset({""})
 CLEAN = {
     "synth specforge": Clean(lambda tmp: (_synth(tmp, "sf"), []), ALL),
     "synth speculators": Clean(lambda tmp: (_synth(tmp, "spec", dialect="speculators"), []), ALL),
-    "synth K2.5 config": Clean(lambda tmp: (_synth(tmp, "k25", synth.scaled_config(load_config(K25))), []), ALL),
+    "synth K2.5 config": Clean(
+        lambda tmp: (_synth(tmp, "k25", synth.scaled_config(load_config(K25))), []), ALL
+    ),
     "synth --values": Clean(lambda tmp: (_synth(tmp, "sf-values"), ["--values"]), ALL | {"values"}),
     "synth --training-config": Clean(_training_clean, ALL | {"training"}),
     "synth speculators, sglang": Clean(
-        lambda tmp: (_synth(tmp, "spec-sg", dialect="speculators"), ["--engine", "sglang"]), ALL | {"engine"}),
+        lambda tmp: (_synth(tmp, "spec-sg", dialect="speculators"), ["--engine", "sglang"]),
+        ALL | {"engine"},
+    ),
     "specforge-sglang, sglang, target": Clean(
         lambda tmp: (PRODUCERS / "specforge-sglang", ["--engine", "sglang", "--target", TARGET]),
-        ALL | {"engine", "target"}),
+        ALL | {"engine", "target"},
+    ),
     "modelopt, sglang, target": Clean(
         lambda tmp: (PRODUCERS / "modelopt", ["--engine", "sglang", "--target", TARGET]),
-        ALL | {"engine", "target"}),
+        ALL | {"engine", "target"},
+    ),
     "speculators-train, vllm, target": Clean(
         lambda tmp: (PRODUCERS / "speculators-train", ["--engine", "vllm", "--target", TARGET]),
-        ALL | {"engine", "target"}),
+        ALL | {"engine", "target"},
+    ),
     # the values rules against a real target: the head here was not copied (WC804 quiet); its norms
     # are still exactly 1.0 after SpecForge's 2 bf16 steps (WC803, a real finding: see below)
     "specforge-sglang, --values, target": Clean(
         lambda tmp: (PRODUCERS / "specforge-sglang", ["--values", "--target", TARGET]),
-        ALL | {"values", "target"}, frozenset({"WC803"})),
+        ALL | {"values", "target"},
+        frozenset({"WC803"}),
+    ),
 }
 
 
@@ -576,8 +685,11 @@ def test_clean_runs_have_only_their_documented_findings(clean_reports):
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_rule_quiet_on_clean_drafters(code, clean_reports):
     needs = RULES[code].needs
-    ran = [(label, rep) for label, (c, (_, rep)) in clean_reports.items()
-           if needs in c.enables and code not in c.allowed]
+    ran = [
+        (label, rep)
+        for label, (c, (_, rep)) in clean_reports.items()
+        if needs in c.enables and code not in c.allowed
+    ]
     assert ran, f"no clean run enables {code} (needs {needs!r}): add one to CLEAN"
     for label, rep in ran:
         assert not by_code(rep, code), (label, by_code(rep, code))
@@ -586,14 +698,18 @@ def test_rule_quiet_on_clean_drafters(code, clean_reports):
 # =============================================================================================
 # docs/rules.md has a page for every code, and only for codes that exist
 def _doc_sections():
-    return {m.group(1): (m.group(2), m.group(3))
-            for m in re.finditer(r"^### (WC\d{3}) (\S+) \((\w+)", DOCS.read_text(), re.M)}
+    return {
+        m.group(1): (m.group(2), m.group(3))
+        for m in re.finditer(r"^### (WC\d{3}) (\S+) \((\w+)", DOCS.read_text(), re.M)
+    }
 
 
 def test_every_rule_has_a_docs_page_and_vice_versa():
     docs = _doc_sections()
     assert sorted(set(RULES) - set(docs)) == [], "rules without a ### section in docs/rules.md"
-    assert sorted(set(docs) - set(RULES)) == [], "docs/rules.md sections for codes that are not rules"
+    assert sorted(set(docs) - set(RULES)) == [], (
+        "docs/rules.md sections for codes that are not rules"
+    )
 
 
 def test_docs_pages_agree_with_the_registry():
@@ -607,8 +723,9 @@ def test_docs_pages_agree_with_the_registry():
 # 2. the failure modes named by the spec, each caught with its code
 def test_midlayer_checkpoint_with_layers0_names_mixed_in(w):
     mixed = ["layers.0.mlp.down_proj.weight", "layers.0.self_attn.v_proj.weight"]
-    src = edit(w.clean(), w.path("mixed"),
-               rename={m.replace("layers.0.", "midlayer."): m for m in mixed})
+    src = edit(
+        w.clean(), w.path("mixed"), rename={m.replace("layers.0.", "midlayer."): m for m in mixed}
+    )
     exit_code, rep = check(src)
     assert exit_code == 1
     assert rep["dialect"] == "specforge"
@@ -622,7 +739,8 @@ def test_midlayer_checkpoint_with_layers0_names_mixed_in(w):
     _, old = check(src, "--engine", "sglang==0.5.11")
     assert sorted(f["subject"] for f in by_code(old, "WC702")) == sorted(mixed)
     assert sorted(f["subject"] for f in by_code(old, "WC704")) == sorted(
-        m.replace("layers.0.", "midlayer.") for m in mixed)
+        m.replace("layers.0.", "midlayer.") for m in mixed
+    )
 
 
 def test_missing_lm_head_with_untied_full_vocab(w):
@@ -675,6 +793,7 @@ def test_target_model_passed_as_drafter():
 def test_stale_rope_theta_beside_rope_parameters(w):
     def rope(c):
         c["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default"}
+
     exit_code, rep = check(edit(w.clean(), w.path("x"), cfg=rope))
     assert exit_code == 0  # a warning
     (f,) = by_code(rep, "WC405")
@@ -685,15 +804,26 @@ def test_stale_rope_theta_beside_rope_parameters(w):
     assert "WC405" not in codes(sf)
 
 
-@pytest.mark.parametrize("lie, text", [
-    (dict(weight_map_edit=lambda wm: wm.update({"midlayer.mlp.down_proj.weight": "model-00001-of-00002.safetensors"})),
-     "maps 'midlayer.mlp.down_proj.weight' to model-00001-of-00002.safetensors, but it is in model-00002"),
-    (dict(weight_map_edit=lambda wm: wm.pop("norm.weight")), "holds 'norm.weight', which"),
-    (dict(total_size_delta=2), "total_size"),
-])
+@pytest.mark.parametrize(
+    "lie, text",
+    [
+        (
+            dict(
+                weight_map_edit=lambda wm: wm.update(
+                    {"midlayer.mlp.down_proj.weight": "model-00001-of-00002.safetensors"}
+                )
+            ),
+            "maps 'midlayer.mlp.down_proj.weight' to model-00001-of-00002.safetensors, but it is in model-00002",
+        ),
+        (dict(weight_map_edit=lambda wm: wm.pop("norm.weight")), "holds 'norm.weight', which"),
+        (dict(total_size_delta=2), "total_size"),
+    ],
+)
 def test_index_inconsistent(w, lie, text):
     ts = read_tensors(w.clean())
-    src = write_sharded(w.path("x"), w.cfg, ts, [t.name for t in ts].index("midlayer.mlp.down_proj.weight"), **lie)
+    src = write_sharded(
+        w.path("x"), w.cfg, ts, [t.name for t in ts].index("midlayer.mlp.down_proj.weight"), **lie
+    )
     exit_code, rep = check(src)
     assert exit_code == 1
     hits = by_code(rep, "WC210")
@@ -718,8 +848,10 @@ def test_aux_ids_past_the_targets_layers(w):
     assert "[0, 1, 4]" in f["message"] and "4 layers" in f["message"]
 
 
-@pytest.mark.parametrize("ids, text", [([-1, 1, 2], "negative"), ([0, 1, 1], "duplicate"),
-                                       ([0, "1", 2], "not all integers")])
+@pytest.mark.parametrize(
+    "ids, text",
+    [([-1, 1, 2], "negative"), ([0, 1, 1], "duplicate"), ([0, "1", 2], "not all integers")],
+)
 def test_aux_ids_malformed(w, ids, text):
     _, rep = check(edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids(ids)))
     assert any(text in f["message"] for f in by_code(rep, "WC403")), rep["findings"]
@@ -727,7 +859,9 @@ def test_aux_ids_malformed(w, ids, text):
 
 def test_fc_width_not_target_hidden_times_n_aux(w):
     # n_aux from num_aux_hidden_states = 2 while fc reads 3 x 128
-    exit_code, rep = check(edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_aux_hidden_states=2)))
+    exit_code, rep = check(
+        edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_aux_hidden_states=2))
+    )
     assert exit_code == 1
     f = next(f for f in by_code(rep, "WC402") if "reads" in f["message"])
     assert f["subject"] == "fc.weight" and "384" in f["message"] and "256" in f["message"]
@@ -735,7 +869,9 @@ def test_fc_width_not_target_hidden_times_n_aux(w):
 
 
 def test_tie_word_embeddings_with_reduced_draft_vocab(w):
-    exit_code, rep = check(edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True)))
+    exit_code, rep = check(
+        edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True))
+    )
     assert exit_code == 1
     (f,) = by_code(rep, "WC303")
     assert "400" in f["message"] and "2048" in f["message"]
@@ -767,7 +903,10 @@ def test_vllm_doubles_hf_model_prefix(w):
     assert exit_code == 1
     rejected = {f["subject"]: f["message"] for f in by_code(rep, "WC703")}
     assert "model.model.fc.weight" in rejected["model.fc.weight"]
-    assert "model.model.layers.0.self_attn.qkv_proj.weight" in rejected["model.midlayer.self_attn.q_proj.weight"]
+    assert (
+        "model.model.layers.0.self_attn.qkv_proj.weight"
+        in rejected["model.midlayer.self_attn.q_proj.weight"]
+    )
     assert "lm_head.weight" not in rejected  # vLLM does not prefix lm_head
     assert by_code(rep, "WC104")[0]["subject"] == "model."
     # SGLang's Llama drafter uses an existing model.* name as it is (docs/engines.md §0 #3)
@@ -807,6 +946,7 @@ def test_values_nan_zero_and_norms_at_one(w):
         m["midlayer.mlp.down_proj.weight"] = with_value(m["midlayer.mlp.down_proj.weight"], 0.0)
         m["midlayer.hidden_norm.weight"] = with_value(m["midlayer.hidden_norm.weight"], 1.0)
         m["norm.weight"] = with_value(m["norm.weight"], 0.0)  # a constant norm is not WC802
+
     src = edit(w.clean(), w.path("x"), tensors=break_values)
     _, headers_only = check(src)
     assert not codes(headers_only) & {"WC801", "WC802", "WC803"}  # values are read only on request
@@ -817,7 +957,8 @@ def test_values_nan_zero_and_norms_at_one(w):
     assert [f["subject"] for f in by_code(rep, "WC802")] == ["midlayer.mlp.down_proj.weight"]
     assert "every value is 0" in by_code(rep, "WC802")[0]["message"]
     assert [(f["subject"], f["severity"]) for f in by_code(rep, "WC803")] == [
-        ("midlayer.hidden_norm.weight", WARNING)]
+        ("midlayer.hidden_norm.weight", WARNING)
+    ]
     stats = rep["values"]["fc.weight"]
     assert stats["non_finite"] == 1 and stats["numel"] == 128 * 384
 
@@ -828,6 +969,7 @@ def test_values_inf_in_f32(w):
 
     def inf(m):
         m["lm_head.weight"] = with_value(m["lm_head.weight"], float("-inf"), at=3)
+
     _, rep = check(edit(src, w.path("x"), tensors=inf), "--values")
     assert [f["subject"] for f in by_code(rep, "WC801")] == ["lm_head.weight"]
 
@@ -849,7 +991,10 @@ def test_values_lm_head_rows_of_other_ids_is_not_a_copy(w):
     d2t = i64_values(tensor_map(src)["d2t"].data)
 
     def shifted(m):  # the target's rows, one id off
-        m["lm_head.weight"].data = target_head_rows([(i + off + 1) % 512 for i, off in enumerate(d2t)])
+        m["lm_head.weight"].data = target_head_rows(
+            [(i + off + 1) % 512 for i, off in enumerate(d2t)]
+        )
+
     _, rep = check(edit(src, w.path("x"), tensors=shifted), "--values", "--target", TARGET)
     assert "WC804" not in codes(rep)
 
@@ -877,31 +1022,45 @@ def test_training_config_mismatching(w):
 def test_training_config_without_embedding_reinitializes_it(w):
     p = w.json_file("t.json", w.cfg)
     _, rep = check(w.clean(), "--training-config", p)
-    assert [(f["subject"], f["severity"]) for f in by_code(rep, "WC902")] == [("embed_tokens.weight", INFO)]
+    assert [(f["subject"], f["severity"]) for f in by_code(rep, "WC902")] == [
+        ("embed_tokens.weight", INFO)
+    ]
 
 
 # =============================================================================================
 # 3. the producers' own checkpoints pass the engine they were written for
-@pytest.mark.parametrize("fixture, engine", [
-    ("specforge-sglang", "sglang"), ("modelopt", "sglang"), ("modelopt-default-aux", "sglang"),
-    ("speculators-train", "vllm"),
-])
+@pytest.mark.parametrize(
+    "fixture, engine",
+    [
+        ("specforge-sglang", "sglang"),
+        ("modelopt", "sglang"),
+        ("modelopt-default-aux", "sglang"),
+        ("speculators-train", "vllm"),
+    ],
+)
 @pytest.mark.parametrize("with_target", [False, True], ids=["alone", "target"])
 def test_producer_checkpoint_passes_its_engine(fixture, engine, with_target):
     args = ["--engine", engine] + (["--target", TARGET] if with_target else [])
     exit_code, rep = check(PRODUCERS / fixture, *args)
     assert exit_code == 0 and rep["ok"], rep["findings"]
     assert rep["summary"] == {"errors": 0, "warnings": 0, "info": 0}, rep["findings"]
-    assert {p["state"] for p in rep["engine"]["parameters"]} <= {"loaded", "from_target", "optional-absent"}
+    assert {p["state"] for p in rep["engine"]["parameters"]} <= {
+        "loaded",
+        "from_target",
+        "optional-absent",
+    }
     assert all(t["fate"] in ("loaded", "special", "skipped") for t in rep["engine"]["tensors"])
 
 
 def test_producer_aux_ids_capture_the_documented_layers():
     """Fixture README: every fixture captures the outputs of target layers 0, 1, 2 ([0, 1, 2] in
     the SGLang convention, [1, 2, 3] in vLLM's); modelopt-default-aux only 0 and 1."""
-    for fixture, engine, layers in [("specforge-sglang", "sglang", [0, 1, 2]), ("modelopt", "sglang", [0, 1, 2]),
-                                    ("modelopt-default-aux", "sglang", [0, 1]),
-                                    ("speculators-train", "vllm", [0, 1, 2])]:
+    for fixture, engine, layers in [
+        ("specforge-sglang", "sglang", [0, 1, 2]),
+        ("modelopt", "sglang", [0, 1, 2]),
+        ("modelopt-default-aux", "sglang", [0, 1]),
+        ("speculators-train", "vllm", [0, 1, 2]),
+    ]:
         _, rep = check(PRODUCERS / fixture, "--engine", engine, "--target", TARGET)
         assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == layers, fixture
 
@@ -929,10 +1088,14 @@ def test_producer_heads_copied_from_the_target_are_found():
     Both are checked here against the bytes, not only the rule."""
     import torch
 
-    head_t = torch.frombuffer(bytearray(tensor_map(TARGET)["lm_head.weight"].data), dtype=torch.bfloat16).view(512, 64)
+    head_t = torch.frombuffer(
+        bytearray(tensor_map(TARGET)["lm_head.weight"].data), dtype=torch.bfloat16
+    ).view(512, 64)
     mo = tensor_map(PRODUCERS / "modelopt-fullvocab-fp32")["lm_head.weight"]
     assert mo.dtype == "F32"
-    assert torch.equal(torch.frombuffer(bytearray(mo.data), dtype=torch.float32).view(512, 64), head_t.float())
+    assert torch.equal(
+        torch.frombuffer(bytearray(mo.data), dtype=torch.float32).view(512, 64), head_t.float()
+    )
     spec = tensor_map(PRODUCERS / "speculators-train")
     ids = [i + off for i, off in enumerate(i64_values(spec["d2t"].data))]
     assert spec["lm_head.weight"].data == target_head_rows(ids)
@@ -964,8 +1127,11 @@ def test_sglang_default_aux_ids_compared_as_sglang_captures_them(tmp_path):
     """Regression: SGLang's default ids capture at the *input* of [2, L//2, L-3] (outputs of
     [1, L//2-1, L-4]), which is exactly what vLLM's explicit [2, L//2, L-3] captures."""
     target = target_copy(tmp_path / "target8", num_hidden_layers=8)
-    src = edit(PRODUCERS / "speculators-train", tmp_path / "spec",
-               cfg=lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 4, 5]))
+    src = edit(
+        PRODUCERS / "speculators-train",
+        tmp_path / "spec",
+        cfg=lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 4, 5]),
+    )
     _, rep = check(src, "--engine", "sglang", "--target", target)
     assert "WC710" in codes(rep)  # SGLang does not read the top-level ids: it uses its default ...
     assert "WC708" not in codes(rep), by_code(rep, "WC708")  # ... which captures the same layers
@@ -982,7 +1148,9 @@ def test_engine_random_head_message_matches_the_config(w):
 
 def test_pickled_training_state_with_values_and_target():
     """Regression: WC804 read rows by byte offset, which pickled tensors do not have (crash)."""
-    exit_code, rep = check(PRODUCERS / "specforge-run" / "tiny-latest", "--values", "--target", TARGET)
+    exit_code, rep = check(
+        PRODUCERS / "specforge-run" / "tiny-latest", "--values", "--target", TARGET
+    )
     assert exit_code == 1 and "WC201" in codes(rep) and "WC804" not in codes(rep)
     assert rep["values"]["lm_head.weight"]["numel"] == 128 * 64
 
@@ -1011,7 +1179,9 @@ def test_exit_1_json_findings_fields(w):
 
 
 def test_warnings_alone_exit_0(w):
-    r = run_cli("check", edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_hidden_layers=2)), "--json")
+    r = run_cli(
+        "check", edit(w.clean(), w.path("x"), cfg=lambda c: c.update(num_hidden_layers=2)), "--json"
+    )
     assert r.exit_code == 0 and r.json["ok"] and r.json["summary"]["warnings"] == 1
 
 
@@ -1019,21 +1189,25 @@ def test_findings_sorted_errors_first(w):
     def both(c):
         c.update(num_hidden_layers=2)
         c.pop("draft_vocab_size")
+
     _, rep = check(edit(w.clean(), w.path("x"), cfg=both))
     sev = [f["severity"] for f in rep["findings"]]
     assert sev == sorted(sev, key=[ERROR, WARNING, INFO].index) and ERROR in sev and WARNING in sev
 
 
-@pytest.mark.parametrize("args, text", [
-    (["/nonexistent/drafter"], "path not found"),
-    (["{src}", "--engine", "tensorrt"], "unknown engine 'tensorrt'"),
-    (["{src}", "--engine", "speculators"], "unknown engine 'speculators'"),
-    (["{src}", "--engine", "sglang==0.0.1"], "was not read"),
-    (["{src}", "--training-config", "/nonexistent/train.json"], "cannot read training config"),
-    (["{src}", "--training-config", "{list}"], "not a JSON object"),
-    (["{src}", "--training-config", "{bad}"], "not valid JSON"),
-    (["{src}", "--target", "/nonexistent/target"], "path not found"),
-])
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["/nonexistent/drafter"], "path not found"),
+        (["{src}", "--engine", "tensorrt"], "unknown engine 'tensorrt'"),
+        (["{src}", "--engine", "speculators"], "unknown engine 'speculators'"),
+        (["{src}", "--engine", "sglang==0.0.1"], "was not read"),
+        (["{src}", "--training-config", "/nonexistent/train.json"], "cannot read training config"),
+        (["{src}", "--training-config", "{list}"], "not a JSON object"),
+        (["{src}", "--training-config", "{bad}"], "not valid JSON"),
+        (["{src}", "--target", "/nonexistent/target"], "path not found"),
+    ],
+)
 def test_exit_2_when_the_check_cannot_be_done(w, args, text):
     src = w.clean()
     (w.tmp / "list.json").write_text("[1, 2]")
@@ -1049,19 +1223,28 @@ def test_explain_prints_the_key_by_key_table():
     r = run_cli("check", PRODUCERS / "speculators-train", "--engine", "vllm", "--explain")
     assert r.exit_code == 0
     rows = [line.split() for line in r.stdout.splitlines()]
-    assert ["layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.qkv_proj.weight",
-            "model.layers.0.self_attn.qkv_proj.weight[q]", "loaded"] in rows
+    assert [
+        "layers.0.self_attn.q_proj.weight",
+        "model.layers.0.self_attn.qkv_proj.weight",
+        "model.layers.0.self_attn.qkv_proj.weight[q]",
+        "loaded",
+    ] in rows
     assert any(row[:2] == ["t2d", "t2d"] and "skipped" in row for row in rows)
     assert "checkpoint tensor" in r.stdout and "config the engine reads" in r.stdout
     assert "aux layer ids: [1, 2, 3]" in r.stdout
     # without --explain the table is not printed
-    assert "checkpoint tensor" not in run_cli("check", PRODUCERS / "speculators-train", "--engine", "vllm").stdout
+    assert (
+        "checkpoint tensor"
+        not in run_cli("check", PRODUCERS / "speculators-train", "--engine", "vllm").stdout
+    )
 
 
 def test_explain_shows_what_is_dropped(w):
     r = run_cli("check", w.clean(dialect="speculators"), "--engine", "sglang==0.5.11", "--explain")
     assert r.exit_code == 1
-    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("layers.0.mlp.down_proj.weight"))
+    line = next(
+        ln for ln in r.stdout.splitlines() if ln.startswith("layers.0.mlp.down_proj.weight")
+    )
     assert "dropped" in line and "model.layers.0.mlp.down_proj.weight" in line
 
 
@@ -1082,4 +1265,8 @@ def test_json_engine_and_target_sections():
     assert rep["engine"]["name"] == "vllm" and rep["engine"]["version"] == "0.33.0"
     assert rep["target"]["num_hidden_layers"] == 4 and rep["target"]["hidden_size"] == 64
     fates = {t["name"]: t["fate"] for t in rep["engine"]["tensors"]}
-    assert fates["d2t"] == "special" and fates["t2d"] == "skipped" and fates["input_norm.weight"] == "loaded"
+    assert (
+        fates["d2t"] == "special"
+        and fates["t2d"] == "skipped"
+        and fates["input_norm.weight"] == "loaded"
+    )

@@ -1,10 +1,10 @@
 """compare: the founding case, dialects, incompatibilities, strictness and --values."""
+
 import json
 
 import pytest
-
-from conftest import K2, K25, load_config, run_cli
 import synth
+from conftest import K2, K25, load_config, run_cli
 
 
 def scaled(name, **kw):
@@ -38,11 +38,14 @@ def test_same_weights_in_two_dialects_are_identical(make_drafter, tiny_cfg):
     assert j["a"]["dialect"] == "specforge" and j["b"]["dialect"] == "speculators"
     names = {t["canonical"]: (t["name_a"], t["name_b"]) for t in j["tensors"]}
     assert names["midlayer.self_attn.q_proj.weight"] == (
-        "midlayer.self_attn.q_proj.weight", "layers.0.self_attn.q_proj.weight")
+        "midlayer.self_attn.q_proj.weight",
+        "layers.0.self_attn.q_proj.weight",
+    )
 
 
 def test_training_prefix_compares_with_export(make_drafter, tiny_cfg, tmp_path):
     from safetensors import safe_open  # noqa: F401  (the library reads what we wrote)
+
     from weightcheck.storage.writer import OutTensor, write_file
 
     a = make_drafter("export", tiny_cfg, seed=4)
@@ -50,17 +53,22 @@ def test_training_prefix_compares_with_export(make_drafter, tiny_cfg, tmp_path):
     b = tmp_path / "train"
     b.mkdir()
     (b / "config.json").write_text(json.dumps(tiny_cfg))
-    write_file(str(b / "model.safetensors"),
-               [OutTensor("draft_model." + t.name, t.dtype, t.shape, t.data) for t in tensors])
+    write_file(
+        str(b / "model.safetensors"),
+        [OutTensor("draft_model." + t.name, t.dtype, t.shape, t.data) for t in tensors],
+    )
     r = run_cli("compare", a, b, "--json")
     assert r.exit_code == 0, r
     assert r.json["verdict"] == "identical"
 
 
-@pytest.mark.parametrize("change, reason", [
-    (dict(hidden=96), "config hidden_size"),
-    (dict(draft_vocab=300), "config draft_vocab_size"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        (dict(hidden=96), "config hidden_size"),
+        (dict(draft_vocab=300), "config draft_vocab_size"),
+    ],
+)
 def test_incompatible_configs_name_each_reason(make_drafter, change, reason):
     a = make_drafter("a", scaled(K2), seed=1)
     b = make_drafter("b", scaled(K2, **change), seed=1)
@@ -128,6 +136,7 @@ def test_dtype_difference_fails_only_strict(make_drafter, tiny_cfg):
 def test_values_streams_and_measures(make_drafter, tiny_cfg, monkeypatch):
     pytest.importorskip("torch")
     from weightcheck.commands import compare as compare_mod
+
     monkeypatch.setattr(compare_mod, "VALUES_CHUNK_ELEMS", 1000)  # force many chunks
     a = make_drafter("a", tiny_cfg, seed=1)
     same = make_drafter("same", tiny_cfg, seed=1)
@@ -146,6 +155,7 @@ def test_values_streams_and_measures(make_drafter, tiny_cfg, monkeypatch):
 def test_values_against_torch_reference_across_dtypes(make_drafter, tiny_cfg):
     torch = pytest.importorskip("torch")
     from safetensors.torch import load_file
+
     a = make_drafter("a", tiny_cfg, seed=5)
     b = make_drafter("b", dict(tiny_cfg, torch_dtype="float32"), seed=6)
     j = run_cli("compare", a, b, "--values", "--json").json
@@ -154,8 +164,9 @@ def test_values_against_torch_reference_across_dtypes(make_drafter, tiny_cfg):
     v = j["values"]["fc.weight"]
     assert v["max_abs_diff"] == pytest.approx(float((ta - tb).abs().max()), rel=1e-6)
     assert v["rel_l2"] == pytest.approx(float((ta - tb).norm() / ta.norm()), rel=1e-5)
-    assert v["cosine"] == pytest.approx(float(torch.nn.functional.cosine_similarity(
-        ta.flatten(), tb.flatten(), dim=0)), abs=1e-5)
+    assert v["cosine"] == pytest.approx(
+        float(torch.nn.functional.cosine_similarity(ta.flatten(), tb.flatten(), dim=0)), abs=1e-5
+    )
 
 
 def test_markdown_and_table_render(make_drafter, tiny_cfg):
@@ -169,12 +180,20 @@ def test_markdown_and_table_render(make_drafter, tiny_cfg):
 
 def test_target_passed_as_drafter_is_incompatible(make_drafter, tiny_cfg, tmp_path):
     from weightcheck.storage.writer import OutTensor, write_file
+
     t = tmp_path / "target"
     t.mkdir()
-    (t / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
-                                               "hidden_size": 128, "num_hidden_layers": 4}))
-    tensors = [OutTensor(f"model.layers.{i}.self_attn.q_proj.weight", "BF16", (128, 128),
-                         bytes(128 * 128 * 2)) for i in range(4)]
+    (t / "config.json").write_text(
+        json.dumps(
+            {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": 4}
+        )
+    )
+    tensors = [
+        OutTensor(
+            f"model.layers.{i}.self_attn.q_proj.weight", "BF16", (128, 128), bytes(128 * 128 * 2)
+        )
+        for i in range(4)
+    ]
     write_file(str(t / "model.safetensors"), tensors)
     r = run_cli("compare", make_drafter("a", tiny_cfg), t, "--json")
     assert r.exit_code == 1

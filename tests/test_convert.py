@@ -4,6 +4,7 @@ Every output is checked from the outside: tensors re-read with safetensors.safe_
 JSON, and the project's own `compare` and `check` commands (docs/engines.md is the reference for
 which target layers each engine captures).
 """
+
 from __future__ import annotations
 
 import errno
@@ -16,20 +17,45 @@ import sys
 import time
 
 import pytest
-
+import synth
 from conftest import K25, PRODUCERS, ROOT, load_config, run_cli
-from convert_helpers import (ENGINE_OF, TARGET, TRAINED_WITH, aux_ids, captured, check, compare,
-                             config, convert, errors_of, header, leftovers, refused, repo_files,
-                             snapshot, tensor_bytes, torch_tensors, weight_files, with_aux_ids,
-                             write_target)
+from convert_helpers import (
+    ENGINE_OF,
+    TARGET,
+    TRAINED_WITH,
+    aux_ids,
+    captured,
+    check,
+    compare,
+    config,
+    convert,
+    errors_of,
+    header,
+    leftovers,
+    refused,
+    repo_files,
+    snapshot,
+    tensor_bytes,
+    torch_tensors,
+    weight_files,
+    with_aux_ids,
+    write_target,
+)
+
 import weightcheck
 from weightcheck.commands.convert import produce
 from weightcheck.storage import verify as verify_mod
-import synth
 
 DESTS = ("sglang", "vllm", "speculators")
-FIXTURES = ("specforge-sglang", "specforge-hf", "modelopt", "modelopt-default-aux",
-            "modelopt-fullvocab-fp32", "speculators-train", "speculators-convert")
+FIXTURES = (
+    "specforge-sglang",
+    "specforge-hf",
+    "modelopt",
+    "modelopt-default-aux",
+    "modelopt-fullvocab-fp32",
+    "speculators-train",
+    "speculators-convert",
+)
 
 
 def llama_cfg(**kw):
@@ -40,8 +66,9 @@ def llama_cfg(**kw):
 @pytest.fixture
 def deepseek_target(tmp_path):
     """A Kimi-K2-like target (DeepSeek-V3 layout, 61 layers) as far as convert and check read it."""
-    return write_target(tmp_path / "target-deepseek", "deepseek_v3", 61,
-                        architecture="DeepseekV3ForCausalLM")
+    return write_target(
+        tmp_path / "target-deepseek", "deepseek_v3", 61, architecture="DeepseekV3ForCausalLM"
+    )
 
 
 @pytest.fixture
@@ -53,6 +80,7 @@ def llama61_target(tmp_path):
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
     from hubserver import HubServer, patch_hf_hub
+
     with HubServer() as server:
         patch_hf_hub(monkeypatch, server.url, tmp_path / "hf_home")
         yield server
@@ -103,7 +131,9 @@ def test_round_trip_llama_family_synthetic(tmp_path, make_drafter, via):
 
 
 @pytest.mark.parametrize("via", ["speculators", "vllm"])
-def test_round_trip_kimi_synthetic_with_target(tmp_path, make_drafter, tiny_cfg, deepseek_target, via):
+def test_round_trip_kimi_synthetic_with_target(
+    tmp_path, make_drafter, tiny_cfg, deepseek_target, via
+):
     src = make_drafter("src", tiny_cfg, seed=4)
     mid, back = tmp_path / "mid", tmp_path / "back"
     convert(src, mid, "--to", via, "--target", deepseek_target)
@@ -128,7 +158,9 @@ def test_round_trip_kimi_via_speculators_without_target(tmp_path, make_drafter, 
     src = make_drafter("src", tiny_cfg, seed=4)
     mid, back = tmp_path / "mid", tmp_path / "back"
     convert(src, mid, "--to", "speculators")
-    assert config(mid)["speculators_config"]["verifier"]["architectures"] == ["DeepseekV3ForCausalLM"]
+    assert config(mid)["speculators_config"]["verifier"]["architectures"] == [
+        "DeepseekV3ForCausalLM"
+    ]
     convert(mid, back, "--to", "sglang")
     assert aux_ids(config(back)) == [2, 30, 58]
 
@@ -160,7 +192,11 @@ def test_every_fixture_to_every_destination(tmp_path, fixture, to):
     out = tmp_path / "out"
     r = convert(src, out, "--to", to)
     assert leftovers(tmp_path) == []
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",
+        "config.json",
+        "model.safetensors",
+    ]
     # the same tensors, the same bytes
     c = compare(src, out)
     assert c["verdict"] == "identical", c["reasons"]
@@ -173,8 +209,9 @@ def test_every_fixture_to_every_destination(tmp_path, fixture, to):
     rep = check(out, engine, TARGET)
     assert rep["ok"], errors_of(rep)
     # ... and captures the layers the producer trained on
-    assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == \
-        captured(src, TRAINED_WITH[fixture], TARGET)
+    assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == captured(
+        src, TRAINED_WITH[fixture], TARGET
+    )
     # names and config in the destination layout
     names = set(header(out / "model.safetensors")[0])
     layer = "midlayer." if to == "sglang" else "layers.0."
@@ -188,7 +225,9 @@ def test_every_fixture_to_every_destination(tmp_path, fixture, to):
         assert "model_type" not in cfg  # how vLLM recognises a speculators config
         layer_cfg = cfg["transformer_layer_config"]
         assert layer_cfg["model_type"] == "llama" and layer_cfg["hidden_size"] == 64
-        assert isinstance(cfg["norm_before_residual"], bool)  # explicit: vLLM assumes true if absent
+        assert isinstance(
+            cfg["norm_before_residual"], bool
+        )  # explicit: vLLM assumes true if absent
         assert cfg["speculators_config"]["algorithm"] == "eagle3"
         assert "eagle_config" not in cfg
     else:
@@ -233,7 +272,6 @@ def test_speculators_layout_keeps_sliding_window(tmp_path):
     assert config(out)["norm_before_residual"] is True
 
 
-
 # the target's last layer among the trained ones: id L-1 in SGLang's convention, id L in vLLM's
 # (TARGET has 4 layers). A ModelOpt drafter converted to vllm keeps its eagle_config keys and
 # gets its ids at the top level; check's WC403 once read those in SGLang's convention and refused
@@ -241,8 +279,10 @@ def test_speculators_layout_keeps_sliding_window(tmp_path):
 LAST_LAYER_IDS = {"sglang": [0, 1, 3], "vllm": [1, 2, 4]}
 
 
-@pytest.mark.parametrize("fixture, to", [(f, to) for f, to in CASES
-                                          if f in ("specforge-sglang", "modelopt", "speculators-train")])
+@pytest.mark.parametrize(
+    "fixture, to",
+    [(f, to) for f, to in CASES if f in ("specforge-sglang", "modelopt", "speculators-train")],
+)
 def test_the_targets_last_layer_survives_every_conversion(tmp_path, fixture, to):
     src = tmp_path / "src"
     shutil.copytree(PRODUCERS / fixture, src)
@@ -261,6 +301,7 @@ def test_the_targets_last_layer_survives_every_conversion(tmp_path, fixture, to)
     rep = check(out, ENGINE_OF[to], TARGET)
     assert rep["ok"], errors_of(rep)
     assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == trained
+
 
 # =============================================================================================
 # 3. file format
@@ -290,7 +331,9 @@ def test_sharded_output_like_transformers(tmp_path, make_drafter):
     shards = weight_files(out)
     n = len(shards)
     assert n > 1
-    assert [p.name for p in shards] == [f"model-{i:05d}-of-{n:05d}.safetensors" for i in range(1, n + 1)]
+    assert [p.name for p in shards] == [
+        f"model-{i:05d}-of-{n:05d}.safetensors" for i in range(1, n + 1)
+    ]
     assert not (out / "model.safetensors").exists()
     index = json.loads((out / "model.safetensors.index.json").read_text())
     total, where, alone = 0, {}, False
@@ -368,18 +411,26 @@ def test_aux_ids_kimi_drafter_config(tmp_path, make_drafter, tiny_cfg, deepseek_
     assert config(out)["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
     assert "kept" in line and "kimi_k2" in line
-    assert sglang_captures([2, 30, 58], "deepseek") == vllm_captures([2, 30, 58], "deepseek") \
+    assert (
+        sglang_captures([2, 30, 58], "deepseek")
+        == vllm_captures([2, 30, 58], "deepseek")
         == [1, 29, 57]
+    )
     assert captured(out, "vllm", deepseek_target) == [1, 29, 57]
 
 
-@pytest.mark.parametrize("sglang_ids, vllm_ids", [
-    ([2, 30, 58], [2, 30, 58]),   # SGLang: first id != 1 -> k-1; vLLM: k-1
-    ([1, 29, 57], [2, 30, 58]),   # SGLang's heuristic: first id == 1 -> k
-    ([3, 31, 59], [3, 31, 59]),
-])
+@pytest.mark.parametrize(
+    "sglang_ids, vllm_ids",
+    [
+        ([2, 30, 58], [2, 30, 58]),  # SGLang: first id != 1 -> k-1; vLLM: k-1
+        ([1, 29, 57], [2, 30, 58]),  # SGLang's heuristic: first id == 1 -> k
+        ([3, 31, 59], [3, 31, 59]),
+    ],
+)
 def test_aux_ids_deepseek_target(tmp_path, make_drafter, deepseek_target, sglang_ids, vllm_ids):
-    src = make_drafter("src", with_aux_ids(llama_cfg(), sglang_ids))  # model_type llama: --target decides
+    src = make_drafter(
+        "src", with_aux_ids(llama_cfg(), sglang_ids)
+    )  # model_type llama: --target decides
     out, back = tmp_path / "out", tmp_path / "back"
     r = convert(src, out, "--to", "vllm", "--target", deepseek_target)
     assert config(out)["eagle_aux_hidden_state_layer_ids"] == vllm_ids
@@ -388,8 +439,9 @@ def test_aux_ids_deepseek_target(tmp_path, make_drafter, deepseek_target, sglang
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
     assert "deepseek_v3" in line and str(deepseek_target) in line and str(sglang_ids) in line
     # without the target the same drafter would be read as Llama-family: ids shift by one
-    assert aux_ids(convert(src, tmp_path / "nt", "--to", "vllm", "--dry-run")["config"]) == \
-        [k + 1 for k in sglang_ids]
+    assert aux_ids(convert(src, tmp_path / "nt", "--to", "vllm", "--dry-run")["config"]) == [
+        k + 1 for k in sglang_ids
+    ]
     # and back: ids that make SGLang capture the same layers
     convert(out, back, "--to", "sglang", "--target", deepseek_target)
     ids_back = aux_ids(config(back))
@@ -467,8 +519,16 @@ def test_config_from_compatible_founding_case(tmp_path, make_drafter, tiny_cfg, 
         assert cfg["model_type"] == "llama" and cfg["mlp_bias"] is False  # REF's, not SRC's
     else:
         layer = cfg["transformer_layer_config"]
-        for k in ("hidden_size", "intermediate_size", "num_attention_heads", "head_dim",
-                  "vocab_size", "rope_theta", "max_position_embeddings", "mlp_bias"):
+        for k in (
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "head_dim",
+            "vocab_size",
+            "rope_theta",
+            "max_position_embeddings",
+            "mlp_bias",
+        ):
             assert layer[k] == ref_cfg[k], k
         assert cfg["draft_vocab_size"] == ref_cfg["draft_vocab_size"]
     # SRC's weights, not REF's
@@ -487,7 +547,9 @@ def test_read_only_destination_refused(tmp_path, make_drafter):
     immutable = False
     try:
         if os.access(parent, os.W_OK):  # root ignores modes: make the folder immutable instead
-            immutable = subprocess.run(["chattr", "+i", str(parent)], capture_output=True).returncode == 0
+            immutable = (
+                subprocess.run(["chattr", "+i", str(parent)], capture_output=True).returncode == 0
+            )
             if not immutable:
                 pytest.skip("cannot make a read-only folder here (root without chattr)")
         msg = refused(src, parent / "out", "--to", "vllm")
@@ -501,13 +563,16 @@ def test_read_only_destination_refused(tmp_path, make_drafter):
 
 def test_unknown_names_need_a_mapping(tmp_path):
     from weightcheck.storage.writer import write_file
+
     cfg = llama_cfg()
     src = tmp_path / "src"
     src.mkdir()
     (src / "config.json").write_text(json.dumps(cfg))
     tensors = synth.drafter_tensors(cfg, seed=7)
     for t in tensors:
-        t.name = "out_norm.weight" if t.name == "norm.weight" else t.name.replace("midlayer.", "block0.")
+        t.name = (
+            "out_norm.weight" if t.name == "norm.weight" else t.name.replace("midlayer.", "block0.")
+        )
     write_file(str(src / "model.safetensors"), tensors, {"format": "pt"})
     msg = refused(src, tmp_path / "out", "--to", "sglang")
     assert "--mapping" in msg and "block0." in msg
@@ -517,7 +582,8 @@ def test_unknown_names_need_a_mapping(tmp_path):
         '[dialect]\nname = "mytrainer"\nkind = "layout"\ndescription = "block0.* layer"\n\n'
         "[detect]\ntensor_patterns = ['^block0\\\\.']\n\n"
         '[[rename]]\nprefix = "block0."\nto = "midlayer."\n\n'
-        '[[rename]]\nexact = "out_norm.weight"\nto = "norm.weight"\n')
+        '[[rename]]\nexact = "out_norm.weight"\nto = "norm.weight"\n'
+    )
     r = convert(src, tmp_path / "out", "--to", "sglang", "--mapping", mapping)
     assert r["source_dialect"] == "mytrainer"
     got = tensor_bytes(tmp_path / "out", canonical=False)
@@ -559,8 +625,9 @@ def test_dry_run_text(tmp_path):
         assert cols[1] == name  # speculators names = ModelOpt names
         assert cols[2].startswith("model-0000") and cols[2].endswith("-of-00003.safetensors")
         assert cols[3] == t["dtype"] and cols[-1] == "copy"
-    assert any(line.startswith("config: aux layer ids [0, 1, 2]") and "[1, 2, 3]" in line
-               for line in lines)
+    assert any(
+        line.startswith("config: aux layer ids [0, 1, 2]") and "[1, 2, 3]" in line for line in lines
+    )
     assert "nothing written" in r.stdout
 
 
@@ -573,7 +640,9 @@ def test_dry_run_json(tmp_path, make_drafter):
     src_names = set(tensor_bytes(src, canonical=False)) - {"embed_tokens.weight"}
     assert {t["source"] for t in j["tensors"]} == src_names
     for t in j["tensors"]:
-        assert t["shard"] == "model.safetensors" and t["output"] == t["source"].replace("midlayer.", "layers.0.")
+        assert t["shard"] == "model.safetensors" and t["output"] == t["source"].replace(
+            "midlayer.", "layers.0."
+        )
         if t["source_dtype"] == "BF16":
             assert t["dtype"] == "F32" and t["how"] == "cast"
         else:
@@ -588,6 +657,7 @@ def test_dry_run_json(tmp_path, make_drafter):
 @pytest.mark.parametrize("flag, dtype", [("fp32", "float32"), ("fp16", "float16")])
 def test_dtype_cast(tmp_path, make_drafter, flag, dtype):
     import torch
+
     src = make_drafter("src", llama_cfg(), include_embed=True)
     out = tmp_path / "out"
     convert(src, out, "--to", "sglang", "--dtype", flag)
@@ -625,7 +695,10 @@ def test_embeddings_from_local_target(tmp_path):
     item = next(t for t in r["tensors"] if t["output"] == "embed_tokens.weight")
     assert item["how"] == "embed-from-target" and item["source"] == "model.embed_tokens.weight"
     got = tensor_bytes(out)
-    assert got["embed_tokens.weight"] == tensor_bytes(TARGET, canonical=False)["model.embed_tokens.weight"]
+    assert (
+        got["embed_tokens.weight"]
+        == tensor_bytes(TARGET, canonical=False)["model.embed_tokens.weight"]
+    )
     assert {k: v for k, v in got.items() if k != "embed_tokens.weight"} == tensor_bytes(src)
     rep = check(out, "vllm", TARGET)
     assert rep["ok"], errors_of(rep)
@@ -634,7 +707,9 @@ def test_embeddings_from_local_target(tmp_path):
 def test_embeddings_from_hub_target_reads_only_that_tensor(tmp_path, hub):
     hub.add_repo("org/target", repo_files(TARGET))
     out = tmp_path / "out"
-    convert(PRODUCERS / "specforge-sglang", out, "--to", "sglang", "--embeddings", "from=org/target")
+    convert(
+        PRODUCERS / "specforge-sglang", out, "--to", "sglang", "--embeddings", "from=org/target"
+    )
     want = tensor_bytes(TARGET, canonical=False)["model.embed_tokens.weight"]
     assert tensor_bytes(out)["embed_tokens.weight"] == want
     emb = len(want[2])
@@ -648,6 +723,7 @@ def test_embeddings_from_hub_target_reads_only_that_tensor(tmp_path, hub):
 
 def test_lm_head_from_target_gathers_d2t_rows(tmp_path):
     import torch
+
     cfg = config(PRODUCERS / "specforge-sglang")
     src = tmp_path / "src"
     synth.write_drafter(str(src), cfg, skip=("lm_head.weight",), seed=3)
@@ -665,8 +741,9 @@ def test_lm_head_from_target_gathers_d2t_rows(tmp_path):
     rep = check(out, "sglang", TARGET)
     assert rep["ok"], errors_of(rep)
     # a drafter that has its own head is not given another
-    msg = refused(PRODUCERS / "specforge-sglang", tmp_path / "x", "--to", "sglang",
-                  "--lm-head-from", TARGET)
+    msg = refused(
+        PRODUCERS / "specforge-sglang", tmp_path / "x", "--to", "sglang", "--lm-head-from", TARGET
+    )
     assert "already has an lm_head" in msg
 
 
@@ -694,6 +771,7 @@ def test_injected_verify_failure_leaves_nothing(tmp_path, make_drafter, monkeypa
     def boom(path, written_header, expected):
         assert os.path.getsize(path) > len(written_header)  # the shard was written
         raise RuntimeError("injected failure")
+
     monkeypatch.setattr(verify_mod, "reopen", boom)
     r = run_cli("convert", src, out, "--to", "vllm")
     assert r.exit_code == 2 and "injected failure" in r.stderr
@@ -709,6 +787,7 @@ def test_corrupted_copy_fails_verification(tmp_path, make_drafter, monkeypatch):
         real(src_path, src_off, n, out_fd, out_off)
         if n > 4096:
             os.pwrite(out_fd, b"\x7f" * 16, out_off + n // 2)
+
     monkeypatch.setattr(produce, "copy_range", corrupt)
     msg = refused(src, out, "--to", "vllm")
     assert "verification failed" in msg and "differs from its source" in msg
@@ -723,6 +802,7 @@ def test_disk_full_leaves_nothing_and_keeps_old_out(tmp_path, make_drafter, monk
 
     def full(*a):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(produce, "copy_range", full)
     msg = refused(src, out, "--to", "vllm", "--force")
     assert "cannot write" in msg and "No space left" in msg
@@ -761,8 +841,9 @@ def test_stale_tmp_removed_live_one_kept(tmp_path, make_drafter):
 
 
 def test_sigterm_removes_tmp(tmp_path):
-    cfg = llama_cfg(hidden=1024, intermediate=4096, heads=8, head_dim=128, vocab=65536,
-                    draft_vocab=32000)
+    cfg = llama_cfg(
+        hidden=1024, intermediate=4096, heads=8, head_dim=128, vocab=65536, draft_vocab=32000
+    )
     src = tmp_path / "src"
     synth.write_drafter(str(src), cfg, include_embed=True)
     assert os.path.getsize(src / "model.safetensors") > 200_000_000
@@ -770,9 +851,13 @@ def test_sigterm_removes_tmp(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     out = work / "out"
-    p = subprocess.Popen([sys.executable, "-m", "weightcheck", "convert", str(src), str(out),
-                          "--to", "vllm"], cwd=str(ROOT), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "weightcheck", "convert", str(src), str(out), "--to", "vllm"],
+        cwd=str(ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sent = False
     deadline = time.monotonic() + 60
     while p.poll() is None and time.monotonic() < deadline:
@@ -792,18 +877,35 @@ def test_sigterm_removes_tmp(tmp_path):
 
 # =============================================================================================
 # 9. no torch for a rename
-_PROBE = ("import sys, json\nfrom weightcheck.cli import main\n"
-          "try:\n    main(sys.argv[1:], prog_name='weightcheck')\n"
-          "except SystemExit as e:\n    print('exit', e.code, file=sys.stderr)\n"
-          "print(json.dumps(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))))")
+_PROBE = (
+    "import sys, json\nfrom weightcheck.cli import main\n"
+    "try:\n    main(sys.argv[1:], prog_name='weightcheck')\n"
+    "except SystemExit as e:\n    print('exit', e.code, file=sys.stderr)\n"
+    "print(json.dumps(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))))"
+)
 
 
 @pytest.mark.parametrize("extra, torch_expected", [((), False), (("--dtype", "fp32"), True)])
 def test_rename_does_not_import_torch(tmp_path, extra, torch_expected):
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-c", _PROBE, "convert", str(PRODUCERS / "modelopt"),
-                        str(out), "--to", "sglang", "--json", *extra], capture_output=True,
-                       text=True, cwd=str(ROOT), timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PROBE,
+            "convert",
+            str(PRODUCERS / "modelopt"),
+            str(out),
+            "--to",
+            "sglang",
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=120,
+    )
     assert p.returncode == 0 and "exit" not in p.stderr, p.stderr
     mods = json.loads(p.stdout.strip().splitlines()[-1])
     assert (out / "model.safetensors").exists()
@@ -836,11 +938,23 @@ def test_mla_drafter_is_refused_not_mangled(tmp_path):
     """The output layouts describe Llama EAGLE-3 drafters: an MLA drafter is refused, not written
     under a Llama architecture."""
     import synth
-    mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2",
-           "hidden_size": 128, "intermediate_size": 320, "num_attention_heads": 4,
-           "num_key_value_heads": 4, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
-           "qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 2048, "draft_vocab_size": 400,
-           "torch_dtype": "bfloat16"}
+
+    mla = {
+        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+        "model_type": "kimi_k2",
+        "hidden_size": 128,
+        "intermediate_size": 320,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "q_lora_rank": 96,
+        "kv_lora_rank": 64,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 32,
+        "vocab_size": 2048,
+        "draft_vocab_size": 400,
+        "torch_dtype": "bfloat16",
+    }
     src = tmp_path / "mla"
     synth.write_drafter(str(src), mla)
     r = run_cli("convert", src, tmp_path / "out", "--to", "sglang")

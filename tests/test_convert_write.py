@@ -5,6 +5,7 @@ while the checker thread starts, and what a rename imports.
 Everything runs through the CLI in-process (conftest.run_cli) or in a fresh interpreter for the
 import checks. Tensor bytes are read back with the safetensors library (convert_helpers).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,12 +17,12 @@ import sys
 import threading
 
 import pytest
-
+import synth
 from conftest import K25, ROOT, load_config, run_cli
 from convert_helpers import convert, leftovers, refused, snapshot, tensor_bytes, weight_files
+
 from weightcheck.commands import convert as convert_mod
 from weightcheck.commands.convert import produce, publish
-import synth
 from weightcheck.storage import verify as verify_mod
 from weightcheck.storage.header import read_local_header
 from weightcheck.storage.writer import write_file
@@ -99,7 +100,9 @@ def spy_checker(monkeypatch):
 
 # =============================================================================================
 # 1. offsets kept modulo ALIGN
-@pytest.mark.parametrize("to, extra", [("vllm", ()), ("sglang", ()), ("speculators", ("--dtype", "fp32"))])
+@pytest.mark.parametrize(
+    "to, extra", [("vllm", ()), ("sglang", ()), ("speculators", ("--dtype", "fp32"))]
+)
 def test_copies_keep_the_source_offsets_modulo_align(tmp_path, src, monkeypatch, to, extra):
     monkeypatch.setattr(produce, "ALIGN_MIN_BYTES", 0)  # the tiny drafter counts as large
     out = tmp_path / "out"
@@ -142,20 +145,26 @@ def test_alignment_follows_the_most_bytes(tmp_path, monkeypatch):
     src.mkdir()
     (src / "config.json").write_text(json.dumps(cfg))
     write_file(str(src / "model.safetensors"), first + [emb] + second, {"format": "pt"})
-    heavy = {t.name for t in (first if sum(t.nbytes for t in first) > sum(t.nbytes for t in second)
-                               else second)}
+    heavy = {
+        t.name
+        for t in (first if sum(t.nbytes for t in first) > sum(t.nbytes for t in second) else second)
+    }
     light = {t.name for t in first + second} - heavy
 
     r = convert(src, tmp_path / "out", "--to", "sglang", "--embeddings", "drop")
     assert {t["source"] for t in _copies(r)} == heavy | light
     sh = read_local_header(src / "model.safetensors")
     oh = read_local_header(tmp_path / "out" / "model.safetensors")
-    same = {name for name in heavy | light
-            if (oh.data_start + oh.tensors[name].begin) % produce.ALIGN
-            == (sh.data_start + sh.tensors[name].begin) % produce.ALIGN}
+    same = {
+        name
+        for name in heavy | light
+        if (oh.data_start + oh.tensors[name].begin) % produce.ALIGN
+        == (sh.data_start + sh.tensors[name].begin) % produce.ALIGN
+    }
     assert same == heavy
-    assert tensor_bytes(tmp_path / "out") == {k: v for k, v in tensor_bytes(src).items()
-                                              if k != "embed_tokens.weight"}
+    assert tensor_bytes(tmp_path / "out") == {
+        k: v for k, v in tensor_bytes(src).items() if k != "embed_tokens.weight"
+    }
 
 
 def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src, monkeypatch):
@@ -183,10 +192,14 @@ def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src,
                 continue
             t = by_output[name]
             sh = src_headers[index[t["source"]]]
-            key = ((sh.data_start + sh.tensors[t["source"]].begin)
-                   - (oh.data_start + oh.tensors[name].begin)) % produce.ALIGN
+            key = (
+                (sh.data_start + sh.tensors[t["source"]].begin)
+                - (oh.data_start + oh.tensors[name].begin)
+            ) % produce.ALIGN
             classes[key] = classes.get(key, 0) + t["bytes"]
-        eligible = {k: v for k, v in classes.items() if k % 8 == 0}  # the data start stays 8-aligned
+        eligible = {
+            k: v for k, v in classes.items() if k % 8 == 0
+        }  # the data start stays 8-aligned
         assert eligible and classes.get(0) == max(eligible.values()), (path.name, classes)
     assert tensor_bytes(out) == tensor_bytes(src)
 
@@ -225,7 +238,9 @@ def test_small_copy_chunks_give_the_same_bytes(tmp_path, src, monkeypatch, spy_c
     total = sum(t["bytes"] for t in r["tensors"])
     # the checker that ran re-read every byte of every tensor (the default run's checker too)
     assert [c.checked for c in spy_checker.instances] == [total, total]
-    assert (chunked / "model.safetensors").read_bytes() == (default / "model.safetensors").read_bytes()
+    assert (chunked / "model.safetensors").read_bytes() == (
+        default / "model.safetensors"
+    ).read_bytes()
 
 
 def test_corruption_mid_tensor_stops_the_copy_early(tmp_path, src, monkeypatch, spy_checker):
@@ -345,8 +360,12 @@ def test_text_after_a_write_is_a_summary(tmp_path, src):
     assert lines[0].startswith("converted: ") and lines[0].endswith(f"-> {out} [vllm]")
     wrote = [line for line in lines if line.startswith("wrote ")]
     assert len(wrote) == 1
-    assert wrote[0].startswith("wrote 15 tensors (") and "; 15 renamed) in model.safetensors, " \
-        "config.json, README.md — every byte re-read and verified" in wrote[0]
+    assert (
+        wrote[0].startswith("wrote 15 tensors (")
+        and "; 15 renamed) in model.safetensors, "
+        "config.json, README.md — every byte re-read and verified"
+        in wrote[0]
+    )
     assert wrote[0].endswith("every byte re-read and verified")  # no --fsync here
     assert "source tensor" not in r.stdout and "--fsync" not in r.stdout
     assert "fc.weight" not in r.stdout  # no per-tensor rows
@@ -368,9 +387,10 @@ def test_dry_run_text_has_the_table(tmp_path, src):
     assert r.exit_code == 0, r
     assert r.stdout.startswith("plan: ")
     assert "source tensor" in r.stdout and "output name" in r.stdout
-    assert any(line.split()[:2] == ["midlayer.self_attn.q_proj.weight",
-                                    "layers.0.self_attn.q_proj.weight"]
-               for line in r.stdout.splitlines())
+    assert any(
+        line.split()[:2] == ["midlayer.self_attn.q_proj.weight", "layers.0.self_attn.q_proj.weight"]
+        for line in r.stdout.splitlines()
+    )
     assert "dry run: nothing written" in r.stdout and "every byte" not in r.stdout
     assert not out.exists()
 
@@ -437,6 +457,7 @@ def test_signal_as_the_checker_is_entered_stops_its_thread(tmp_path, src, monkey
     """SIGTERM between building the checker and entering its ``with`` (here: inside __enter__)
     is held until the with owns the thread, so the thread is stopped. (Regression: it used to
     escape before the with, leaving a weightcheck-verify thread running.)"""
+
     class EnteredChecker(verify_mod.RangeChecker):
         def __enter__(self):
             os.kill(os.getpid(), signal.SIGTERM)
@@ -473,21 +494,32 @@ def test_signal_right_after_the_handler_is_installed(tmp_path, src, monkeypatch)
 
 # =============================================================================================
 # 6. what a conversion imports
-_PROBE = ("import sys, json\nfrom weightcheck.cli import main\n"
-          "try:\n    main(sys.argv[1:], prog_name='weightcheck')\n"
-          "except SystemExit as e:\n    print('exit', e.code, file=sys.stderr)\n"
-          "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'tabulate'})))")
+_PROBE = (
+    "import sys, json\nfrom weightcheck.cli import main\n"
+    "try:\n    main(sys.argv[1:], prog_name='weightcheck')\n"
+    "except SystemExit as e:\n    print('exit', e.code, file=sys.stderr)\n"
+    "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'tabulate'})))"
+)
 
 
-@pytest.mark.parametrize("args, imported", [
-    ((), []),  # a rename, text report
-    (("--json",), []),
-    (("--dry-run",), ["tabulate"]),  # the plan is a table
-], ids=["rename-text", "rename-json", "dry-run-text"])
+@pytest.mark.parametrize(
+    "args, imported",
+    [
+        ((), []),  # a rename, text report
+        (("--json",), []),
+        (("--dry-run",), ["tabulate"]),  # the plan is a table
+    ],
+    ids=["rename-text", "rename-json", "dry-run-text"],
+)
 def test_what_a_conversion_imports(tmp_path, src, args, imported):
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-c", _PROBE, "convert", str(src), str(out), "--to",
-                        "vllm", *args], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", _PROBE, "convert", str(src), str(out), "--to", "vllm", *args],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=120,
+    )
     assert p.returncode == 0 and "exit" not in p.stderr, p.stderr
     assert json.loads(p.stdout.strip().splitlines()[-1]) == imported
     if "--dry-run" in args:

@@ -1,18 +1,17 @@
 """Dialects (detection, evidence, canonical names) and config normalization (every spelling ends
 in the same normalized field; the inventory's shapes follow it)."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
-from conftest import run_cli
-from helpers_bad import (canonical_tensors, dialect_names, inspect_json, tensor_bytes,
-                         write_renamed)
-from weightcheck.model import config as config_mod
-from weightcheck.model import dialects
-from weightcheck.model import inventory
 import synth
+from conftest import run_cli
+from helpers_bad import canonical_tensors, dialect_names, inspect_json, tensor_bytes, write_renamed
+
+from weightcheck.model import config as config_mod
+from weightcheck.model import dialects, inventory
 from weightcheck.storage.writer import OutTensor
 
 
@@ -27,11 +26,14 @@ def _assert_all_ok(report):
 
 
 # --- each dialect as synth writes it ----------------------------------------------------------
-@pytest.mark.parametrize("dialect,pattern", [
-    ("specforge", r"^midlayer\."),
-    ("speculators", r"^layers\.0\."),
-    ("modelopt", r"input_embeds_norm\.weight$"),
-])
+@pytest.mark.parametrize(
+    "dialect,pattern",
+    [
+        ("specforge", r"^midlayer\."),
+        ("speculators", r"^layers\.0\."),
+        ("modelopt", r"input_embeds_norm\.weight$"),
+    ],
+)
 def test_synth_dialects_detected_and_mapped(make_drafter, tiny_cfg, dialect, pattern):
     d = make_drafter(dialect, cfg=tiny_cfg, dialect=dialect)
     r = inspect_json(run_cli, d)
@@ -57,26 +59,47 @@ def test_speculators_checkpoint_with_speculators_config(tmp_path):
     """speculators convert/train: layers.0.*, input_norm (norm_before_fc), layer fields nested in
     transformer_layer_config, aux ids top level -- all flattened by normalization."""
     cfg = {
-        "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
-        "speculators_version": "0.9.0", "draft_vocab_size": 400, "norm_before_fc": True,
-        "norm_before_residual": True, "fc_norm": False, "norm_output": False,
-        "eagle_aux_hidden_state_layer_ids": [1, 15, 28], "target_hidden_size": None,
-        "tie_word_embeddings": False, "dtype": "bfloat16",
-        "speculators_config": {"algorithm": "eagle3",
-                               "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": "t"}},
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "speculators_version": "0.9.0",
+        "draft_vocab_size": 400,
+        "norm_before_fc": True,
+        "norm_before_residual": True,
+        "fc_norm": False,
+        "norm_output": False,
+        "eagle_aux_hidden_state_layer_ids": [1, 15, 28],
+        "target_hidden_size": None,
+        "tie_word_embeddings": False,
+        "dtype": "bfloat16",
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": "t"},
+        },
         "transformer_layer_config": {
-            "model_type": "llama", "hidden_size": 128, "intermediate_size": 320,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 2048,
+            "model_type": "llama",
+            "hidden_size": 128,
+            "intermediate_size": 320,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "vocab_size": 2048,
             "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
-            "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "num_hidden_layers": 1},
+            "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-5,
+            "num_hidden_layers": 1,
+        },
     }
     d = tmp_path / "spec"
     synth.write_drafter(str(d), cfg, dialect="speculators")
     r = inspect_json(run_cli, d)
     assert r["dialect"]["name"] == "speculators"
     ev = " | ".join(r["dialect"]["evidence"])
-    for needle in ("^input_norm", "speculators_model_type", "transformer_layer_config",
-                   "architectures[0] is Eagle3Speculator"):
+    for needle in (
+        "^input_norm",
+        "speculators_model_type",
+        "transformer_layer_config",
+        "architectures[0] is Eagle3Speculator",
+    ):
         assert needle in ev, ev
     m = _canon_map(r)
     assert m["input_norm.weight"] == "input_norm.weight"
@@ -88,10 +111,19 @@ def test_speculators_checkpoint_with_speculators_config(tmp_path):
 
     n, p = r["config"]["normalized"], r["config"]["provenance"]
     assert (n["hidden_size"], p["hidden_size"]) == (128, "transformer_layer_config.hidden_size")
-    assert (n["num_key_value_heads"], p["num_key_value_heads"]) == (2, "transformer_layer_config.num_key_value_heads")
+    assert (n["num_key_value_heads"], p["num_key_value_heads"]) == (
+        2,
+        "transformer_layer_config.num_key_value_heads",
+    )
     assert (n["vocab_size"], n["draft_vocab_size"]) == (2048, 400)
-    assert (n["aux_layer_ids"], p["aux_layer_ids"]) == ([1, 15, 28], "eagle_aux_hidden_state_layer_ids")
-    assert (n["rope_theta"], p["rope_theta"]) == (10000.0, "transformer_layer_config.rope_parameters.rope_theta")
+    assert (n["aux_layer_ids"], p["aux_layer_ids"]) == (
+        [1, 15, 28],
+        "eagle_aux_hidden_state_layer_ids",
+    )
+    assert (n["rope_theta"], p["rope_theta"]) == (
+        10000.0,
+        "transformer_layer_config.rope_parameters.rope_theta",
+    )
     assert n["rope_scaling"] == {"rope_theta": 10000.0, "rope_type": "default"}
     assert n["max_position_embeddings"] == 4096 and n["rms_norm_eps"] == 1e-5
     assert (n["target_hidden_size"], p["target_hidden_size"]) == (128, "default")  # null = absent
@@ -101,8 +133,9 @@ def test_speculators_checkpoint_with_speculators_config(tmp_path):
 
 def test_speculators_input_norm_without_norm_before_fc_is_not_expected(tmp_path, tiny_cfg):
     extra = [OutTensor("input_norm.weight", "BF16", (384,), b"\0" * 768)]
-    mapping = write_renamed(tmp_path / "d", tiny_cfg, lambda n: n.replace("midlayer.", "layers.0."),
-                            extra=extra)
+    mapping = write_renamed(
+        tmp_path / "d", tiny_cfg, lambda n: n.replace("midlayer.", "layers.0."), extra=extra
+    )
     r = inspect_json(run_cli, tmp_path / "d")
     assert r["dialect"]["name"] == "speculators"
     st = {t["name"]: t["status"] for t in r["tensors"]}
@@ -120,13 +153,17 @@ def _sp(n):
 
 
 def _mo(n):
-    return {"midlayer.input_layernorm.weight": "input_embeds_norm.weight",
-            "lm_head.weight": "eagle_lm_head.weight"}.get(n, n.replace("midlayer.", "layers.0."))
+    return {
+        "midlayer.input_layernorm.weight": "input_embeds_norm.weight",
+        "lm_head.weight": "eagle_lm_head.weight",
+    }.get(n, n.replace("midlayer.", "layers.0."))
 
 
 def _mo_old(n):  # older ModelOpt: midlayer.* under eagle_module.
-    return "eagle_module." + {"midlayer.input_layernorm.weight": "input_embeds_norm.weight",
-                              "lm_head.weight": "eagle_lm_head.weight"}.get(n, n)
+    return "eagle_module." + {
+        "midlayer.input_layernorm.weight": "input_embeds_norm.weight",
+        "lm_head.weight": "eagle_lm_head.weight",
+    }.get(n, n)
 
 
 def _hf(base):
@@ -137,23 +174,49 @@ RENAMED = [
     # id, rename, layout dialect, wrappers, evidence fragment
     ("modelopt-eagle_module", lambda n: "eagle_module." + _mo(n), "modelopt", [], "eagle_module."),
     ("modelopt-eagle_module-midlayer", _mo_old, "modelopt", [], "eagle_module."),
-    ("training-draft_model-specforge", lambda n: "draft_model." + n, "specforge",
-     ["training:draft_model."], "`draft_model.` (training)"),
-    ("training-module-specforge", lambda n: "module." + n, "specforge", ["training:module."],
-     "`module.` (training)"),
-    ("training-module-speculators", lambda n: "module." + _sp(n), "speculators", ["training:module."],
-     r"^layers\.0\."),
-    ("training-draft_model-speculators", lambda n: "draft_model." + _sp(n), "speculators",
-     ["training:draft_model."], "draft_model."),
+    (
+        "training-draft_model-specforge",
+        lambda n: "draft_model." + n,
+        "specforge",
+        ["training:draft_model."],
+        "`draft_model.` (training)",
+    ),
+    (
+        "training-module-specforge",
+        lambda n: "module." + n,
+        "specforge",
+        ["training:module."],
+        "`module.` (training)",
+    ),
+    (
+        "training-module-speculators",
+        lambda n: "module." + _sp(n),
+        "speculators",
+        ["training:module."],
+        r"^layers\.0\.",
+    ),
+    (
+        "training-draft_model-speculators",
+        lambda n: "draft_model." + _sp(n),
+        "speculators",
+        ["training:draft_model."],
+        "draft_model.",
+    ),
     ("hf-model-layers0", _hf(_sp), "speculators", ["hf:model."], "`model.` (hf)"),
     ("hf-model-midlayer", _hf(_sf), "specforge", ["hf:model."], "`model.` (hf)"),
-    ("module-then-hf", lambda n: "module." + _hf(_sp)(n), "speculators",
-     ["hf:model.", "training:module."], "`module.` (training)"),
+    (
+        "module-then-hf",
+        lambda n: "module." + _hf(_sp)(n),
+        "speculators",
+        ["hf:model.", "training:module."],
+        "`module.` (training)",
+    ),
 ]
 
 
-@pytest.mark.parametrize("rename,layout,wrappers,evidence", [r[1:] for r in RENAMED],
-                         ids=[r[0] for r in RENAMED])
+@pytest.mark.parametrize(
+    "rename,layout,wrappers,evidence", [r[1:] for r in RENAMED], ids=[r[0] for r in RENAMED]
+)
 def test_renamed_checkpoints(tmp_path, tiny_cfg, rename, layout, wrappers, evidence):
     mapping = write_renamed(tmp_path / "d", tiny_cfg, rename)
     r = inspect_json(run_cli, tmp_path / "d")
@@ -178,12 +241,17 @@ def test_round_trip_every_dialect_every_canonical_name():
 # --- mixed, unknown, duplicates, target-like --------------------------------------------------
 def test_mixed_checkpoint_reports_foreign_names(tmp_path, tiny_cfg):
     foreign = {"midlayer.mlp.up_proj.weight", "midlayer.self_attn.v_proj.weight"}
-    mapping = write_renamed(tmp_path / "d", tiny_cfg,
-                            lambda n: n.replace("midlayer.", "layers.0.") if n in foreign else n)
+    mapping = write_renamed(
+        tmp_path / "d",
+        tiny_cfg,
+        lambda n: n.replace("midlayer.", "layers.0.") if n in foreign else n,
+    )
     r = inspect_json(run_cli, tmp_path / "d")
     assert r["dialect"]["name"] == "specforge"
-    assert r["other_dialect"] == {"layers.0.mlp.up_proj.weight": "speculators",
-                                  "layers.0.self_attn.v_proj.weight": "speculators"}
+    assert r["other_dialect"] == {
+        "layers.0.mlp.up_proj.weight": "speculators",
+        "layers.0.self_attn.v_proj.weight": "speculators",
+    }
     assert _canon_map(r) == mapping  # foreign names still map to their canonical names
     st = {t["name"]: t["status"] for t in r["tensors"]}
     assert st["layers.0.mlp.up_proj.weight"] == "other dialect (speculators)"
@@ -192,9 +260,11 @@ def test_mixed_checkpoint_reports_foreign_names(tmp_path, tiny_cfg):
 
 
 def test_unknown_names_are_reported_never_dropped(tmp_path, tiny_cfg):
-    extra = [OutTensor("fcs.0.weight", "BF16", (4, 4), b"\0" * 32),
-             OutTensor("lm_head.bias", "BF16", (400,), b"\0" * 800),
-             OutTensor("totally.unrelated", "F32", (3,), b"\0" * 12)]
+    extra = [
+        OutTensor("fcs.0.weight", "BF16", (4, 4), b"\0" * 32),
+        OutTensor("lm_head.bias", "BF16", (400,), b"\0" * 800),
+        OutTensor("totally.unrelated", "F32", (3,), b"\0" * 12),
+    ]
     write_renamed(tmp_path / "d", tiny_cfg, _sf, extra=extra)
     r = inspect_json(run_cli, tmp_path / "d")
     unknown = {"fcs.0.weight", "lm_head.bias", "totally.unrelated"}
@@ -222,25 +292,37 @@ def test_duplicate_canonical_names(tmp_path, tiny_cfg):
     extra = [OutTensor("layers.0.mlp.up_proj.weight", t.dtype, t.shape, tensor_bytes(t))]
     write_renamed(tmp_path / "d", tiny_cfg, _sf, extra=extra)
     r = inspect_json(run_cli, tmp_path / "d")
-    assert r["duplicates"] == {"midlayer.mlp.up_proj.weight": ["midlayer.mlp.up_proj.weight",
-                                                                "layers.0.mlp.up_proj.weight"]} \
-        or sorted(r["duplicates"]["midlayer.mlp.up_proj.weight"]) == sorted(
-            ["midlayer.mlp.up_proj.weight", "layers.0.mlp.up_proj.weight"])
+    assert r["duplicates"] == {
+        "midlayer.mlp.up_proj.weight": [
+            "midlayer.mlp.up_proj.weight",
+            "layers.0.mlp.up_proj.weight",
+        ]
+    } or sorted(r["duplicates"]["midlayer.mlp.up_proj.weight"]) == sorted(
+        ["midlayer.mlp.up_proj.weight", "layers.0.mlp.up_proj.weight"]
+    )
     st = {t["name"]: t["status"] for t in r["tensors"]}
     assert st["midlayer.mlp.up_proj.weight"] == "duplicate"
 
 
 def _target_tensors(layers=4, H=64, I=128, V=512):
-    out = [OutTensor("model.embed_tokens.weight", "BF16", (V, H), b"\0" * (2 * V * H)),
-           OutTensor("model.norm.weight", "BF16", (H,), b"\0" * (2 * H)),
-           OutTensor("lm_head.weight", "BF16", (V, H), b"\0" * (2 * V * H))]
+    out = [
+        OutTensor("model.embed_tokens.weight", "BF16", (V, H), b"\0" * (2 * V * H)),
+        OutTensor("model.norm.weight", "BF16", (H,), b"\0" * (2 * H)),
+        OutTensor("lm_head.weight", "BF16", (V, H), b"\0" * (2 * V * H)),
+    ]
     for i in range(layers):
         p = f"model.layers.{i}."
-        for n, shape in (("self_attn.q_proj.weight", (H, H)), ("self_attn.k_proj.weight", (H, H)),
-                         ("self_attn.v_proj.weight", (H, H)), ("self_attn.o_proj.weight", (H, H)),
-                         ("mlp.gate_proj.weight", (I, H)), ("mlp.up_proj.weight", (I, H)),
-                         ("mlp.down_proj.weight", (H, I)), ("input_layernorm.weight", (H,)),
-                         ("post_attention_layernorm.weight", (H,))):
+        for n, shape in (
+            ("self_attn.q_proj.weight", (H, H)),
+            ("self_attn.k_proj.weight", (H, H)),
+            ("self_attn.v_proj.weight", (H, H)),
+            ("self_attn.o_proj.weight", (H, H)),
+            ("mlp.gate_proj.weight", (I, H)),
+            ("mlp.up_proj.weight", (I, H)),
+            ("mlp.down_proj.weight", (H, I)),
+            ("input_layernorm.weight", (H,)),
+            ("post_attention_layernorm.weight", (H,)),
+        ):
             numel = 1
             for s in shape:
                 numel *= s
@@ -251,11 +333,19 @@ def _target_tensors(layers=4, H=64, I=128, V=512):
 def test_target_model_passed_as_drafter(tmp_path):
     folder = tmp_path / "target"
     folder.mkdir()
-    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-           "intermediate_size": 128, "num_attention_heads": 2, "num_hidden_layers": 4,
-           "vocab_size": 512, "torch_dtype": "bfloat16"}
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 4,
+        "vocab_size": 512,
+        "torch_dtype": "bfloat16",
+    }
     (folder / "config.json").write_text(json.dumps(cfg))
     from weightcheck.storage.writer import write_file
+
     write_file(str(folder / "model.safetensors"), _target_tensors())
     r = inspect_json(run_cli, folder)
     assert r["looks_like_target"] and "4 decoder layers" in r["looks_like_target"]
@@ -282,11 +372,18 @@ def test_dtype_vs_torch_dtype():
     a = _norm({"dtype": "bfloat16"})
     assert (a["dtype"], a.provenance["dtype"], a["dtype_key"]) == ("bfloat16", "dtype", "dtype")
     b = _norm({"torch_dtype": "float16"})
-    assert (b["dtype"], b.provenance["dtype"], b["dtype_key"]) == ("float16", "torch_dtype", "torch_dtype")
+    assert (b["dtype"], b.provenance["dtype"], b["dtype_key"]) == (
+        "float16",
+        "torch_dtype",
+        "torch_dtype",
+    )
     c = _norm({"dtype": "bfloat16", "torch_dtype": "float32"})
     assert c["dtype"] == "bfloat16"  # transformers 5 spelling first
     d = _norm({"transformer_layer_config": {"torch_dtype": "float32"}})
-    assert (d["dtype"], d.provenance["dtype"]) == ("float32", "transformer_layer_config.torch_dtype")
+    assert (d["dtype"], d.provenance["dtype"]) == (
+        "float32",
+        "transformer_layer_config.torch_dtype",
+    )
     e = _norm({})
     assert e["dtype"] is None and e["dtype_key"] is None and e.provenance["dtype"] == "absent"
 
@@ -308,12 +405,17 @@ def test_rope_parameters_vs_rope_scaling_and_theta():
     assert old["rope_scaling"] == {"rope_type": "llama3", "factor": 8.0}
     assert old.provenance["rope_scaling"] == "rope_scaling"
     new = _norm({"rope_parameters": {"rope_theta": 500000, "rope_type": "llama3", "factor": 8.0}})
-    assert (new["rope_theta"], new.provenance["rope_theta"]) == (500000.0, "rope_parameters.rope_theta")
+    assert (new["rope_theta"], new.provenance["rope_theta"]) == (
+        500000.0,
+        "rope_parameters.rope_theta",
+    )
     assert isinstance(new["rope_theta"], float)  # an int theta is normalized to float
     assert new.provenance["rope_scaling"] == "rope_parameters"
     assert new["rope_scaling"]["rope_type"] == "llama3"
     # rope_scaling: null is absent, and rope_parameters is then used
-    both = _norm({"rope_scaling": None, "rope_parameters": {"rope_theta": 1e6, "rope_type": "default"}})
+    both = _norm(
+        {"rope_scaling": None, "rope_parameters": {"rope_theta": 1e6, "rope_type": "default"}}
+    )
     assert both.provenance["rope_scaling"] == "rope_parameters" and both["rope_theta"] == 1e6
     assert _norm({}).provenance["rope_theta"] == "absent"
 
@@ -322,12 +424,22 @@ def test_aux_ids_nested_vs_top_level():
     nested = _norm({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58, 60]}})
     assert nested["aux_layer_ids"] == [2, 30, 58, 60]
     assert nested.provenance["aux_layer_ids"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
-    assert (nested["num_aux_hidden_states"], nested.provenance["num_aux_hidden_states"]) == (4, "default")
+    assert (nested["num_aux_hidden_states"], nested.provenance["num_aux_hidden_states"]) == (
+        4,
+        "default",
+    )
     top = _norm({"eagle_aux_hidden_state_layer_ids": [1, 15]})
-    assert (top["aux_layer_ids"], top.provenance["aux_layer_ids"]) == ([1, 15], "eagle_aux_hidden_state_layer_ids")
+    assert (top["aux_layer_ids"], top.provenance["aux_layer_ids"]) == (
+        [1, 15],
+        "eagle_aux_hidden_state_layer_ids",
+    )
     assert top["num_aux_hidden_states"] == 2
-    both = _norm({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
-                  "eagle_aux_hidden_state_layer_ids": [1, 2, 3]})
+    both = _norm(
+        {
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
+            "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
+        }
+    )
     assert both["aux_layer_ids"] == [2, 30, 58]  # SGLang reads the nested one
     none = _norm({"eagle_aux_hidden_state_layer_ids": None})
     assert none["aux_layer_ids"] is None and none["num_aux_hidden_states"] == 3
@@ -350,19 +462,44 @@ def test_four_aux_layers_widen_fc(make_drafter, tiny_cfg):
 
 
 def test_kimi_k25_text_config():
-    cfg = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
-           "text_config": {"model_type": "kimi_k2", "hidden_size": 7168, "intermediate_size": 18432,
-                           "num_attention_heads": 64, "num_key_value_heads": 64,
-                           "num_hidden_layers": 61, "vocab_size": 163840, "rope_theta": 50000.0,
-                           "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
-                           "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-                           "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-5},
-           "vision_config": {"hidden_size": 1152}}
+    cfg = {
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "model_type": "kimi_k25",
+        "text_config": {
+            "model_type": "kimi_k2",
+            "hidden_size": 7168,
+            "intermediate_size": 18432,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 64,
+            "num_hidden_layers": 61,
+            "vocab_size": 163840,
+            "rope_theta": 50000.0,
+            "max_position_embeddings": 262144,
+            "torch_dtype": "bfloat16",
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "rms_norm_eps": 1e-5,
+        },
+        "vision_config": {"hidden_size": 1152},
+    }
     n = _norm(cfg)
-    expect = {"hidden_size": 7168, "intermediate_size": 18432, "num_attention_heads": 64,
-              "num_hidden_layers": 61, "vocab_size": 163840, "rope_theta": 50000.0,
-              "max_position_embeddings": 262144, "dtype": "bfloat16", "q_lora_rank": 1536,
-              "kv_lora_rank": 512, "qk_rope_head_dim": 64, "v_head_dim": 128}
+    expect = {
+        "hidden_size": 7168,
+        "intermediate_size": 18432,
+        "num_attention_heads": 64,
+        "num_hidden_layers": 61,
+        "vocab_size": 163840,
+        "rope_theta": 50000.0,
+        "max_position_embeddings": 262144,
+        "dtype": "bfloat16",
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+    }
     for k, v in expect.items():
         assert n[k] == v, k
         assert n.provenance[k].startswith("text_config."), (k, n.provenance[k])
@@ -393,15 +530,18 @@ def test_explicit_head_dim_with_nh_hd_not_hidden(make_drafter, tiny_cfg):
     r = inspect_json(run_cli, d)
     _assert_all_ok(r)
     assert next(t for t in r["tensors"] if t["canonical"] == "midlayer.self_attn.o_proj.weight")[
-        "shape"] == [128, 192]
+        "shape"
+    ] == [128, 192]
     # the same file read with head_dim removed (so hidden/heads = 32): q/k/v/o mismatch
     (d / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "head_dim"}))
     r = inspect_json(run_cli, d)
     bad = {t["canonical"]: t["status"] for t in r["tensors"] if t["status"] != "ok"}
-    assert bad == {"midlayer.self_attn.q_proj.weight": "shape != config [128, 256]",
-                   "midlayer.self_attn.k_proj.weight": "shape != config [64, 256]",
-                   "midlayer.self_attn.v_proj.weight": "shape != config [64, 256]",
-                   "midlayer.self_attn.o_proj.weight": "shape != config [128, 128]"}
+    assert bad == {
+        "midlayer.self_attn.q_proj.weight": "shape != config [128, 256]",
+        "midlayer.self_attn.k_proj.weight": "shape != config [64, 256]",
+        "midlayer.self_attn.v_proj.weight": "shape != config [64, 256]",
+        "midlayer.self_attn.o_proj.weight": "shape != config [128, 128]",
+    }
 
 
 def test_draft_vocab_absent_means_full_vocab_and_no_maps(make_drafter, tiny_cfg):
@@ -444,8 +584,11 @@ def test_fc_norm_expects_three_norms(make_drafter, tiny_cfg, spelling):
     # one missing is reported as required
     d = make_drafter("less", cfg=cfg, skip=("fc_norm.2.weight",))
     r = inspect_json(run_cli, d)
-    assert {"canonical": "fc_norm.2.weight", "presence": "required", "shape": [128]}.items() <= \
-        next(m for m in r["missing"] if m["canonical"] == "fc_norm.2.weight").items()
+    assert {
+        "canonical": "fc_norm.2.weight",
+        "presence": "required",
+        "shape": [128],
+    }.items() <= next(m for m in r["missing"] if m["canonical"] == "fc_norm.2.weight").items()
 
 
 def test_fc_norm_absent_means_not_expected(make_drafter, tiny_cfg):
@@ -457,12 +600,24 @@ def test_fc_norm_absent_means_not_expected(make_drafter, tiny_cfg):
     assert st["fc_norm.0.weight"] == "not expected by config"
 
 
-MLA = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2",
-       "hidden_size": 128, "intermediate_size": 320, "num_attention_heads": 4,
-       "num_key_value_heads": 4, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
-       "qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 2048, "draft_vocab_size": 400,
-       "torch_dtype": "bfloat16", "rope_theta": 50000.0,
-       "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}
+MLA = {
+    "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+    "model_type": "kimi_k2",
+    "hidden_size": 128,
+    "intermediate_size": 320,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "q_lora_rank": 96,
+    "kv_lora_rank": 64,
+    "qk_nope_head_dim": 32,
+    "qk_rope_head_dim": 16,
+    "v_head_dim": 32,
+    "vocab_size": 2048,
+    "draft_vocab_size": 400,
+    "torch_dtype": "bfloat16",
+    "rope_theta": 50000.0,
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
+}
 
 
 def test_mla_drafter(make_drafter):
@@ -481,8 +636,13 @@ def test_mla_drafter(make_drafter):
     assert "midlayer.self_attn.q_proj.weight" not in sh
     _assert_all_ok(r)
     n = r["config"]["normalized"]
-    assert (n["q_lora_rank"], n["kv_lora_rank"], n["qk_nope_head_dim"], n["qk_rope_head_dim"],
-            n["v_head_dim"]) == (96, 64, 32, 16, 32)
+    assert (
+        n["q_lora_rank"],
+        n["kv_lora_rank"],
+        n["qk_nope_head_dim"],
+        n["qk_rope_head_dim"],
+        n["v_head_dim"],
+    ) == (96, 64, 32, 16, 32)
 
 
 def test_mla_tensors_win_over_a_llama_config(make_drafter):
@@ -492,7 +652,9 @@ def test_mla_tensors_win_over_a_llama_config(make_drafter):
     assert r["architecture"]["name"] == "deepseek_mla_eagle3"
     assert "config says LlamaForCausalLMEagle3" in r["architecture"]["evidence"]
     # and with no architectures at all, the signature tensor decides
-    (d / "config.json").write_text(json.dumps({k: v for k, v in MLA.items() if k != "architectures"}))
+    (d / "config.json").write_text(
+        json.dumps({k: v for k, v in MLA.items() if k != "architectures"})
+    )
     assert inspect_json(run_cli, d)["architecture"]["name"] == "deepseek_mla_eagle3"
 
 
@@ -508,8 +670,11 @@ def test_mla_in_layers0_naming(tmp_path):
 # --- odd configs never crash ------------------------------------------------------------------
 def test_zero_heads_is_a_config_problem_not_a_crash(make_drafter, tiny_cfg):
     d = make_drafter(cfg=tiny_cfg)
-    (d / "config.json").write_text(json.dumps(
-        {k: v for k, v in dict(tiny_cfg, num_attention_heads=0).items() if k != "head_dim"}))
+    (d / "config.json").write_text(
+        json.dumps(
+            {k: v for k, v in dict(tiny_cfg, num_attention_heads=0).items() if k != "head_dim"}
+        )
+    )
     r = run_cli("inspect", d, "--json")
     assert r.exit_code == 0, r
     j = r.json
@@ -521,33 +686,41 @@ def test_zero_heads_is_a_config_problem_not_a_crash(make_drafter, tiny_cfg):
 
 def test_absurd_aux_count_is_not_expanded(make_drafter, tiny_cfg):
     d = make_drafter(cfg=tiny_cfg)
-    (d / "config.json").write_text(json.dumps(dict(tiny_cfg, fc_norm=True,
-                                                   num_aux_hidden_states=10**12)))
+    (d / "config.json").write_text(
+        json.dumps(dict(tiny_cfg, fc_norm=True, num_aux_hidden_states=10**12))
+    )
     r = run_cli("inspect", d, "--json")
     assert r.exit_code == 0, r
     missing = [m["canonical"] for m in r.json["missing"]]
     assert not any(m.startswith("fc_norm.") and m != "fc_norm.{i}.weight" for m in missing)
-    inv = inventory.expected(inventory.by_name("llama_eagle3"),
-                             _norm(dict(tiny_cfg, fc_norm=True, num_aux_hidden_states=10**12)).symbols())
+    inv = inventory.expected(
+        inventory.by_name("llama_eagle3"),
+        _norm(dict(tiny_cfg, fc_norm=True, num_aux_hidden_states=10**12)).symbols(),
+    )
     assert inv.tensors["fc_norm.{i}.weight"].problem
     assert len(inv.tensors) < 30
 
 
-@pytest.mark.parametrize("patch,field", [
-    ({"hidden_size": "128"}, "hidden_size"),
-    ({"hidden_size": True}, "hidden_size"),
-    ({"hidden_size": 128.0}, "hidden_size"),
-    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": {"a": 1}}}, "aux_layer_ids"),
-    ({"torch_dtype": 16}, "dtype"),
-    ({"rope_theta": "1e6"}, "rope_theta"),
-    ({"fc_norm": "yes"}, "fc_norm"),
-])
+@pytest.mark.parametrize(
+    "patch,field",
+    [
+        ({"hidden_size": "128"}, "hidden_size"),
+        ({"hidden_size": True}, "hidden_size"),
+        ({"hidden_size": 128.0}, "hidden_size"),
+        ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": {"a": 1}}}, "aux_layer_ids"),
+        ({"torch_dtype": 16}, "dtype"),
+        ({"rope_theta": "1e6"}, "rope_theta"),
+        ({"fc_norm": "yes"}, "fc_norm"),
+    ],
+)
 def test_wrongly_typed_config_values_are_problems(make_drafter, tiny_cfg, patch, field):
     d = make_drafter(cfg=tiny_cfg)
     (d / "config.json").write_text(json.dumps(dict(tiny_cfg, **patch)))
     r = run_cli("inspect", d, "--json")
     assert r.exit_code == 0, r
-    assert any(p.startswith(f"{field}:") for p in r.json["config"]["problems"]), r.json["config"]["problems"]
+    assert any(p.startswith(f"{field}:") for p in r.json["config"]["problems"]), r.json["config"][
+        "problems"
+    ]
 
 
 @pytest.mark.parametrize("arch", [[["nested"]], "LlamaForCausalLMEagle3", [{"a": 1}], [], None, 7])

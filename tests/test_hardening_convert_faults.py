@@ -15,6 +15,7 @@ Deterministic faults at exact points (right after a rename) run weightcheck thro
 The four convert.py bugs these tests found (docs/reliability.md, bugs 11-14) are fixed; their
 tests now pass as ordinary tests.
 """
+
 from __future__ import annotations
 
 import collections
@@ -29,11 +30,10 @@ import sys
 import time
 
 import pytest
-
+import synth
 from conftest import ROOT, run_cli
 from convert_helpers import TMP_MARK, leftovers
 from hardening_helpers import fill, one_error_line, remount, run_injected, tmpfs
-import synth
 
 KILL_TRIALS = 48
 TERM_TRIALS = 12
@@ -50,8 +50,10 @@ def sha256(path) -> str:
 
 def tree_state(folder) -> dict:
     """name -> (size, mtime_ns) of every file in SRC: cheap enough to check after each trial."""
-    return {n: (os.stat(folder / n).st_size, os.stat(folder / n).st_mtime_ns)
-            for n in sorted(os.listdir(folder))}
+    return {
+        n: (os.stat(folder / n).st_size, os.stat(folder / n).st_mtime_ns)
+        for n in sorted(os.listdir(folder))
+    }
 
 
 @pytest.fixture(scope="session")
@@ -59,8 +61,16 @@ def big_src(tmp_path_factory):
     """A ~219 MB synthetic drafter (Kimi-K2 SpecForge layout scaled to hidden 2048), written
     once per session; with its sha256."""
     from conftest import K2, load_config
-    cfg = synth.scaled_config(load_config(K2), hidden=2048, intermediate=5632, heads=16,
-                              head_dim=128, vocab=32000, draft_vocab=16000)
+
+    cfg = synth.scaled_config(
+        load_config(K2),
+        hidden=2048,
+        intermediate=5632,
+        heads=16,
+        head_dim=128,
+        vocab=32000,
+        draft_vocab=16000,
+    )
     folder = tmp_path_factory.mktemp("big") / "src"
     path = synth.write_drafter(str(folder), cfg)
     size = os.path.getsize(path)
@@ -70,15 +80,26 @@ def big_src(tmp_path_factory):
 
 
 def convert_cmd(src, out, *extra):
-    return [sys.executable, "-m", "weightcheck", "convert", str(src), str(out), "--to", "sglang",
-            "--json", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "weightcheck",
+        "convert",
+        str(src),
+        str(out),
+        "--to",
+        "sglang",
+        "--json",
+        *extra,
+    ]
 
 
 def assert_complete(src, out) -> None:
     """OUT is a whole, verified conversion of SRC: the files a convert writes, nothing else, and
     compare says identical with every tensor's bytes equal."""
-    assert sorted(os.listdir(out)) == ["README.md", "config.json", "model.safetensors"], \
-        os.listdir(out)
+    assert sorted(os.listdir(out)) == ["README.md", "config.json", "model.safetensors"], os.listdir(
+        out
+    )
     json.loads((out / "config.json").read_text())
     r = run_cli("compare", src, out, "--json")
     assert r.exit_code == 0, r
@@ -115,9 +136,13 @@ def _trials(big_src, tmp_path, sig, trials, seed):
         if force and not out.exists():
             link_copy(ref, out)
         delay = rng.uniform(0.05, full * 1.15)
-        proc = subprocess.Popen(convert_cmd(src, out, *(["--force"] if force else [])),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                cwd=ROOT)
+        proc = subprocess.Popen(
+            convert_cmd(src, out, *(["--force"] if force else [])),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
         time.sleep(delay)
         proc.send_signal(sig)
         err = proc.communicate(timeout=60)[1]
@@ -251,6 +276,7 @@ def test_clean_stale_keeps_the_folder_of_a_process_it_may_not_signal(tmp_path, m
     """(The control -- a dead pid's folder goes, a live one of ours stays -- is
     tests/test_convert.py::test_stale_tmp_removed_live_one_kept.)"""
     from weightcheck.commands import convert as convert_mod
+
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         live = tmp_path / f".OUT{TMP_MARK}{sleeper.pid}"
@@ -261,6 +287,7 @@ def test_clean_stale_keeps_the_folder_of_a_process_it_may_not_signal(tmp_path, m
             if pid == sleeper.pid and sig == 0:
                 raise PermissionError(1, "Operation not permitted")
             return real_kill(pid, sig)
+
         monkeypatch.setattr(os, "kill", kill)
         removed = convert_mod.clean_stale(str(tmp_path / "OUT"))
         assert live.exists(), f"removed a live process's folder: {removed}"
@@ -274,8 +301,10 @@ def test_clean_stale_keeps_the_folder_of_a_process_it_may_not_signal(tmp_path, m
 def _fsize_limit(nbytes):
     def pre():
         import resource
+
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
     return pre
 
 
@@ -285,18 +314,28 @@ def test_disk_full_is_one_line_and_leaves_nothing(big_src, tmp_path):
         if small is not None:  # a 20 MB filesystem for a 219 MB conversion
             out = small / "OUT"
             p = subprocess.run(convert_cmd(src, out), capture_output=True, text=True, cwd=ROOT)
-            one_error_line(_Res(p.returncode, p.stdout, p.stderr), "cannot write",
-                           "No space left on device", where=out)
+            one_error_line(
+                _Res(p.returncode, p.stdout, p.stderr),
+                "cannot write",
+                "No space left on device",
+                where=out,
+            )
             assert os.listdir(small) == []
             st = os.statvfs(small)
             assert st.f_bfree == st.f_blocks, "space still used after the failed convert"
             return
     # no mount here: a 10 MB file size limit (RLIMIT_FSIZE) instead
     out = tmp_path / "OUT"
-    p = subprocess.run(convert_cmd(src, out), capture_output=True, text=True, cwd=ROOT,
-                       preexec_fn=_fsize_limit(10 << 20))
-    one_error_line(_Res(p.returncode, p.stdout, p.stderr), "cannot write", "File too large",
-                   where=out)
+    p = subprocess.run(
+        convert_cmd(src, out),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=_fsize_limit(10 << 20),
+    )
+    one_error_line(
+        _Res(p.returncode, p.stdout, p.stderr), "cannot write", "File too large", where=out
+    )
     assert leftovers(tmp_path) == [] and not out.exists()
     assert sha256(src / "model.safetensors") == digest
 
@@ -311,8 +350,17 @@ def test_disk_full_at_every_phase(small_src, tmp_path):
         if small is None:
             pytest.skip("cannot mount a tmpfs here (the RLIMIT_FSIZE variant above still runs)")
         results = collections.Counter()
-        for leave in [0, 1, pages // 2, pages - 1, pages, pages + 1, pages + 2, pages + 3,
-                      pages + 6]:
+        for leave in [
+            0,
+            1,
+            pages // 2,
+            pages - 1,
+            pages,
+            pages + 1,
+            pages + 2,
+            pages + 3,
+            pages + 6,
+        ]:
             fill(small, leave * page)
             out = small / "OUT"
             r = run_cli("convert", small_src, out, "--to", "sglang")
@@ -340,10 +388,14 @@ def test_read_only_destination(small_src, tmp_path):
         remount(ro, readonly=True)
         try:
             new = ro / "NEW"
-            one_error_line(run_cli("convert", small_src, new, "--to", "sglang"), "cannot write",
-                           where=new)
-            one_error_line(run_cli("convert", small_src, old, "--to", "vllm", "--force"),
-                           "cannot write", where=old)
+            one_error_line(
+                run_cli("convert", small_src, new, "--to", "sglang"), "cannot write", where=new
+            )
+            one_error_line(
+                run_cli("convert", small_src, old, "--to", "vllm", "--force"),
+                "cannot write",
+                where=old,
+            )
             assert sorted(os.listdir(ro)) == ["OLD"]
             assert {n: sha256(old / n) for n in os.listdir(old)} == before
         finally:
@@ -357,8 +409,16 @@ def test_two_converts_racing_for_one_out(big_src, tmp_path):
         parent = tmp_path / f"race{round_}"
         parent.mkdir()
         out = parent / "OUT"
-        procs = [subprocess.Popen(convert_cmd(src, out), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
+        procs = [
+            subprocess.Popen(
+                convert_cmd(src, out),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
+            for _ in range(2)
+        ]
         ended = {}
         while len(ended) < 2:
             for i, p in enumerate(procs):
@@ -367,8 +427,8 @@ def test_two_converts_racing_for_one_out(big_src, tmp_path):
             time.sleep(0.005)
         done = [(p.returncode, p.stderr.read(), ended[i]) for i, p in enumerate(procs)]
         assert sorted(c for c, _, _ in done) == [0, 2], done
-        (_, _, won_at), = [d for d in done if d[0] == 0]
-        (_, loser, lost_at), = [d for d in done if d[0] == 2]
+        ((_, _, won_at),) = [d for d in done if d[0] == 0]
+        ((_, loser, lost_at),) = [d for d in done if d[0] == 2]
         one_error_line(_Res(2, "", loser), "exists")
         # both passed the start-up check; the loser wrote and verified its copy, then found OUT
         outcomes["refused at publish" if lost_at >= won_at else "refused at the start"] += 1

@@ -14,6 +14,7 @@ Extends tests/test_bad_input.py (its MALFORMED list and two hypothesis tests are
 Each fuzz test prints how many examples ran (``pytest -s``; the totals are in docs/reliability.md)
 and fails if fewer than its floor ran.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,27 +23,31 @@ import signal
 import struct
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
-
+import synth
 from conftest import run_cli, run_subprocess
 from hardening_helpers import OpenAudit, one_error_line
 from helpers_bad import entry, st_bytes, tiny_st, write_bytes
-import synth
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
 from weightcheck.errors import WeightcheckError
-from weightcheck.storage.header import (DTYPE_BITS, MAX_JSON_DEPTH, parse_header,
-                                            read_local_header)
-from weightcheck.storage.writer import header_bytes
 from weightcheck.sources import open_source
 from weightcheck.sources.base import MAX_CONFIG_BYTES
 from weightcheck.sources.local import open_local
+from weightcheck.storage.header import DTYPE_BITS, MAX_JSON_DEPTH, parse_header, read_local_header
+from weightcheck.storage.writer import header_bytes
 
 FUZZ_COUNTS: dict[str, int] = {}
 
 
 def fuzz_settings(n: int):
-    return settings(max_examples=n, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 def _report(name: str, n: int, minimum: int) -> None:
@@ -76,6 +81,7 @@ class _Watchdog:
 def library_view(path) -> dict:
     """name -> (dtype, shape) as the safetensors library reads the file (headers only)."""
     from safetensors import safe_open
+
     with safe_open(str(path), framework="numpy") as f:
         out = {}
         for k in f.keys():
@@ -92,13 +98,19 @@ def _nested(depth: int, inner: bytes = b"1") -> bytes:
 
 HEADER_NESTING = [
     # (id, header bytes, fragment): the limit is MAX_JSON_DEPTH (64); a real header is 3 deep
-    ("shape-nested-65", b'{"a":{"dtype":"F32","shape":' + _nested(63) + b',"data_offsets":[0,4]}}',
-     "nested deeper"),
+    (
+        "shape-nested-65",
+        b'{"a":{"dtype":"F32","shape":' + _nested(63) + b',"data_offsets":[0,4]}}',
+        "nested deeper",
+    ),
     ("metadata-nested-65", b'{"__metadata__":{"k":' + _nested(64) + b"}}", "nested deeper"),
     ("objects-nested-65", b'{"a":' * 65 + b"1" + b"}" * 65, "nested deeper"),
     # at the limit: parsed (no RecursionError), then refused for what it is
-    ("shape-nested-64", b'{"a":{"dtype":"F32","shape":' + _nested(61) + b',"data_offsets":[0,4]}}',
-     "shape must be a list of integers"),
+    (
+        "shape-nested-64",
+        b'{"a":{"dtype":"F32","shape":' + _nested(61) + b',"data_offsets":[0,4]}}',
+        "shape must be a list of integers",
+    ),
     ("metadata-nested-64", b'{"__metadata__":{"k":' + _nested(62) + b"}}", "__metadata__"),
     ("closing-brackets-only", b"]" * 100_000, "not valid JSON"),
 ]
@@ -113,9 +125,10 @@ def test_header_nesting_around_the_limit(tmp_path, name, raw, fragment):
 def test_brackets_inside_strings_are_not_nesting(tmp_path):
     """The depth pre-check skips strings: a tensor named with 10,000 '[' is a valid file."""
     name = "[" * 10_000 + "{" * 10
-    path = write_bytes(tmp_path / "x.safetensors",
-                       st_bytes({name: entry("F32", [1], 0, 4), "__metadata__": {"k": "]" * 500}},
-                                b"\0" * 4))
+    path = write_bytes(
+        tmp_path / "x.safetensors",
+        st_bytes({name: entry("F32", [1], 0, 4), "__metadata__": {"k": "]" * 500}}, b"\0" * 4),
+    )
     hdr = read_local_header(path)
     assert list(hdr.tensors) == [name] and hdr.metadata == {"k": "]" * 500}
     assert library_view(path) == {name: ("F32", (1,))}
@@ -150,8 +163,10 @@ def test_config_json_nested_10000_deep_lists(tmp_path, layout):
 
 def test_index_nested_10000_deep_in_weight_map(tmp_path):
     tiny_st(tmp_path / "model-00001-of-00001.safetensors")
-    idx = write_bytes(tmp_path / "model.safetensors.index.json",
-                      b'{"weight_map": {"a": ' + _nested(10_000, b'"x"') + b"}}")
+    idx = write_bytes(
+        tmp_path / "model.safetensors.index.json",
+        b'{"weight_map": {"a": ' + _nested(10_000, b'"x"') + b"}}",
+    )
     one_error_line(run_cli("inspect", tmp_path), "nested deeper", where=idx)
 
 
@@ -168,8 +183,11 @@ ZERO_SIZE = [
     ("two-empty-at-0-then-a", {"z1": _z(0), "z2": _z(0), "a": A4}, 4),
     ("a-then-empty-at-end", {"a": A4, "z": _z(4)}, 4),
     ("empty-between-two", {"a": A4, "z": _z(4), "b": entry("F32", [1], 4, 8)}, 8),
-    ("100-empty-at-one-boundary", {**{f"z{i}": _z(4) for i in range(100)}, "a": A4,
-                                   "b": entry("F32", [1], 4, 8)}, 8),
+    (
+        "100-empty-at-one-boundary",
+        {**{f"z{i}": _z(4) for i in range(100)}, "a": A4, "b": entry("F32", [1], 4, 8)},
+        8,
+    ),
     ("empty-0x5-at-end", {"a": A4, "z": _z(4, (0, 5))}, 4),
     ("only-empty-tensors", {"z": _z(0), "y": _z(0, (3, 0))}, 0),
     ("empty-inside-a-tensor", {"a": A4, "z": _z(2)}, 4),
@@ -181,6 +199,7 @@ ZERO_SIZE = [
 
 def _library_accepts(path) -> bool:
     from safetensors import safe_open
+
     try:
         with safe_open(str(path), framework="numpy") as f:
             for k in f.keys():
@@ -198,13 +217,21 @@ def test_zero_size_tensors_follow_the_safetensors_library(tmp_path, name, header
     if lib:
         assert r.exit_code == 0, r
         assert {t["name"] for t in r.json["tensors"]} == set(header)
-        assert {k: v[1] for k, v in library_view(path).items()} == \
-            {k: tuple(v["shape"]) for k, v in header.items()}
+        assert {k: v[1] for k, v in library_view(path).items()} == {
+            k: tuple(v["shape"]) for k, v in header.items()
+        }
     else:
         one_error_line(r, where=path)
     # the table above is not vacuous: both outcomes occur
-    assert lib == (name not in {"empty-inside-a-tensor", "empty-past-the-end", "lone-empty-at-4",
-                                "empty-shape-with-bytes"})
+    assert lib == (
+        name
+        not in {
+            "empty-inside-a-tensor",
+            "empty-past-the-end",
+            "lone-empty-at-4",
+            "empty-shape-with-bytes",
+        }
+    )
 
 
 # --- index names ------------------------------------------------------------------------------
@@ -214,12 +241,18 @@ def _index(folder, weight_map):
     return path
 
 
-@pytest.mark.parametrize("fname,fragment", [
-    ("../../etc/passwd", "leaves the folder"),  # no .safetensors suffix: refused for leaving first
-    ("sub/../../../etc/passwd", "leaves the folder"),
-    ("model\x00.safetensors", "NUL byte"),
-    ("../../etc/passwd\x00.safetensors", "NUL byte"),
-])
+@pytest.mark.parametrize(
+    "fname,fragment",
+    [
+        (
+            "../../etc/passwd",
+            "leaves the folder",
+        ),  # no .safetensors suffix: refused for leaving first
+        ("sub/../../../etc/passwd", "leaves the folder"),
+        ("model\x00.safetensors", "NUL byte"),
+        ("../../etc/passwd\x00.safetensors", "NUL byte"),
+    ],
+)
 def test_index_escapes_and_nul_bytes(tmp_path, fname, fragment):
     folder = tmp_path / "a" / "b" / "ckpt"
     folder.mkdir(parents=True)
@@ -296,6 +329,7 @@ def test_folders_we_may_not_list(tmp_path, monkeypatch, which):
         if os.path.abspath(p) == str(blocked):
             raise PermissionError(13, "Permission denied", str(p))
         return real(p)
+
     monkeypatch.setattr(os, "listdir", listdir)
     r = run_cli("inspect", run)
     if which == "the folder":
@@ -304,10 +338,15 @@ def test_folders_we_may_not_list(tmp_path, monkeypatch, which):
         one_error_line(r, "not a checkpoint", "subfolders: step1", where=run)
 
 
-@pytest.mark.parametrize("args", [
-    ("org/name@../../../../etc",), ("org/name", "--revision", "../../x"),
-    ("org/name", "--revision", "refs/../../x"), ("org/name", "--revision", "/etc/passwd"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("org/name@../../../../etc",),
+        ("org/name", "--revision", "../../x"),
+        ("org/name", "--revision", "refs/../../x"),
+        ("org/name", "--revision", "/etc/passwd"),
+    ],
+)
 @pytest.mark.parametrize("offline", [True, False])
 def test_revision_cannot_walk_out_of_the_cache(tmp_path, monkeypatch, args, offline):
     """A revision is a path component in our caches (refs/<revision>): '..' is refused before any
@@ -326,6 +365,7 @@ def test_revision_cannot_walk_out_of_the_cache(tmp_path, monkeypatch, args, offl
 def real_header():
     """A real drafter header (the tiny Kimi-K2 SpecForge drafter, as synth writes it)."""
     from conftest import K2, load_config
+
     cfg = synth.scaled_config(load_config(K2))
     tensors = synth.drafter_tensors(cfg)
     blob = header_bytes(tensors, {"format": "pt"})
@@ -352,8 +392,9 @@ def _check_accepted(path, hdr) -> None:
 _BYTE_OP = st.tuples(
     st.sampled_from(["set", "insert", "delete", "truncate", "duplicate"]),
     st.floats(0, 1, allow_nan=False),
-    st.sampled_from(list(b'{}[]",:0123456789-+.eE \\u\x00\xff') + [0x7f, 0x80])
-    | st.integers(0, 255))
+    st.sampled_from(list(b'{}[]",:0123456789-+.eE \\u\x00\xff') + [0x7F, 0x80])
+    | st.integers(0, 255),
+)
 
 
 def _apply_bytes(blob: bytes, ops) -> bytes:
@@ -365,11 +406,11 @@ def _apply_bytes(blob: bytes, ops) -> bytes:
         elif kind == "insert":
             b[i:i] = bytes([val])
         elif kind == "delete":
-            del b[i:i + 1 + val % 8]
+            del b[i : i + 1 + val % 8]
         elif kind == "truncate":
             del b[i:]
         elif kind == "duplicate":
-            b[i:i] = b[i:i + 1 + val % 64]
+            b[i:i] = b[i : i + 1 + val % 64]
     return bytes(b)
 
 
@@ -405,21 +446,52 @@ def test_fuzz_header_byte_mutations(tmp_path, real_header):
     assert accepted[0] > 0  # some mutations are harmless (e.g. inside padding): both paths ran
 
 
-_JUNK = st.none() | st.booleans() | st.integers(-2**65, 2**65) | st.floats(allow_nan=False) \
-    | st.text(max_size=4) | st.lists(st.integers(-3, 2**64), max_size=3) | st.just({})
+_JUNK = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**65), 2**65)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=4)
+    | st.lists(st.integers(-3, 2**64), max_size=3)
+    | st.just({})
+)
 
 
 @st.composite
 def _structural_mutation(draw, names):
-    kind = draw(st.sampled_from(["dtype", "dim", "add-dim", "drop-dim", "offset", "swap-offsets",
-                                 "field", "drop-field", "drop-tensor", "rename", "metadata",
-                                 "empty-tensor", "junk-entry"])
-                | st.sampled_from(["shift", "gap", "fit", "empty-tensor", "drop-tensor", "negate",
-                                   "zero-times-huge"]))
-    return (kind, draw(st.sampled_from(names)), draw(st.sampled_from(names)),
-            draw(st.integers(-5, 5)), draw(_JUNK),
-            draw(st.sampled_from(sorted(DTYPE_BITS) + ["F33", "bf16", ""])
-                 | st.sampled_from(["F4", "F6_E2M3", "F6_E3M2"])))  # sub-byte: bit counts matter
+    kind = draw(
+        st.sampled_from(
+            [
+                "dtype",
+                "dim",
+                "add-dim",
+                "drop-dim",
+                "offset",
+                "swap-offsets",
+                "field",
+                "drop-field",
+                "drop-tensor",
+                "rename",
+                "metadata",
+                "empty-tensor",
+                "junk-entry",
+            ]
+        )
+        | st.sampled_from(
+            ["shift", "gap", "fit", "empty-tensor", "drop-tensor", "negate", "zero-times-huge"]
+        )
+    )
+    return (
+        kind,
+        draw(st.sampled_from(names)),
+        draw(st.sampled_from(names)),
+        draw(st.integers(-5, 5)),
+        draw(_JUNK),
+        draw(
+            st.sampled_from(sorted(DTYPE_BITS) + ["F33", "bf16", ""])
+            | st.sampled_from(["F4", "F6_E2M3", "F6_E3M2"])
+        ),
+    )  # sub-byte: bit counts matter
 
 
 def _apply_structure(h: dict, muts) -> dict:
@@ -441,8 +513,10 @@ def _apply_structure(h: dict, muts) -> dict:
         elif kind == "offset" and isinstance(e.get("data_offsets"), list):
             e["data_offsets"][abs(delta) % 2] += delta
         elif kind == "swap-offsets" and isinstance(h[b], dict):
-            e["data_offsets"], h[b]["data_offsets"] = \
-                h[b].get("data_offsets"), e.get("data_offsets")
+            e["data_offsets"], h[b]["data_offsets"] = (
+                h[b].get("data_offsets"),
+                e.get("data_offsets"),
+            )
         elif kind == "field":
             e[["dtype", "shape", "data_offsets", "strides"][abs(delta) % 4]] = junk
         elif kind == "drop-field":
@@ -454,25 +528,38 @@ def _apply_structure(h: dict, muts) -> dict:
         elif kind == "metadata":
             h["__metadata__"] = junk if delta % 2 else {"format": "pt", str(delta): str(junk)}
         elif kind == "empty-tensor":
-            pos = e["data_offsets"][abs(delta) % 2] if isinstance(e.get("data_offsets"), list) \
-                and e["data_offsets"] else 0
-            h[f"empty{delta}"] = {"dtype": "F32", "shape": [0, abs(delta)],
-                                  "data_offsets": [pos, pos]}
+            pos = (
+                e["data_offsets"][abs(delta) % 2]
+                if isinstance(e.get("data_offsets"), list) and e["data_offsets"]
+                else 0
+            )
+            h[f"empty{delta}"] = {
+                "dtype": "F32",
+                "shape": [0, abs(delta)],
+                "data_offsets": [pos, pos],
+            }
         elif kind == "junk-entry":
             h[a] = junk
         elif kind in ("shift", "gap") and _offsets(e):
             b0 = e["data_offsets"][0]
             delta = delta or 1
-            for x in ([e] if kind == "shift" else h.values()):  # gap: everything from e on moves
+            for x in [e] if kind == "shift" else h.values():  # gap: everything from e on moves
                 if _offsets(x) and (kind == "shift" or x["data_offsets"][0] >= b0):
                     x["data_offsets"] = [x["data_offsets"][0] + delta, x["data_offsets"][1] + delta]
-        elif kind == "negate" and isinstance(e.get("shape"), list) and len(e["shape"]) >= 2 \
-                and all(type(d) is int for d in e["shape"][:2]):
+        elif (
+            kind == "negate"
+            and isinstance(e.get("shape"), list)
+            and len(e["shape"]) >= 2
+            and all(type(d) is int for d in e["shape"][:2])
+        ):
             e["shape"][0], e["shape"][1] = -e["shape"][0], -e["shape"][1]  # same product
         elif kind == "zero-times-huge" and _offsets(e):
             b0 = e["data_offsets"][0]  # an empty tensor whose other dimension overflows 64 bits
-            h[f"huge{delta}"] = {"dtype": "F32", "shape": [0, 2**64 + delta * 2**62],
-                                 "data_offsets": [b0, b0]}
+            h[f"huge{delta}"] = {
+                "dtype": "F32",
+                "shape": [0, 2**64 + delta * 2**62],
+                "data_offsets": [b0, b0],
+            }
         elif kind == "fit" and _offsets(e) and dtype in DTYPE_BITS:
             # another dtype, with a shape and offsets that agree (maybe not in whole bytes)
             nbytes = e["data_offsets"][1] - e["data_offsets"][0]
@@ -483,8 +570,12 @@ def _apply_structure(h: dict, muts) -> dict:
 
 
 def _offsets(e) -> bool:
-    return isinstance(e, dict) and isinstance(e.get("data_offsets"), list) and \
-        len(e["data_offsets"]) == 2 and all(type(v) is int for v in e["data_offsets"])
+    return (
+        isinstance(e, dict)
+        and isinstance(e.get("data_offsets"), list)
+        and len(e["data_offsets"]) == 2
+        and all(type(v) is int for v in e["data_offsets"])
+    )
 
 
 def test_fuzz_header_structural_mutations(tmp_path, real_header):
@@ -498,8 +589,11 @@ def test_fuzz_header_structural_mutations(tmp_path, real_header):
     accepted = [0]
 
     @fuzz_settings(1500)
-    @given(st.lists(_structural_mutation(names), min_size=1, max_size=3),
-           st.sampled_from(["fit", "fit", 0, -4, 4, 1]), st.integers(0, 7))
+    @given(
+        st.lists(_structural_mutation(names), min_size=1, max_size=3),
+        st.sampled_from(["fit", "fit", 0, -4, 4, 1]),
+        st.integers(0, 7),
+    )
     def prop(muts, size_delta, pad):
         n[0] += 1
         h = _apply_structure(base, muts)
@@ -551,6 +645,7 @@ def test_fuzz_header_against_parse_header_directly(real_header):
 def index_sandbox(tmp_path, tiny_cfg):
     """outside/ (a valid shard and a pickle: bait) and ckpt/ with shards, links and traps."""
     from weightcheck.storage.writer import write_file
+
     out = tmp_path / "outside"
     out.mkdir()
     tiny_st(out / "secret.safetensors", names=("secret",))
@@ -576,20 +671,42 @@ def index_sandbox(tmp_path, tiny_cfg):
 
 def _shard_names(base, out):
     return [
-        "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-        "sub/inner.safetensors", "link-in.safetensors", "./model-00001-of-00002.safetensors",
-        "sub//inner.safetensors", "garbage.safetensors", "weird.bin", "fifo.safetensors",
-        "missing.safetensors", "config.json", "model.safetensors.index.json", "sub", "",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "sub/inner.safetensors",
+        "link-in.safetensors",
+        "./model-00001-of-00002.safetensors",
+        "sub//inner.safetensors",
+        "garbage.safetensors",
+        "weird.bin",
+        "fifo.safetensors",
+        "missing.safetensors",
+        "config.json",
+        "model.safetensors.index.json",
+        "sub",
+        "",
         # bait: each of these reaches outside/ if followed
-        "link-out.safetensors", "dirlink/secret.safetensors", "dirlink/secret.bin",
-        "../outside/secret.safetensors", "sub/../../outside/secret.safetensors",
-        str(out / "secret.safetensors"), "/" + str(out / "secret.safetensors"),
-        "..\\outside\\secret.safetensors", "sub\\..\\..\\outside\\secret.bin",
-        "C:\\outside\\secret.safetensors", "~/secret.safetensors",
+        "link-out.safetensors",
+        "dirlink/secret.safetensors",
+        "dirlink/secret.bin",
+        "../outside/secret.safetensors",
+        "sub/../../outside/secret.safetensors",
+        str(out / "secret.safetensors"),
+        "/" + str(out / "secret.safetensors"),
+        "..\\outside\\secret.safetensors",
+        "sub\\..\\..\\outside\\secret.bin",
+        "C:\\outside\\secret.safetensors",
+        "~/secret.safetensors",
         "\u2025/outside/secret.safetensors",
-        "%2e%2e/outside/secret.safetensors", "..", "../../etc/passwd", "/etc/passwd",
-        "ckpt/../../outside/secret.safetensors", "x\x00/../../outside/secret.safetensors",
-        "model\x00.safetensors", "sub/\x00", "fifo.safetensors\x00.safetensors",
+        "%2e%2e/outside/secret.safetensors",
+        "..",
+        "../../etc/passwd",
+        "/etc/passwd",
+        "ckpt/../../outside/secret.safetensors",
+        "x\x00/../../outside/secret.safetensors",
+        "model\x00.safetensors",
+        "sub/\x00",
+        "fifo.safetensors\x00.safetensors",
     ]
 
 
@@ -601,6 +718,7 @@ def test_fuzz_index_reader_never_opens_outside_the_folder(index_sandbox):
     pool = _shard_names(base, out)
     tensor_names = sorted(good_wm)
     from weightcheck.sources.pickled import load_pickled
+
     try:  # import torch (and let it open its own files) before auditing
         load_pickled(str(ck / "weird.bin"))
     except WeightcheckError:
@@ -608,22 +726,35 @@ def test_fuzz_index_reader_never_opens_outside_the_folder(index_sandbox):
     n = [0]
     outcomes = {"ok": 0, "refused": 0}
 
-    name_st = st.one_of(st.sampled_from(pool), st.sampled_from(pool), st.sampled_from(pool),
-                        st.text(max_size=12), st.builds(
-        lambda a, b: f"{a}/{b}", st.sampled_from(["..", ".", "sub", "dirlink", "", "~"]),
-        st.sampled_from(pool)))
+    name_st = st.one_of(
+        st.sampled_from(pool),
+        st.sampled_from(pool),
+        st.sampled_from(pool),
+        st.text(max_size=12),
+        st.builds(
+            lambda a, b: f"{a}/{b}",
+            st.sampled_from(["..", ".", "sub", "dirlink", "", "~"]),
+            st.sampled_from(pool),
+        ),
+    )
     seen: set[str] = set()
     wm_st = st.one_of(
         st.just(good_wm),
-        st.builds(lambda d, extra: {**d, **extra}, st.just(good_wm),
-                  st.dictionaries(st.text(max_size=6) | st.sampled_from(tensor_names), name_st,
-                                  max_size=3)),
+        st.builds(
+            lambda d, extra: {**d, **extra},
+            st.just(good_wm),
+            st.dictionaries(
+                st.text(max_size=6) | st.sampled_from(tensor_names), name_st, max_size=3
+            ),
+        ),
         st.dictionaries(st.sampled_from(tensor_names) | st.text(max_size=6), name_st, max_size=5),
     )
     index_st = st.one_of(
-        st.builds(lambda wm, md: {"metadata": md, "weight_map": wm}, wm_st,
-                  st.just({}) | _JUNK
-                  | st.fixed_dictionaries({"total_size": st.integers(-1, 2**70)})),
+        st.builds(
+            lambda wm, md: {"metadata": md, "weight_map": wm},
+            wm_st,
+            st.just({}) | _JUNK | st.fixed_dictionaries({"total_size": st.integers(-1, 2**70)}),
+        ),
         _JUNK | st.lists(name_st, max_size=3),
         st.builds(lambda v: {"weight_map": {"a": v}}, _JUNK),
     )
@@ -664,26 +795,93 @@ def test_fuzz_index_reader_never_opens_outside_the_folder(index_sandbox):
 # (c) the source resolver
 def _special_srcs(sandbox):
     return [
-        str(sandbox), str(sandbox / "missing"), str(sandbox / "fifo.safetensors"),
-        str(sandbox / "config.json"), str(sandbox / "model.safetensors"), "/dev/null", "/",
-        "/proc/self/status", ".", "..", "../../../../etc/passwd", "~", "~nobody/x",
-        "nodir/model.safetensors", "org/name.safetensors", "a/b.bin", "x" * 5000, "a/" * 2000 + "b",
-        "org/name@../../../../etc", "org/name@refs/pr/1", "org/naïve", "org/..", "a/--b",
-        "org/name@" + "a" * 40, "./org/name", "org/name@main@main", "org/name/extra",
-        "fifo.safetensors", "model.safetensors",
+        str(sandbox),
+        str(sandbox / "missing"),
+        str(sandbox / "fifo.safetensors"),
+        str(sandbox / "config.json"),
+        str(sandbox / "model.safetensors"),
+        "/dev/null",
+        "/",
+        "/proc/self/status",
+        ".",
+        "..",
+        "../../../../etc/passwd",
+        "~",
+        "~nobody/x",
+        "nodir/model.safetensors",
+        "org/name.safetensors",
+        "a/b.bin",
+        "x" * 5000,
+        "a/" * 2000 + "b",
+        "org/name@../../../../etc",
+        "org/name@refs/pr/1",
+        "org/naïve",
+        "org/..",
+        "a/--b",
+        "org/name@" + "a" * 40,
+        "./org/name",
+        "org/name@main@main",
+        "org/name/extra",
+        "fifo.safetensors",
+        "model.safetensors",
     ]
 
 
 def _src_strings(sandbox):
-    seg = st.sampled_from(["org", "name", "a", "0", "x.y", "-", "_", "..", ".", "--", "naïve", "ॐ",
-                           "\u202e", "a b", "~", "models--org--d", "\\", "C:", "%2e%2e", ""])
-    rev = st.sampled_from(["main", "v1.0", "refs/pr/1", "../../etc", "..", "a/../../b", "/abs",
-                           "a" * 40, "A" * 40, "", "é", "x/", "//", "\x00", "@", "\udcff"])
-    hub_like = st.builds(lambda o, n, at, r: f"{o}/{n}" + (f"@{r}" if at else ""), seg, seg,
-                         st.booleans(), rev)
+    seg = st.sampled_from(
+        [
+            "org",
+            "name",
+            "a",
+            "0",
+            "x.y",
+            "-",
+            "_",
+            "..",
+            ".",
+            "--",
+            "naïve",
+            "ॐ",
+            "\u202e",
+            "a b",
+            "~",
+            "models--org--d",
+            "\\",
+            "C:",
+            "%2e%2e",
+            "",
+        ]
+    )
+    rev = st.sampled_from(
+        [
+            "main",
+            "v1.0",
+            "refs/pr/1",
+            "../../etc",
+            "..",
+            "a/../../b",
+            "/abs",
+            "a" * 40,
+            "A" * 40,
+            "",
+            "é",
+            "x/",
+            "//",
+            "\x00",
+            "@",
+            "\udcff",
+        ]
+    )
+    hub_like = st.builds(
+        lambda o, n, at, r: f"{o}/{n}" + (f"@{r}" if at else ""), seg, seg, st.booleans(), rev
+    )
     paths = st.sampled_from(_special_srcs(sandbox))
-    return st.one_of(hub_like, paths, st.text(max_size=40),
-                     st.builds(lambda a, b: a + b, paths, st.text(max_size=8)))
+    return st.one_of(
+        hub_like,
+        paths,
+        st.text(max_size=40),
+        st.builds(lambda a, b: a + b, paths, st.text(max_size=8)),
+    )
 
 
 @pytest.mark.parametrize("mode", ["offline", "dead-endpoint"])

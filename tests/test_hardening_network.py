@@ -14,6 +14,7 @@ Decisions (docs/reliability.md):
   exit 2; running the command again is the retry;
 * a stalled server: HF_HUB_DOWNLOAD_TIMEOUT (whole seconds) bounds each request.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,10 @@ import time
 from types import SimpleNamespace
 
 import pytest
-
+import synth
 from conftest import K2, load_config, run_cli, run_subprocess
 from hardening_helpers import OpenAudit, one_error_line
 from hubserver import HubServer, hf_env, patch_hf_hub
-import synth
 
 REPO = "org/d"
 ST = "model.safetensors"
@@ -39,8 +39,15 @@ def repo_files(folder):
 @pytest.fixture
 def drafter(make_drafter):
     """A drafter of ~8 MB (so 'header only' is visible in the byte counts)."""
-    cfg = synth.scaled_config(load_config(K2), hidden=256, intermediate=1024, heads=8,
-                              head_dim=32, vocab=8192, draft_vocab=2000)
+    cfg = synth.scaled_config(
+        load_config(K2),
+        hidden=256,
+        intermediate=1024,
+        heads=8,
+        head_dim=32,
+        vocab=8192,
+        draft_vocab=2000,
+    )
     d = make_drafter("big", cfg, include_embed=True)
     assert os.path.getsize(d / ST) > 5_000_000
     return d
@@ -56,8 +63,14 @@ def server(drafter):
 def inspect_sub(server, tmp_path, *extra_args, **env):
     """``weightcheck inspect org/d --json`` in a fresh interpreter; (result, seconds)."""
     t0 = time.monotonic()
-    r = run_subprocess("inspect", REPO, "--json", *extra_args,
-                       env=hf_env(server, tmp_path / "home", **env), timeout=120)
+    r = run_subprocess(
+        "inspect",
+        REPO,
+        "--json",
+        *extra_args,
+        env=hf_env(server, tmp_path / "home", **env),
+        timeout=120,
+    )
     return r, time.monotonic() - t0
 
 
@@ -213,23 +226,32 @@ def test_compare_values_through_the_redirect(server, drafter, tmp_path, monkeypa
 
 
 # --- what a server sends is checked before it is used -----------------------------------------
-@pytest.mark.parametrize("fname,fragment", [
-    ("../../etc/passwd", "leaves the repository"),
-    ("/etc/passwd", "leaves the repository"),
-    ("../model.safetensors", "leaves the repository"),
-    ("nope.safetensors", "not in the repository"),
-])
-def test_hub_index_names_are_checked_before_any_request(drafter, tmp_path, monkeypatch, fname,
-                                                        fragment):
+@pytest.mark.parametrize(
+    "fname,fragment",
+    [
+        ("../../etc/passwd", "leaves the repository"),
+        ("/etc/passwd", "leaves the repository"),
+        ("../model.safetensors", "leaves the repository"),
+        ("nope.safetensors", "not in the repository"),
+    ],
+)
+def test_hub_index_names_are_checked_before_any_request(
+    drafter, tmp_path, monkeypatch, fname, fragment
+):
     with HubServer() as hub:
         files = repo_files(drafter)
         files["model.safetensors.index.json"] = json.dumps(
-            {"weight_map": {"fc.weight": ST, "x": fname}}).encode()
+            {"weight_map": {"fc.weight": ST, "x": fname}}
+        ).encode()
         hub.add_repo(REPO, files)
         patch_hf_hub(monkeypatch, hub.url, tmp_path / "home")
         r = run_cli("inspect", REPO)
-        one_error_line(r, "refused" if "leaves" in fragment else fragment, fragment,
-                       where=f"{REPO}/model.safetensors.index.json")
+        one_error_line(
+            r,
+            "refused" if "leaves" in fragment else fragment,
+            fragment,
+            where=f"{REPO}/model.safetensors.index.json",
+        )
         assert not [q for q in hub.requests if "passwd" in q.path or "/../" in q.path]
         # refused before any header was read
         assert not [q for q in hub.requests_for(ST, "GET") if q.path.endswith("/" + ST)]
@@ -251,8 +273,12 @@ def test_a_malformed_commit_sha_never_becomes_a_cache_path(tmp_path, monkeypatch
     """model_info's sha names folders in our cache: a server answering '../../x' is refused
     before anything is written."""
     from huggingface_hub import HfApi
-    monkeypatch.setattr(HfApi, "model_info", lambda self, *a, **k: SimpleNamespace(
-        sha="../../../../escaped", siblings=[]))
+
+    monkeypatch.setattr(
+        HfApi,
+        "model_info",
+        lambda self, *a, **k: SimpleNamespace(sha="../../../../escaped", siblings=[]),
+    )
     home = os.environ["HF_HOME"]
     with OpenAudit() as audit:
         r = run_cli("inspect", REPO)

@@ -1,12 +1,12 @@
 """Hub sources through the real huggingface_hub client against tests/hubserver.py on 127.0.0.1."""
+
 import json
 import os
 
 import pytest
-
+import synth
 from conftest import K2, K25, load_config, run_cli, run_subprocess
 from hubserver import HubServer, hf_env, patch_hf_hub
-import synth
 
 
 @pytest.fixture
@@ -22,8 +22,15 @@ def repo_files(folder):
 
 def big_cfg():
     # a drafter whose weights are several MB (hidden 256, intermediate 1024, vocab 8192)
-    return synth.scaled_config(load_config(K2), hidden=256, intermediate=1024, heads=8,
-                               head_dim=32, vocab=8192, draft_vocab=2000)
+    return synth.scaled_config(
+        load_config(K2),
+        hidden=256,
+        intermediate=1024,
+        heads=8,
+        head_dim=32,
+        vocab=8192,
+        draft_vocab=2000,
+    )
 
 
 def test_inspect_hub_reads_only_headers_and_config(hub, make_drafter):
@@ -37,19 +44,25 @@ def test_inspect_hub_reads_only_headers_and_config(hub, make_drafter):
     assert j["source"]["kind"] == "hub" and j["source"]["commit"] == sha
     assert j["source"]["revision"] == "main"
     assert j["dialect"]["name"] == "specforge"
-    assert {t["name"] for t in j["tensors"]} >= {"fc.weight", "lm_head.weight", "embed_tokens.weight"}
+    assert {t["name"] for t in j["tensors"]} >= {
+        "fc.weight",
+        "lm_head.weight",
+        "embed_tokens.weight",
+    }
     assert j["source"]["files"][0]["sha256"]  # LFS content hash from model_info
     assert hub.bytes_served < 100_000, hub.bytes_served
     weights = hub.bytes_by_file[("org/drafter", "model.safetensors")]
     assert weights < 10_000  # one 4 KiB Range read (+ the rest of a longer header)
     # config.json landed in the normal HF cache, at the resolved commit
-    snap = os.path.join(os.environ["HF_HOME"], "hub", "models--org--drafter", "snapshots", sha,
-                        "config.json")
+    snap = os.path.join(
+        os.environ["HF_HOME"], "hub", "models--org--drafter", "snapshots", sha, "config.json"
+    )
     assert os.path.isfile(snap)
 
 
 def test_inspect_hub_sharded(hub, tiny_cfg, tmp_path):
     from weightcheck.storage.writer import write_file
+
     tensors = synth.drafter_tensors(tiny_cfg, seed=1)
     half = len(tensors) // 2
     d = tmp_path / "sharded"
@@ -58,8 +71,9 @@ def test_inspect_hub_sharded(hub, tiny_cfg, tmp_path):
     write_file(str(d / "model-00002-of-00002.safetensors"), tensors[half:], {"format": "pt"})
     wm = {t.name: "model-00001-of-00002.safetensors" for t in tensors[:half]}
     wm.update({t.name: "model-00002-of-00002.safetensors" for t in tensors[half:]})
-    (d / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": sum(t.nbytes for t in tensors)}, "weight_map": wm}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": sum(t.nbytes for t in tensors)}, "weight_map": wm})
+    )
     (d / "config.json").write_text(json.dumps(tiny_cfg))
     hub.add_repo("org/sharded", repo_files(d))
     r = run_cli("inspect", "org/sharded", "--json")
@@ -76,7 +90,11 @@ def test_revisions_branch_tag_and_sha(hub, make_drafter):
     sha1 = hub.add_repo("org/d", repo_files(a), tags=("v1",))
     sha2 = hub.add_repo("org/d", repo_files(b))
     assert sha1 != sha2
-    for spec, sha, dv in (("org/d", sha2, 300), ("org/d@v1", sha1, 400), (f"org/d@{sha1}", sha1, 400)):
+    for spec, sha, dv in (
+        ("org/d", sha2, 300),
+        ("org/d@v1", sha1, 400),
+        (f"org/d@{sha1}", sha1, 400),
+    ):
         j = run_cli("inspect", spec, "--json").json
         assert j["source"]["commit"] == sha, spec
         assert j["config"]["normalized"]["draft_vocab_size"] == dv
@@ -84,10 +102,13 @@ def test_revisions_branch_tag_and_sha(hub, make_drafter):
     assert j["source"]["commit"] == sha1
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("org/missing", "repository not found"),
-    ("org/d@nope", "revision not found"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("org/missing", "repository not found"),
+        ("org/d@nope", "revision not found"),
+    ],
+)
 def test_missing_repo_and_revision(hub, make_drafter, spec, message):
     hub.add_repo("org/d", repo_files(make_drafter()))
     r = run_cli("inspect", spec)
@@ -133,11 +154,31 @@ def test_compare_hub_vs_hub_identical_by_lfs_hash(hub, make_drafter):
 
 
 def test_compare_hub_vs_local_reads_headers_only(hub, make_drafter):
-    a = make_drafter("k2", synth.scaled_config(load_config(K2), hidden=256, intermediate=1024,
-                                               heads=8, head_dim=32, vocab=8192, draft_vocab=2000))
-    b = make_drafter("k25", synth.scaled_config(load_config(K25), hidden=256, intermediate=1024,
-                                                heads=8, head_dim=32, vocab=8192, draft_vocab=2000),
-                     seed=9)
+    a = make_drafter(
+        "k2",
+        synth.scaled_config(
+            load_config(K2),
+            hidden=256,
+            intermediate=1024,
+            heads=8,
+            head_dim=32,
+            vocab=8192,
+            draft_vocab=2000,
+        ),
+    )
+    b = make_drafter(
+        "k25",
+        synth.scaled_config(
+            load_config(K25),
+            hidden=256,
+            intermediate=1024,
+            heads=8,
+            head_dim=32,
+            vocab=8192,
+            draft_vocab=2000,
+        ),
+        seed=9,
+    )
     hub.add_repo("aqmedai/k2-eagle3", repo_files(a))
     r = run_cli("compare", "aqmedai/k2-eagle3", b, "--json")
     assert r.exit_code == 0, r
@@ -158,7 +199,9 @@ def test_compare_values_downloads_only_needed_files(hub, make_drafter, tiny_cfg)
     assert j["verdict"] == "identical"
     assert j["values"]["fc.weight"]["max_abs_diff"] == 0.0
     assert ("org/a", "README.md") not in hub.bytes_by_file
-    assert hub.bytes_by_file[("org/a", "model.safetensors")] >= os.path.getsize(a / "model.safetensors")
+    assert hub.bytes_by_file[("org/a", "model.safetensors")] >= os.path.getsize(
+        a / "model.safetensors"
+    )
 
 
 def test_hub_in_a_real_process(tmp_path, make_drafter):
@@ -183,13 +226,26 @@ def test_check_hub_drafter_and_target_reads_headers_config_and_vocab_maps(hub, t
     hub.add_repo("org/drafter", repo_files(d))
     t = tmp_path / "t"
     t.mkdir()
-    (t / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-                                               "hidden_size": 256, "vocab_size": 8192,
-                                               "num_hidden_layers": 61, "torch_dtype": "bfloat16"}))
-    write_file(str(t / "model.safetensors"),
-               [OutTensor("model.embed_tokens.weight", "BF16", (8192, 256), bytes(8192 * 256 * 2)),
-                OutTensor("lm_head.weight", "BF16", (8192, 256), bytes(8192 * 256 * 2))],
-               {"format": "pt"})
+    (t / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 256,
+                "vocab_size": 8192,
+                "num_hidden_layers": 61,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    write_file(
+        str(t / "model.safetensors"),
+        [
+            OutTensor("model.embed_tokens.weight", "BF16", (8192, 256), bytes(8192 * 256 * 2)),
+            OutTensor("lm_head.weight", "BF16", (8192, 256), bytes(8192 * 256 * 2)),
+        ],
+        {"format": "pt"},
+    )
     hub.add_repo("org/target", repo_files(t))
     r = run_cli("check", "org/drafter", "--target", "org/target", "--engine", "sglang", "--json")
     assert r.exit_code == 0, r

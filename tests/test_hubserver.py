@@ -22,11 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx2
+import huggingface_hub
 import numpy as np
 import pytest
-from safetensors.numpy import save, save_file
-
-import huggingface_hub
 from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
@@ -37,6 +35,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from safetensors.numpy import save, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hubserver import HubServer, hf_env, patch_hf_hub  # noqa: E402
@@ -91,7 +90,9 @@ def _sha256(data: bytes) -> str:
 def test_model_info_files_metadata(hub, hf, st_file):
     sha = hub.add_repo(REPO, {"config.json": CONFIG_V1, "model.safetensors": st_file})
 
-    info = huggingface_hub.model_info(REPO, files_metadata=True)  # module-level HfApi: proves the patch works
+    info = huggingface_hub.model_info(
+        REPO, files_metadata=True
+    )  # module-level HfApi: proves the patch works
 
     assert info.id == REPO and info.sha == sha
     assert info.private is False and info.gated is False
@@ -103,7 +104,10 @@ def test_model_info_files_metadata(hub, hf, st_file):
     assert sib["model.safetensors"].lfs.pointer_size > 100
     assert sib["config.json"].lfs is None and sib["config.json"].size == len(CONFIG_V1)
     # blob id of a regular file is its git blob sha1
-    assert sib["config.json"].blob_id == hashlib.sha1(b"blob %d\0" % len(CONFIG_V1) + CONFIG_V1).hexdigest()
+    assert (
+        sib["config.json"].blob_id
+        == hashlib.sha1(b"blob %d\0" % len(CONFIG_V1) + CONFIG_V1).hexdigest()
+    )
     assert info.safetensors.total == 768 * 1024 + 7 + 24
     assert info.safetensors.parameters == {"F32": 768 * 1024, "F16": 7, "I64": 24}
     assert [r.query for r in hub.requests_for("/api/models/")] == ["blobs=true"]
@@ -115,7 +119,9 @@ def test_model_info_files_metadata(hub, hf, st_file):
 
 
 def test_tree_paths_info_refs(hub, hf):
-    sha = hub.add_repo(REPO, {"a.txt": b"a", "sub/b.bin": b"bb", "sub/deep/c.json": b"{}"}, tags=["v1"])
+    sha = hub.add_repo(
+        REPO, {"a.txt": b"a", "sub/b.bin": b"bb", "sub/deep/c.json": b"{}"}, tags=["v1"]
+    )
     api = HfApi()
     assert sorted(api.list_repo_files(REPO)) == ["a.txt", "sub/b.bin", "sub/deep/c.json"]
     top = {e.path: type(e).__name__ for e in api.list_repo_tree(REPO)}
@@ -145,7 +151,9 @@ def test_hf_hub_download_branch_tag_and_commit(hub, hf):
     assert p_main.read_bytes() == CONFIG_V2
     assert p_main == storage / "snapshots" / sha2 / "config.json"
     assert (storage / "refs" / "main").read_text() == sha2
-    blob_name = hashlib.sha1(b"blob %d\0" % len(CONFIG_V2) + CONFIG_V2).hexdigest()  # ETag of a regular file
+    blob_name = hashlib.sha1(
+        b"blob %d\0" % len(CONFIG_V2) + CONFIG_V2
+    ).hexdigest()  # ETag of a regular file
     assert p_main.resolve() == (storage / "blobs" / blob_name).resolve()
 
     p_tag = Path(hf_hub_download(REPO, "config.json", revision="v1"))
@@ -162,7 +170,9 @@ def test_hf_hub_download_branch_tag_and_commit(hub, hf):
     assert [(r.method, r.status) for r in hub.requests] == [("HEAD", 200), ("GET", 200)]
     assert all(hf in p.parents for p in (p_main, p_tag, p_sha2))  # nothing outside our HF_HOME
 
-    sha3 = hub.add_repo(REPO, {"config.json": b"{}", "extra.txt": b"x"}, revision="dev")  # new branch
+    sha3 = hub.add_repo(
+        REPO, {"config.json": b"{}", "extra.txt": b"x"}, revision="dev"
+    )  # new branch
     p_dev = Path(hf_hub_download(REPO, "extra.txt", revision="dev"))
     assert p_dev == storage / "snapshots" / sha3 / "extra.txt" and p_dev.read_bytes() == b"x"
     with pytest.raises(RemoteEntryNotFoundError):
@@ -192,7 +202,11 @@ def test_range_requests(hub, st_file):
     hub.add_repo(REPO, {"model.safetensors": st_file, "small.txt": b"0123456789"})
     data = st_file.read_bytes()
     url = hub.file_url(REPO, "model.safetensors")
-    cases = {"bytes=10-19": (10, 19), "bytes=100-": (100, len(data) - 1), "bytes=-16": (len(data) - 16, len(data) - 1)}
+    cases = {
+        "bytes=10-19": (10, 19),
+        "bytes=100-": (100, len(data) - 1),
+        "bytes=-16": (len(data) - 16, len(data) - 1),
+    }
     with httpx2.Client() as client:
         for header, (a, b) in cases.items():
             r = client.get(url, headers={"Range": header})
@@ -201,7 +215,11 @@ def test_range_requests(hub, st_file):
             assert r.headers["Content-Range"] == f"bytes {a}-{b}/{len(data)}"
             assert r.headers["Content-Length"] == str(b - a + 1)
         r = client.get(hub.file_url(REPO, "small.txt"), headers={"Range": "bytes=5-1000"})
-        assert (r.status_code, r.content, r.headers["Content-Range"]) == (206, b"56789", "bytes 5-9/10")
+        assert (r.status_code, r.content, r.headers["Content-Range"]) == (
+            206,
+            b"56789",
+            "bytes 5-9/10",
+        )
         r = client.get(hub.file_url(REPO, "small.txt"), headers={"Range": "bytes=50-"})
         assert r.status_code == 416 and r.headers["Content-Range"] == "bytes */10"
         r = client.get(hub.file_url(REPO, "small.txt"))
@@ -283,10 +301,16 @@ def _sharded_repo(hub, tmp_path, repo=REPO) -> tuple[dict, int]:
     shard_dir = tmp_path / "shards"
     shard_dir.mkdir(exist_ok=True)
     s1 = {"embed.weight": np.zeros((512, 1024), dtype=np.float32)}
-    s2 = {"head.weight": np.ones((512, 1024), dtype=np.float16), "head.bias": np.ones((512,), dtype=np.float16)}
+    s2 = {
+        "head.weight": np.ones((512, 1024), dtype=np.float16),
+        "head.bias": np.ones((512,), dtype=np.float16),
+    }
     files: dict = {}
     weight_map = {}
-    for name, tensors in (("model-00001-of-00002.safetensors", s1), ("model-00002-of-00002.safetensors", s2)):
+    for name, tensors in (
+        ("model-00001-of-00002.safetensors", s1),
+        ("model-00002-of-00002.safetensors", s2),
+    ):
         save_file(tensors, str(shard_dir / name))
         files[name] = shard_dir / name
         weight_map.update({t: name for t in tensors})
@@ -307,12 +331,16 @@ def test_get_safetensors_metadata_sharded(hub, hf, tmp_path):
     assert meta.weight_map == weight_map
     shard2 = meta.files_metadata["model-00002-of-00002.safetensors"].tensors
     assert (shard2["head.weight"].dtype, shard2["head.weight"].shape) == ("F16", [512, 1024])
-    assert meta.files_metadata["model-00001-of-00002.safetensors"].tensors["embed.weight"].shape == [512, 1024]
+    assert meta.files_metadata["model-00001-of-00002.safetensors"].tensors[
+        "embed.weight"
+    ].shape == [512, 1024]
     for shard in set(weight_map.values()):
         assert hub.bytes_by_file[(REPO, shard)] == 100_001
     assert hub.bytes_served < 250_000 < weights_size / 10
     # the index was downloaded into OUR cache (get_safetensors_metadata gives no cache_dir option)
-    assert list((hf / "hub" / "models--acme--tiny" / "snapshots").glob("*/model.safetensors.index.json"))
+    assert list(
+        (hf / "hub" / "models--acme--tiny" / "snapshots").glob("*/model.safetensors.index.json")
+    )
 
 
 # ----------------------------------------------------------------------------------------------- errors & auth
@@ -410,7 +438,9 @@ _CHILD = textwrap.dedent(
 
 
 def _child(step: str, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _CHILD, step], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, step], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -446,7 +476,9 @@ def test_subprocess_etag_timeout_env(hub, tmp_path):
         """
     )
     env = hf_env(hub, tmp_path / "h", HF_HUB_ETAG_TIMEOUT="1")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
     name, seconds = proc.stdout.split()
     assert name == "ReadTimeout" and 0.9 <= float(seconds) < 3, proc.stdout + proc.stderr
 
@@ -458,7 +490,11 @@ def test_fail_next_head_500_is_retried_by_hf_hub_download(hub, hf):
     hub.add_repo(REPO, {"config.json": CONFIG_V1})
     hub.fail_next("config.json", status=500, times=1)
     assert Path(hf_hub_download(REPO, "config.json")).read_bytes() == CONFIG_V1
-    assert [(r.method, r.status) for r in hub.requests] == [("HEAD", 500), ("HEAD", 200), ("GET", 200)]
+    assert [(r.method, r.status) for r in hub.requests] == [
+        ("HEAD", 500),
+        ("HEAD", 200),
+        ("GET", 200),
+    ]
 
 
 def test_fail_next_get_500_is_not_retried(hub, hf):
@@ -523,13 +559,19 @@ def test_stall_times_out(hub, hf):
 
 def test_stall_head_falls_back_to_retry_with_long_timeout(hub, hf, monkeypatch):
     hub.add_repo(REPO, {"config.json": CONFIG_V1})
-    monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 1)  # == HF_HUB_ETAG_TIMEOUT=1 at import time
+    monkeypatch.setattr(
+        constants, "HF_HUB_ETAG_TIMEOUT", 1
+    )  # == HF_HUB_ETAG_TIMEOUT=1 at import time
     hub.stall("config.json", 3, method="HEAD")
     t = time.monotonic()
     assert Path(hf_hub_download(REPO, "config.json")).read_bytes() == CONFIG_V1
     assert 0.9 < time.monotonic() - t < 2.5
     # first HEAD still stalled (status 0: no response yet) -> client retried the HEAD with a 60 s timeout
-    assert [(r.method, r.status) for r in hub.requests] == [("HEAD", 0), ("HEAD", 200), ("GET", 200)]
+    assert [(r.method, r.status) for r in hub.requests] == [
+        ("HEAD", 0),
+        ("HEAD", 200),
+        ("GET", 200),
+    ]
 
 
 def test_stall_mid_body_download_timeout_then_resume(hub, hf, monkeypatch, big_bin):
@@ -545,7 +587,9 @@ def test_stall_mid_body_download_timeout_then_resume(hub, hf, monkeypatch, big_b
 
 def test_redirect_to_cdn(hub, hf, tmp_path):
     weight_map, _ = _sharded_repo(hub, tmp_path)
-    hub.add_repo("acme/gated", {"model.safetensors": save(_weights(8)), "config.json": CONFIG_V1}, gated=True)
+    hub.add_repo(
+        "acme/gated", {"model.safetensors": save(_weights(8)), "config.json": CONFIG_V1}, gated=True
+    )
     hub.tokens = {"hf_good"}
     with HubServer() as cdn:
         hub.redirect_resolves_to(cdn)
@@ -557,7 +601,9 @@ def test_redirect_to_cdn(hub, hf, tmp_path):
         assert hub.bytes_by_file.get((REPO, shard), 0) == 0  # hub only answered 302s
         assert cdn.bytes_by_file[(REPO, shard)] == 100_001
         # file_exists("model.safetensors") probe -> 404; then one ranged GET per shard -> 302 to the CDN
-        assert sorted((r.method, r.status) for r in hub.requests if r.path.endswith(".safetensors")) == [
+        assert sorted(
+            (r.method, r.status) for r in hub.requests if r.path.endswith(".safetensors")
+        ) == [
             ("GET", 302),
             ("GET", 302),
             ("HEAD", 404),
@@ -566,12 +612,17 @@ def test_redirect_to_cdn(hub, hf, tmp_path):
 
         path = Path(hf_hub_download("acme/gated", "model.safetensors", token="hf_good"))
         assert path.read_bytes() == save(_weights(8))
-        assert path.resolve().name == _sha256(path.read_bytes())  # etag came from the 302's X-Linked-Etag
+        assert path.resolve().name == _sha256(
+            path.read_bytes()
+        )  # etag came from the 302's X-Linked-Etag
         cdn_get = cdn.requests[-1]
         assert cdn_get.method == "GET" and cdn_get.status == 200
         assert cdn_get.authorization is None  # token not forwarded off the Hub
         # non-LFS files are still served by the hub itself
-        assert Path(hf_hub_download("acme/gated", "config.json", token="hf_good")).read_bytes() == CONFIG_V1
+        assert (
+            Path(hf_hub_download("acme/gated", "config.json", token="hf_good")).read_bytes()
+            == CONFIG_V1
+        )
         assert hub.requests[-1].status == 200
         hub.redirect_resolves_to(None)
 
@@ -601,7 +652,11 @@ def test_counters_and_log(hub):
     assert r.content == b"el"
     rec = hub.requests[-1]
     assert (rec.method, rec.path, rec.range, rec.status, rec.body_bytes) == (
-        "GET", f"/{REPO}/resolve/main/a.txt", "bytes=1-2", 206, 2
+        "GET",
+        f"/{REPO}/resolve/main/a.txt",
+        "bytes=1-2",
+        206,
+        2,
     )
     assert hub.bytes_served == 2 and hub.bytes_by_file == {(REPO, "a.txt"): 2}
     hub.reset_counters()

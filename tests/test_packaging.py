@@ -1,5 +1,6 @@
 """The installed package (not the source tree) carries mappings/ and finds it: build a wheel,
 install it into a private folder, and run the CLI from there."""
+
 import json
 import os
 import shutil
@@ -8,7 +9,6 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import ROOT
 
 
@@ -20,8 +20,23 @@ def test_wheel_carries_mappings_and_runs(tmp_path, make_drafter):
     for name in ("weightcheck", "mappings"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(wheels), str(src)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = wheels.glob("weightcheck-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for f in os.listdir(ROOT / "mappings" / "dialects"):
@@ -30,20 +45,43 @@ def test_wheel_carries_mappings_and_runs(tmp_path, make_drafter):
     assert "weightcheck/_mappings/config.toml" in names
     assert "weightcheck/_mappings/engines/sglang.toml" in names
     assert "weightcheck/mappings.py" in names
-    assert not any(n.startswith("weightcheck/mappings/") for n in names), "the loader module is shadowed"
+    assert not any(n.startswith("weightcheck/mappings/") for n in names), (
+        "the loader module is shadowed"
+    )
     (ep,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     scripts = zipfile.ZipFile(wheel).read(ep).decode()
     assert "weightcheck = weightcheck.cli:run" in scripts, scripts  # run(), not the click group
 
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
-                    str(target), str(wheel)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     drafter = make_drafter()
-    code = ("import sys, json; sys.path.insert(0, sys.argv[1]);"
-            "import weightcheck.mappings as m; print(json.dumps(str(m.root())));"
-            "from weightcheck.cli import main; main(['inspect', sys.argv[2], '--json'])")
-    p = subprocess.run([sys.executable, "-c", code, str(target), str(drafter)], capture_output=True,
-                       text=True, cwd=str(tmp_path), timeout=120)
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]);"
+        "import weightcheck.mappings as m; print(json.dumps(str(m.root())));"
+        "from weightcheck.cli import main; main(['inspect', sys.argv[2], '--json'])"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(target), str(drafter)],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     first, rest = p.stdout.split("\n", 1)
     assert json.loads(first).startswith(str(target)), first  # the installed data, not the repo's
@@ -66,6 +104,7 @@ def test_the_program_freezes_the_gc_on_the_way_out_however_main_ends(monkeypatch
     def exits():
         calls.append("main")
         sys.exit(2)
+
     calls.clear()
     monkeypatch.setattr(cli, "main", exits)
     with pytest.raises(SystemExit) as e:
@@ -74,6 +113,11 @@ def test_the_program_freezes_the_gc_on_the_way_out_however_main_ends(monkeypatch
 
 
 def test_python_dash_m_runs_the_program():
-    p = subprocess.run([sys.executable, "-m", "weightcheck", "--version"], capture_output=True,
-                       text=True, cwd=str(ROOT), timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "weightcheck", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=120,
+    )
     assert p.returncode == 0 and p.stdout.startswith("weightcheck, version "), (p.stdout, p.stderr)

@@ -1,15 +1,15 @@
 """Every kind of local source: what is found, where each tensor's bytes are, and that the source
 is never modified."""
+
 from __future__ import annotations
 
 import importlib.util
 import json
 
 import pytest
-
 from conftest import run_cli
-from helpers_bad import (canonical_tensors, inspect_json, tensor_bytes, torch_state_dict,
-                         tree_digest)
+from helpers_bad import canonical_tensors, inspect_json, tensor_bytes, torch_state_dict, tree_digest
+
 from weightcheck import sources
 from weightcheck.storage.writer import OutTensor, write_file
 
@@ -41,15 +41,19 @@ def _write_shards(folder, cfg, n_shards=2, drift=None, index_name="model.safeten
     for i in range(n_shards):
         fname = f"model-{i + 1:05d}-of-{n_shards:05d}.safetensors"
         part = tensors[i::n_shards]
-        write_file(str(folder / fname), [OutTensor(t.name, t.dtype, t.shape, tensor_bytes(t))
-                                         for t in part], {"format": "pt"})
+        write_file(
+            str(folder / fname),
+            [OutTensor(t.name, t.dtype, t.shape, tensor_bytes(t)) for t in part],
+            {"format": "pt"},
+        )
         for t in part:
             weight_map[t.name] = fname
             total += t.nbytes
     if drift:
         drift(weight_map)
-    (folder / index_name).write_text(json.dumps({"metadata": {"total_size": total},
-                                                 "weight_map": weight_map}, indent=1))
+    (folder / index_name).write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1)
+    )
     return weight_map
 
 
@@ -75,7 +79,7 @@ def test_byte_ranges_point_at_each_tensors_bytes(make_drafter, tiny_cfg):
     for t in canonical_tensors(tiny_cfg):
         rec = src.tensors[t.name]
         assert rec.end - rec.begin == rec.nbytes == t.nbytes
-        assert blob[rec.begin:rec.end] == tensor_bytes(t), t.name
+        assert blob[rec.begin : rec.end] == tensor_bytes(t), t.name
     assert max(r.end for r in src.tensors.values()) == len(blob)
 
 
@@ -86,8 +90,10 @@ def test_sharded_safetensors(tmp_path, tiny_cfg):
     s = r["source"]
     assert s["layout"] == "sharded safetensors"
     assert s["index_file"] == str(folder / "model.safetensors.index.json")
-    assert sorted(f["name"] for f in s["files"]) == ["model-00001-of-00002.safetensors",
-                                                     "model-00002-of-00002.safetensors"]
+    assert sorted(f["name"] for f in s["files"]) == [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ]
     _check_tensors(r, tiny_cfg)
     assert {t["name"]: t["file"] for t in r["tensors"]} == wm
     assert r["notes"] == []  # index and headers agree
@@ -100,7 +106,7 @@ def test_sharded_shard_byte_ranges(tmp_path, tiny_cfg):
     blobs = {f: (folder / f).read_bytes() for f in src.files}
     for t in canonical_tensors(tiny_cfg):
         rec = src.tensors[t.name]
-        assert blobs[rec.file][rec.begin:rec.end] == tensor_bytes(t), t.name
+        assert blobs[rec.file][rec.begin : rec.end] == tensor_bytes(t), t.name
 
 
 def test_index_passed_as_the_path(tmp_path, tiny_cfg):
@@ -116,9 +122,12 @@ def test_index_drift_wrong_shard_is_a_note_not_an_error(tmp_path, tiny_cfg):
     folder = tmp_path / "drift"
 
     def drift(wm):  # fc.weight lives in shard 2 but the index says shard 1, or vice versa
-        wm["fc.weight"] = ("model-00002-of-00002.safetensors"
-                           if wm["fc.weight"].startswith("model-00001") else
-                           "model-00001-of-00002.safetensors")
+        wm["fc.weight"] = (
+            "model-00002-of-00002.safetensors"
+            if wm["fc.weight"].startswith("model-00001")
+            else "model-00001-of-00002.safetensors"
+        )
+
     wm = _write_shards(folder, tiny_cfg, drift=drift)
     r = inspect_json(run_cli, folder)
     _check_tensors(r, tiny_cfg)  # still read from the shards' own headers
@@ -138,6 +147,7 @@ def test_index_drift_missing_unlisted_and_total_size(tmp_path, tiny_cfg):
     def drift(wm):
         wm["ghost.weight"] = "model-00001-of-00002.safetensors"  # listed, held by no shard
         del wm["norm.weight"]  # held by a shard, not listed
+
     _write_shards(folder, tiny_cfg, drift=drift)
     idx = json.loads((folder / "model.safetensors.index.json").read_text())
     idx["metadata"]["total_size"] += 2
@@ -156,8 +166,10 @@ def test_same_tensor_in_two_shards_is_an_error(tmp_path, tiny_cfg):
     _write_shards(folder, tiny_cfg)
     # shard 2 also holds shard 1's first tensor
     t = canonical_tensors(tiny_cfg)[0]
-    write_file(str(folder / "model-00002-of-00002.safetensors"),
-               [OutTensor(t.name, t.dtype, t.shape, tensor_bytes(t))])
+    write_file(
+        str(folder / "model-00002-of-00002.safetensors"),
+        [OutTensor(t.name, t.dtype, t.shape, tensor_bytes(t))],
+    )
     r = run_cli("inspect", folder)
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
     assert f"tensor '{t.name}' is also in" in r.stderr
@@ -196,13 +208,15 @@ def test_folder_with_other_safetensors_names(tmp_path, tiny_cfg):
 
 
 # --- pickles ----------------------------------------------------------------------------------
-torch_needed = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                  reason="reading pickles needs torch")
+torch_needed = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="reading pickles needs torch"
+)
 
 
 @torch_needed
 def test_pytorch_model_bin_folder(tmp_path, tiny_cfg):
     import torch
+
     folder = tmp_path / "bin"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(tiny_cfg))
@@ -219,6 +233,7 @@ def test_pytorch_model_bin_folder(tmp_path, tiny_cfg):
 @pytest.mark.parametrize("fname", ["drafter.bin", "drafter.pt", "drafter.pth"])
 def test_single_pickled_file(tmp_path, tiny_cfg, fname):
     import torch
+
     (tmp_path / "config.json").write_text(json.dumps(tiny_cfg))
     torch.save(torch_state_dict(tiny_cfg), tmp_path / fname)
     r = inspect_json(run_cli, tmp_path / fname)
@@ -230,6 +245,7 @@ def test_single_pickled_file(tmp_path, tiny_cfg, fname):
 @torch_needed
 def test_pickle_holding_state_dict_under_a_key(tmp_path, tiny_cfg):
     import torch
+
     torch.save({"state_dict": torch_state_dict(tiny_cfg), "epoch": 3}, tmp_path / "ckpt.pt")
     r = inspect_json(run_cli, tmp_path / "ckpt.pt")
     assert r["source"]["files"][0]["pickle_key"] == "state_dict"
@@ -239,12 +255,18 @@ def test_pickle_holding_state_dict_under_a_key(tmp_path, tiny_cfg):
 @torch_needed
 def test_pickle_and_safetensors_agree(tmp_path, make_drafter, tiny_cfg):
     import torch
+
     d = make_drafter(cfg=tiny_cfg)
     torch.save(torch_state_dict(tiny_cfg), tmp_path / "same.pt")
     a = inspect_json(run_cli, d)
     b = inspect_json(run_cli, tmp_path / "same.pt")
-    key = lambda r: sorted((t["name"], t["canonical"], t["dtype"], t["shape"], t["parameters"],
-                            t["bytes"]) for t in r["tensors"])
+
+    def key(r):
+        return sorted(
+            (t["name"], t["canonical"], t["dtype"], t["shape"], t["parameters"], t["bytes"])
+            for t in r["tensors"]
+        )
+
     assert key(a) == key(b)
     assert a["totals"] == b["totals"]
 
@@ -252,6 +274,7 @@ def test_pickle_and_safetensors_agree(tmp_path, make_drafter, tiny_cfg):
 @torch_needed
 def test_sharded_pytorch_model_bin(tmp_path, tiny_cfg):
     import torch
+
     folder = tmp_path / "binshards"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(tiny_cfg))
@@ -274,14 +297,21 @@ def test_sharded_pytorch_model_bin(tmp_path, tiny_cfg):
 @torch_needed
 def test_specforge_run_folder_training_state(tmp_path, tiny_cfg):
     import torch
+
     folder = tmp_path / "run" / "epoch_0_step_100"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(tiny_cfg))
     sd = torch_state_dict(tiny_cfg, rename=lambda n: "draft_model." + n)
-    optim = {"state": {0: {"exp_avg": torch.zeros(7), "exp_avg_sq": torch.zeros(7), "step": torch.tensor(3.0)}},
-             "param_groups": [{"lr": 1e-4, "params": [0]}]}
-    torch.save({"draft_state_dict": sd, "optimizer_state_dict": optim, "global_step": 100,
-                "epoch": 0}, folder / "training_state.pt")
+    optim = {
+        "state": {
+            0: {"exp_avg": torch.zeros(7), "exp_avg_sq": torch.zeros(7), "step": torch.tensor(3.0)}
+        },
+        "param_groups": [{"lr": 1e-4, "params": [0]}],
+    }
+    torch.save(
+        {"draft_state_dict": sd, "optimizer_state_dict": optim, "global_step": 100, "epoch": 0},
+        folder / "training_state.pt",
+    )
     r = inspect_json(run_cli, folder)
     assert r["source"]["layout"] == "SpecForge training_state.pt"
     assert r["source"]["files"][0]["pickle_key"] == "draft_state_dict"
@@ -296,6 +326,7 @@ def test_specforge_run_folder_training_state(tmp_path, tiny_cfg):
 @torch_needed
 def test_specforge_run_folder_root_hints_at_steps(tmp_path, tiny_cfg):
     import torch
+
     step = tmp_path / "run" / "epoch_0_step_100"
     step.mkdir(parents=True)
     torch.save({"draft_state_dict": torch_state_dict(tiny_cfg)}, step / "training_state.pt")
@@ -306,6 +337,7 @@ def test_specforge_run_folder_root_hints_at_steps(tmp_path, tiny_cfg):
 # --- the source is never modified -------------------------------------------------------------
 def _make(kind, tmp_path, cfg):
     import synth
+
     folder = tmp_path / kind
     if kind == "model.safetensors":
         synth.write_drafter(str(folder), cfg)
@@ -317,25 +349,48 @@ def _make(kind, tmp_path, cfg):
         _write_shards(folder, cfg)
         return folder
     if kind == "drift":
-        _write_shards(folder, cfg, drift=lambda wm: wm.update({"norm.weight": "model-00002-of-00002.safetensors"
-                                                              if wm["norm.weight"].startswith("model-00001")
-                                                              else "model-00001-of-00002.safetensors"}))
+        _write_shards(
+            folder,
+            cfg,
+            drift=lambda wm: wm.update(
+                {
+                    "norm.weight": "model-00002-of-00002.safetensors"
+                    if wm["norm.weight"].startswith("model-00001")
+                    else "model-00001-of-00002.safetensors"
+                }
+            ),
+        )
         return folder
     import torch
+
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(cfg))
     if kind == "pytorch_model.bin":
         torch.save(torch_state_dict(cfg), folder / "pytorch_model.bin")
         return folder
     if kind == "training_state.pt":
-        torch.save({"draft_state_dict": torch_state_dict(cfg, rename=lambda n: "draft_model." + n),
-                    "optimizer_state_dict": {}}, folder / "training_state.pt")
+        torch.save(
+            {
+                "draft_state_dict": torch_state_dict(cfg, rename=lambda n: "draft_model." + n),
+                "optimizer_state_dict": {},
+            },
+            folder / "training_state.pt",
+        )
         return folder
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["model.safetensors", "single-file", "sharded", "drift",
-                                  "pytorch_model.bin", "training_state.pt"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "model.safetensors",
+        "single-file",
+        "sharded",
+        "drift",
+        "pytorch_model.bin",
+        "training_state.pt",
+    ],
+)
 def test_source_is_never_modified(tmp_path, tiny_cfg, kind):
     if kind in ("pytorch_model.bin", "training_state.pt"):
         pytest.importorskip("torch")
@@ -372,10 +427,14 @@ def test_inspect_json_documented_keys(make_drafter, tiny_cfg):
         assert t["bytes"] == numel * DTYPE_BYTES[t["dtype"]]
         total_params += t["parameters"]
         total_bytes += t["bytes"]
-    assert r["totals"] == {"tensors": len(r["tensors"]), "parameters": total_params,
-                           "bytes": total_bytes}
+    assert r["totals"] == {
+        "tensors": len(r["tensors"]),
+        "parameters": total_params,
+        "bytes": total_bytes,
+    }
     # the data buffer holds exactly the tensors' bytes
     from weightcheck.storage.header import read_local_header
+
     hdr = read_local_header(d / "model.safetensors")
     assert hdr.data_len == total_bytes
 
@@ -390,8 +449,10 @@ def test_inspect_default_table(make_drafter, tiny_cfg):
     for col in ("tensor", "canonical", "shape", "dtype", "params", "bytes", "status"):
         assert col in header
     assert "|" not in header  # a plain table, not markdown
-    for name, canon in {"layers.0.self_attn.q_proj.weight": "midlayer.self_attn.q_proj.weight",
-                        "fc.weight": "fc.weight"}.items():
+    for name, canon in {
+        "layers.0.self_attn.q_proj.weight": "midlayer.self_attn.q_proj.weight",
+        "fc.weight": "fc.weight",
+    }.items():
         row = next(ln for ln in lines if ln.startswith(name + " "))
         assert canon in row and "ok" in row
     assert str(d) in out and "speculators" in out and "llama_eagle3" in out
@@ -432,9 +493,16 @@ print("HARNESS", "torch" in sys.modules, code, file=sys.stderr)
 def _harness(*args):
     import subprocess
     import sys
+
     from conftest import ROOT
-    p = subprocess.run([sys.executable, "-c", HARNESS, *map(str, args)], capture_output=True,
-                       text=True, cwd=str(ROOT), timeout=120)
+
+    p = subprocess.run(
+        [sys.executable, "-c", HARNESS, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=120,
+    )
     last = p.stderr.strip().splitlines()[-1].split()
     assert last[0] == "HARNESS", p.stderr
     return last[1] == "True", int(last[2]), p
@@ -462,6 +530,7 @@ def test_sharded_and_bad_safetensors_never_import_torch(tmp_path, tiny_cfg):
 def test_harness_does_see_torch_for_a_pickle(tmp_path, tiny_cfg):
     """Control: the same harness reports torch when inspecting a .bin, so the check can fail."""
     import torch
+
     torch.save(torch_state_dict(tiny_cfg), tmp_path / "pytorch_model.bin")
     torch_loaded, code, p = _harness("inspect", tmp_path)
     assert code == 0, p.stderr
@@ -481,19 +550,39 @@ def test_python_m_weightcheck_importtime(make_drafter, tmp_path, tiny_cfg):
     """`python -m weightcheck inspect` itself, watched by -X importtime (no harness involved)."""
     import subprocess
     import sys
+
     from conftest import ROOT
+
     d = make_drafter(cfg=tiny_cfg)
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "weightcheck", "inspect", str(d)],
-                       capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "weightcheck", "inspect", str(d)],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     mods = _imported_modules(p.stderr)
     assert "weightcheck.storage.header" in mods  # the parse worked
     assert not {m for m in mods if m == "torch" or m.startswith("torch.")}
     if importlib.util.find_spec("torch") is not None:  # control: a .bin does import torch
         import torch
+
         torch.save({"fc.weight": torch.zeros(2, 2)}, tmp_path / "x.bin")
-        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "weightcheck", "inspect",
-                            str(tmp_path / "x.bin")], capture_output=True, text=True,
-                           cwd=str(ROOT), timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-X",
+                "importtime",
+                "-m",
+                "weightcheck",
+                "inspect",
+                str(tmp_path / "x.bin"),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=str(ROOT),
+            timeout=120,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         assert "torch" in _imported_modules(p.stderr)

@@ -1,29 +1,50 @@
 """--target: a Kimi-K2.5-style multimodal target (text_config nested, weights under
 language_model.) read from its config and the one header that holds the embedding."""
+
 import json
 
-from conftest import K25, load_config, run_cli
 import synth
+from conftest import K25, load_config, run_cli
+
 from weightcheck.storage.writer import OutTensor, write_file
 
 
 def kimi_k25_target(folder, hidden=128, vocab=2048, layers=61):
     folder.mkdir()
-    cfg = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
-           "text_config": {"model_type": "kimi_k2", "hidden_size": hidden, "vocab_size": vocab,
-                           "num_hidden_layers": layers, "torch_dtype": "bfloat16",
-                           "num_attention_heads": 4},
-           "vision_config": {"hidden_size": 64}}
+    cfg = {
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "model_type": "kimi_k25",
+        "text_config": {
+            "model_type": "kimi_k2",
+            "hidden_size": hidden,
+            "vocab_size": vocab,
+            "num_hidden_layers": layers,
+            "torch_dtype": "bfloat16",
+            "num_attention_heads": 4,
+        },
+        "vision_config": {"hidden_size": 64},
+    }
     (folder / "config.json").write_text(json.dumps(cfg))
-    emb = OutTensor("language_model.model.embed_tokens.weight", "BF16", (vocab, hidden),
-                    bytes(vocab * hidden * 2))
-    head = OutTensor("language_model.lm_head.weight", "BF16", (vocab, hidden), bytes(vocab * hidden * 2))
+    emb = OutTensor(
+        "language_model.model.embed_tokens.weight",
+        "BF16",
+        (vocab, hidden),
+        bytes(vocab * hidden * 2),
+    )
+    head = OutTensor(
+        "language_model.lm_head.weight", "BF16", (vocab, hidden), bytes(vocab * hidden * 2)
+    )
     vis = OutTensor("vision_tower.patch_embed.weight", "BF16", (64, 64), bytes(64 * 64 * 2))
     write_file(str(folder / "model-00001-of-00002.safetensors"), [emb, head], {"format": "pt"})
     write_file(str(folder / "model-00002-of-00002.safetensors"), [vis], {"format": "pt"})
-    wm = {emb.name: "model-00001-of-00002.safetensors", head.name: "model-00001-of-00002.safetensors",
-          vis.name: "model-00002-of-00002.safetensors"}
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
+    wm = {
+        emb.name: "model-00001-of-00002.safetensors",
+        head.name: "model-00001-of-00002.safetensors",
+        vis.name: "model-00002-of-00002.safetensors",
+    }
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": wm})
+    )
     return folder
 
 
@@ -47,4 +68,8 @@ def test_kimi_k25_target_mismatch_is_caught(tmp_path, make_drafter):
     r = run_cli("check", d, "--target", target, "--json")
     assert r.exit_code == 1
     codes = {f["code"] for f in r.json["findings"]}
-    assert {"WC501", "WC403", "WC503"} <= codes  # hidden 128 vs 256; ids 58 >= 40 layers; embed width
+    assert {
+        "WC501",
+        "WC403",
+        "WC503",
+    } <= codes  # hidden 128 vs 256; ids 58 >= 40 layers; embed width

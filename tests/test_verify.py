@@ -6,6 +6,7 @@ holding the same bytes at another offset. The checker thread is always finished 
 test waits on a timer: a failure is made visible by submitting jobs in order (the checker handles
 them in submission order) and finishing.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,8 @@ import zlib
 
 import pytest
 
-from weightcheck.storage import verify as verify_mod
 from weightcheck.errors import WeightcheckError
+from weightcheck.storage import verify as verify_mod
 from weightcheck.storage.header import parse_header, read_header_length, read_local_header
 from weightcheck.storage.writer import OutTensor, header_bytes
 
@@ -44,9 +45,11 @@ def _data(n: int, seed: int) -> bytes:
 
 
 def _layout(entries, metadata=None, data_start_mod=None):
-    head = header_bytes([OutTensor(n, d, s, b"") for n, d, s, _ in entries], metadata, data_start_mod)
+    head = header_bytes(
+        [OutTensor(n, d, s, b"") for n, d, s, _ in entries], metadata, data_start_mod
+    )
     n = read_header_length(head, "test")
-    return head, parse_header(head[8:8 + n], "test")
+    return head, parse_header(head[8 : 8 + n], "test")
 
 
 @pytest.fixture
@@ -60,8 +63,15 @@ def files(tmp_path):
     out.write_bytes(head + a + b)
     src = tmp_path / "src.bin"
     src.write_bytes(_data(SRC_OFF, 3) + a + _data(100, 4))
-    return {"out": str(out), "src": str(src), "header": header, "head": head, "a": a, "b": b,
-            "tmp": tmp_path}
+    return {
+        "out": str(out),
+        "src": str(src),
+        "header": header,
+        "head": head,
+        "a": a,
+        "b": b,
+        "tmp": tmp_path,
+    }
 
 
 def _wait_until(cond, limit: float = 30.0) -> None:
@@ -89,8 +99,15 @@ def test_same_identical_ranges_pass(files):
         # the whole tensor at once, then in two pieces (rel > 0), as the writer submits them
         c.same(files["out"], files["header"], "a", 0, A_BYTES, files["src"], SRC_OFF)
         c.same(files["out"], files["header"], "a", 0, 10_000, files["src"], SRC_OFF)
-        c.same(files["out"], files["header"], "a", 10_000, A_BYTES - 10_000, files["src"],
-               SRC_OFF + 10_000)
+        c.same(
+            files["out"],
+            files["header"],
+            "a",
+            10_000,
+            A_BYTES - 10_000,
+            files["src"],
+            SRC_OFF + 10_000,
+        )
         # a digest between two compares reuses one of the two buffers: a short compare after it
         # must look at the bytes it read, not at what the digest left in the buffer
         c.digest(files["out"], files["header"], "a", zlib.crc32(files["a"]))
@@ -128,8 +145,11 @@ def test_same_locates_the_tensor_from_the_header_not_the_source_offset(files):
             c.finish()
 
 
-@pytest.mark.parametrize("where", [0, A_BYTES // 2, A_BYTES - 1],
-                         ids=["first-byte", "middle-full-chunk", "last-byte-partial-chunk"])
+@pytest.mark.parametrize(
+    "where",
+    [0, A_BYTES // 2, A_BYTES - 1],
+    ids=["first-byte", "middle-full-chunk", "last-byte-partial-chunk"],
+)
 def test_same_one_flipped_byte_fails(files, where):
     _flip(files["out"], files["header"].data_start + files["header"].tensors["a"].begin + where)
     c = verify_mod.RangeChecker(chunk=CHUNK)
@@ -145,10 +165,11 @@ def test_same_one_flipped_byte_fails(files, where):
     assert c.checked == where // CHUNK * CHUNK
 
 
-@pytest.mark.parametrize("name, rel, n", [("a", 0, A_BYTES + 1), ("a", A_BYTES - 10, 11),
-                                          ("b", -1, 10), ("b", -100, 200)],
-                         ids=["longer-than-tensor", "ends-past-tensor", "negative-start",
-                              "straddles-the-start"])
+@pytest.mark.parametrize(
+    "name, rel, n",
+    [("a", 0, A_BYTES + 1), ("a", A_BYTES - 10, 11), ("b", -1, 10), ("b", -100, 200)],
+    ids=["longer-than-tensor", "ends-past-tensor", "negative-start", "straddles-the-start"],
+)
 def test_same_range_outside_the_tensor_fails(files, name, rel, n):
     """The "source" is the output file itself at the very same offset, so the bytes compare equal:
     only the check that the range lies inside the named tensor can fail."""
@@ -166,15 +187,22 @@ def test_same_range_at_the_tensor_edges_passes(files):
     """The counterpart of the test above: the same comparison inside the bounds passes."""
     out, header = files["out"], files["header"]
     with verify_mod.RangeChecker(chunk=CHUNK) as c:
-        for name, rel, n in (("a", 0, A_BYTES), ("a", A_BYTES - 10, 10), ("b", 0, 256), ("b", 255, 1)):
-            c.same(out, header, name, rel, n, out, header.data_start + header.tensors[name].begin + rel)
+        for name, rel, n in (
+            ("a", 0, A_BYTES),
+            ("a", A_BYTES - 10, 10),
+            ("b", 0, 256),
+            ("b", 255, 1),
+        ):
+            c.same(
+                out, header, name, rel, n, out, header.data_start + header.tensors[name].begin + rel
+            )
         c.finish()
     assert c.checked == A_BYTES + 10 + 256 + 1
 
 
 def test_same_source_shorter_than_the_range_fails(files):
     src = files["tmp"] / "short.bin"
-    src.write_bytes(_data(SRC_OFF, 3) + files["a"][:A_BYTES - 1])  # one byte short
+    src.write_bytes(_data(SRC_OFF, 3) + files["a"][: A_BYTES - 1])  # one byte short
     c = verify_mod.RangeChecker(chunk=CHUNK)
     with c:
         c.same(files["out"], files["header"], "a", 0, A_BYTES, str(src), SRC_OFF)
@@ -372,7 +400,7 @@ def test_reopen_header_byte_differs_on_disk(files):
 def test_reopen_header_differs_from_the_one_written(files):
     written = bytearray(files["head"])
     i = written.index(b'"a"')
-    written[i + 1:i + 2] = b"c"  # we "wrote" tensor c, the disk says a
+    written[i + 1 : i + 2] = b"c"  # we "wrote" tensor c, the disk says a
     with pytest.raises(WeightcheckError, match="the header on disk is not the one written"):
         verify_mod.reopen(files["out"], bytes(written), dict(EXPECTED))
 
@@ -392,21 +420,33 @@ def test_reopen_truncated(files):
         verify_mod.reopen(files["out"], files["head"], dict(EXPECTED))
 
 
-@pytest.mark.parametrize("expected", [
-    {"a": ("U8", (A_BYTES,))},  # a tensor the plan does not have
-    {"a": ("U8", (A_BYTES,)), "b": ("F32", (8, 8)), "c": ("F32", (1,))},  # one missing from the file
-    {"a": ("U8", (A_BYTES,)), "bb": ("F32", (8, 8))},  # another name
-    {"a": ("I8", (A_BYTES,)), "b": ("F32", (8, 8))},  # another dtype
-    {"a": ("U8", (A_BYTES,)), "b": ("F32", (64,))},  # another shape, same bytes
-], ids=["extra-in-file", "missing-in-file", "name", "dtype", "shape"])
+@pytest.mark.parametrize(
+    "expected",
+    [
+        {"a": ("U8", (A_BYTES,))},  # a tensor the plan does not have
+        {
+            "a": ("U8", (A_BYTES,)),
+            "b": ("F32", (8, 8)),
+            "c": ("F32", (1,)),
+        },  # one missing from the file
+        {"a": ("U8", (A_BYTES,)), "bb": ("F32", (8, 8))},  # another name
+        {"a": ("I8", (A_BYTES,)), "b": ("F32", (8, 8))},  # another dtype
+        {"a": ("U8", (A_BYTES,)), "b": ("F32", (64,))},  # another shape, same bytes
+    ],
+    ids=["extra-in-file", "missing-in-file", "name", "dtype", "shape"],
+)
 def test_reopen_planned_tensors_differ(files, expected):
-    with pytest.raises(WeightcheckError,
-                       match="verification failed: the header does not list the planned tensors"):
+    with pytest.raises(
+        WeightcheckError, match="verification failed: the header does not list the planned tensors"
+    ):
         verify_mod.reopen(files["out"], files["head"], expected)
 
 
-@pytest.mark.parametrize("metadata", [None, {"format": "np"}, {"weightcheck_version": "x"}],
-                         ids=["no-metadata", "format-np", "no-format-key"])
+@pytest.mark.parametrize(
+    "metadata",
+    [None, {"format": "np"}, {"weightcheck_version": "x"}],
+    ids=["no-metadata", "format-np", "no-format-key"],
+)
 def test_reopen_metadata_without_format_pt(tmp_path, metadata):
     a = _data(64, 5)
     head, _ = _layout([("a", "U8", (64,), a)], metadata)

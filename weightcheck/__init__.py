@@ -6,6 +6,7 @@ The public pipeline is load -> normalize -> (compare | check | plan+write) -> re
     d = load_drafter("org/name@main")      # or a folder, or a file
     d.dialect, d.config.normalized, d.tensors
 """
+
 # The one place the version is written: pyproject.toml reads it from here ([tool.setuptools.dynamic]).
 # A literal, not importlib.metadata: that import costs ~14 ms of every command's start-up.
 __version__ = "0.1.0"

@@ -4,6 +4,7 @@ Every problem with what the user gave us (a path, a file, a header, a config, a 
 WeightcheckError naming *where* (a file, a repo path) and *what* is wrong. The CLI prints it as a
 single line and exits with status 2; anything else escaping is a bug in weightcheck.
 """
+
 from __future__ import annotations
 
 

@@ -6,6 +6,7 @@ evaluated here on a whitelisted AST: names, integer/float/bool/None/str constant
 arithmetic, comparisons, ``and``/``or``/``not``, ``x if c else y``, list indexing ``ids[0]`` and the functions ``len``,
 ``min``, ``max``. No attribute access, no subscripts beyond lists, no calls to anything else.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,14 +14,25 @@ import functools
 import operator
 
 _BINOPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv, ast.Mod: operator.mod,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
 _CMPOPS = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
 }
 _FUNCS = {"len": len, "min": min, "max": max}
 
@@ -107,7 +119,11 @@ def _eval(node, names, src):
         return seq[idx]
     if isinstance(node, ast.IfExp):
         return _eval(node.body if _eval(node.test, names, src) else node.orelse, names, src)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id in _FUNCS and not node.keywords):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+    ):
         return _FUNCS[node.func.id](*[_eval(a, names, src) for a in node.args])
     raise ExprError(f"unsupported syntax in {src!r}: {ast.dump(node)[:60]}")

@@ -5,6 +5,7 @@ source tree or an editable install reads it in place.
 A user's own file (``--mapping FILE``) is read with :func:`load_toml_file` and validated the same
 way as the bundled ones.
 """
+
 from __future__ import annotations
 
 import functools

@@ -22,6 +22,7 @@ If a converted copy lost or scrambled ``d2t`` (vLLM zero-fills a missing one: id
 0), lost ``lm_head`` (vLLM keeps ``torch.empty`` storage) or was refused by the loader, the engine
 either fails or the acceptance changes: that is what the engine test measures.
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,6 +32,7 @@ import random
 import struct
 
 import synth
+
 from weightcheck.storage.writer import write_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,7 +41,9 @@ PRODUCERS = os.path.join(os.path.dirname(HERE), "fixtures", "producers")
 SPECFORGE_CONFIG = os.path.join(PRODUCERS, "specforge-sglang", "config.json")
 
 
-def constant_vocab_map(vocab: int, draft_vocab: int, first: int, seed: int = 0) -> tuple[bytes, bytes]:
+def constant_vocab_map(
+    vocab: int, draft_vocab: int, first: int, seed: int = 0
+) -> tuple[bytes, bytes]:
     """(d2t I64 bytes, t2d BOOL bytes): draft id 0 -> ``first``, ids 1.. -> distinct ids > first."""
     if first + draft_vocab > vocab:
         raise ValueError(f"token {first}: needs {draft_vocab - 1} ids above it, vocab is {vocab}")
@@ -81,7 +85,11 @@ def write_constant_drafter(out_dir: str, token: int, seed: int = 0) -> dict:
         elif t.name == "t2d":
             t.data = t2d
     names = [t.name for t in tensors]
-    assert "lm_head.weight" in names and "d2t" in names and any(n.startswith("midlayer.") for n in names)
+    assert (
+        "lm_head.weight" in names
+        and "d2t" in names
+        and any(n.startswith("midlayer.") for n in names)
+    )
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
@@ -148,7 +156,7 @@ def write_lens_drafter(out_dir: str, target_dir: str, tokens, slot: int = 2, see
         elif t.name == "norm.weight":
             t.data = norm
         elif t.name == "lm_head.weight":
-            t.data = b"".join(head[i * row:(i + 1) * row] for i in ids)
+            t.data = b"".join(head[i * row : (i + 1) * row] for i in ids)
         elif t.name == "d2t":
             t.data = d2t
         elif t.name == "t2d":

@@ -4,29 +4,47 @@ load -> normalize -> (engine view, target, training config, values: each only wh
 rules (weightcheck/rules/, documented in docs/rules.md) -> report (schema ``weightcheck.check/1``)
 -> render. Exit 0 when no finding is an error, 1 otherwise, 2 when the check could not be done.
 """
+
 from __future__ import annotations
 
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter, source_report
-from weightcheck.rules import ERROR, INFO, RULES, SEVERITY_ORDER, WARNING, Context, Finding
-from weightcheck.rules import training
+from weightcheck.rules import (
+    ERROR,
+    INFO,
+    RULES,
+    SEVERITY_ORDER,
+    WARNING,
+    Context,
+    Finding,
+    training,
+)
 from weightcheck.rules import values as values_mod
 
 SCHEMA = "weightcheck.check/1"
 
-ALL_CLEAR = ("weights and config check out: if acceptance is still low, look at the chat template "
-             "and the training data (prompt format mismatch), not the weights")
+ALL_CLEAR = (
+    "weights and config check out: if acceptance is still low, look at the chat template "
+    "and the training data (prompt format mismatch), not the weights"
+)
 
 
-def run(d: Drafter, engine: str | None = None, engine_version: str | None = None,
-        target=None, training_config: str | None = None, values: bool = False) -> tuple[Context, list]:
+def run(
+    d: Drafter,
+    engine: str | None = None,
+    engine_version: str | None = None,
+    target=None,
+    training_config: str | None = None,
+    values: bool = False,
+) -> tuple[Context, list]:
     ctx = Context(drafter=d, rules=RULES, target=target, engine=engine)
     if engine and engine_mod.replays(d.architecture, engine):
         ctx.engine_view = engine_mod.view(d, engine, engine_version)
     if training_config:
         from weightcheck.sources.base import read_json_file
+
         cfg = read_json_file(training_config, "training config", 10_000_000)
         if not isinstance(cfg, dict):
             raise WeightcheckError(training_config, "training config is not a JSON object")
@@ -62,27 +80,52 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
         "engine": None,
         "target": ctx.target.summary() if ctx.target is not None else None,
         "findings": [f.as_dict() for f in findings],
-        "summary": {"errors": errors, "warnings": warnings,
-                    "info": sum(1 for f in findings if f.severity == INFO)},
-        "conclusion": ALL_CLEAR if errors == 0 else
-        f"{errors} error(s): fix them before training or serving",
+        "summary": {
+            "errors": errors,
+            "warnings": warnings,
+            "info": sum(1 for f in findings if f.severity == INFO),
+        },
+        "conclusion": ALL_CLEAR
+        if errors == 0
+        else f"{errors} error(s): fix them before training or serving",
     }
     v = ctx.engine_view
     if v is not None:
         r["engine"] = {
-            "name": v.engine, "version": v.version, "speculators_format": v.speculators_format,
+            "name": v.engine,
+            "version": v.version,
+            "speculators_format": v.speculators_format,
             "config": v.config,
-            "tensors": [{"name": l.name, "canonical": l.canonical, "engine_name": l.engine_name,
-                         "param": l.param, "fate": l.fate, "why": l.why, "cite": l.cite}
-                        for l in v.landings],
-            "parameters": [{"param": p.param, "canonical": p.canonical, "required": p.required,
-                            "state": p.state, "sources": p.sources, "note": p.note, "cite": p.cite}
-                           for p in v.params],
+            "tensors": [
+                {
+                    "name": l.name,
+                    "canonical": l.canonical,
+                    "engine_name": l.engine_name,
+                    "param": l.param,
+                    "fate": l.fate,
+                    "why": l.why,
+                    "cite": l.cite,
+                }
+                for l in v.landings
+            ],
+            "parameters": [
+                {
+                    "param": p.param,
+                    "canonical": p.canonical,
+                    "required": p.required,
+                    "state": p.state,
+                    "sources": p.sources,
+                    "note": p.note,
+                    "cite": p.cite,
+                }
+                for p in v.params
+            ],
             "aux_layers": v.aux,
         }
         if ctx.target is not None:
             r["engine"]["aux_layers"]["captures_output_of_layers"] = aux.captured_layers(
-                v, ctx.target.model_type, ctx.target.num_layers)
+                v, ctx.target.model_type, ctx.target.num_layers
+            )
     if ctx.values is not None:
         r["values"] = ctx.values
     return r
@@ -90,4 +133,5 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
 
 def dumps(r: dict) -> str:
     from weightcheck.render import to_json
+
     return to_json(r)

@@ -9,6 +9,7 @@ Byte identity is decided from Hub LFS sha256 when both tensors sit at the same p
 with equal content hashes; otherwise by comparing the bytes, which happens only when both sides
 are local or when ``--values`` asks for it.
 """
+
 from __future__ import annotations
 
 from weightcheck.model.compatibility import Comparison, judge, presence, verdict
@@ -19,11 +20,16 @@ from weightcheck.storage.header import TORCH_NAMES, itemsize
 SCHEMA = "weightcheck.compare/1"
 
 
-
 def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
     fa, fb = a.source.files.get(ta.file), b.source.files.get(tb.file)
-    return bool(fa and fb and fa.sha256 and fa.sha256 == fb.sha256
-                and ta.begin == tb.begin and ta.end == tb.end)
+    return bool(
+        fa
+        and fb
+        and fa.sha256
+        and fa.sha256 == fb.sha256
+        and ta.begin == tb.begin
+        and ta.end == tb.end
+    )
 
 
 def _bytes_equal(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
@@ -42,7 +48,7 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
 
     Each chunk is converted once per side to float32 and reduced with BLAS dot products (blocked
     accumulation within a chunk of 4 M elements, float64 across chunks: relative error ~1e-6); the
-    finiteness mask is only computed for a chunk whose sums come out non-finite.""" 
+    finiteness mask is only computed for a chunk whose sums come out non-finite."""
     import math
 
     import torch
@@ -55,15 +61,21 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
 
     def dots(xa, xb):
         d = xa - xb
-        return d, (float(torch.dot(d, d)), float(torch.dot(xa, xa)), float(torch.dot(xb, xb)),
-                   float(torch.dot(xa, xb)))
+        return d, (
+            float(torch.dot(d, d)),
+            float(torch.dot(xa, xa)),
+            float(torch.dot(xb, xb)),
+            float(torch.dot(xa, xb)),
+        )
+
     n = VALUES_CHUNK_ELEMS
     max_abs = 0.0
     sdd = saa = sbb = sab = 0.0
     nonfinite = 0
     bytes_eq = ta.dtype == tb.dtype
-    for ca, cb in zip(iter_chunks(a.source, ta.name, n * isa, isa),
-                      iter_chunks(b.source, tb.name, n * isb, isb)):
+    for ca, cb in zip(
+        iter_chunks(a.source, ta.name, n * isa, isa), iter_chunks(b.source, tb.name, n * isb, isb)
+    ):
         if bytes_eq and ca != cb:
             bytes_eq = False
         if not ca:
@@ -82,7 +94,7 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
         saa += c_aa
         sbb += c_bb
         sab += c_ab
-    rel = (sdd ** 0.5) / (saa ** 0.5) if saa > 0 else (0.0 if sdd == 0 else float("inf"))
+    rel = (sdd**0.5) / (saa**0.5) if saa > 0 else (0.0 if sdd == 0 else float("inf"))
     cos = sab / ((saa * sbb) ** 0.5) if saa > 0 and sbb > 0 else (1.0 if saa == sbb == 0 else 0.0)
     out = {"max_abs_diff": max_abs, "rel_l2": rel, "cosine": cos, "bytes_equal": bytes_eq}
     if nonfinite:
@@ -93,12 +105,16 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
 def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True) -> Comparison:
     c = judge(a, b)
     both_local = a.source.kind != "hub" and b.source.kind != "hub"
-    paired = [p for p in c.pairs if p.a is not None and p.b is not None
-              and tuple(p.a.shape) == tuple(p.b.shape)]
+    paired = [
+        p
+        for p in c.pairs
+        if p.a is not None and p.b is not None and tuple(p.a.shape) == tuple(p.b.shape)
+    ]
     bar = None
     total = sum(p.a.nbytes + p.b.nbytes for p in paired)
     if (values or both_local) and progress and total > (256 << 20):
         from huggingface_hub.utils import tqdm  # huggingface_hub's own tqdm: no new dependency
+
         bar = tqdm(total=total, unit="B", unit_scale=True, desc="compare", leave=False)
     for p in paired:
         if _same_lfs_place(a, b, p.a, p.b):
@@ -122,18 +138,32 @@ def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True)
 
 def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
     v = verdict(c)
-    only_a = [{"canonical": p.label, "name": p.a.name,
-               "presence": presence(c.b, p.canonical) or presence(c.a, p.canonical)}
-              for p in c.pairs if p.b is None]
-    only_b = [{"canonical": p.label, "name": p.b.name,
-               "presence": presence(c.a, p.canonical) or presence(c.b, p.canonical)}
-              for p in c.pairs if p.a is None]
+    only_a = [
+        {
+            "canonical": p.label,
+            "name": p.a.name,
+            "presence": presence(c.b, p.canonical) or presence(c.a, p.canonical),
+        }
+        for p in c.pairs
+        if p.b is None
+    ]
+    only_b = [
+        {
+            "canonical": p.label,
+            "name": p.b.name,
+            "presence": presence(c.a, p.canonical) or presence(c.b, p.canonical),
+        }
+        for p in c.pairs
+        if p.a is None
+    ]
     both = [p for p in c.pairs if p.a is not None and p.b is not None]
     undecided = sum(1 for p in both if p.bytes_equal is None)
     notes = list(c.notes)
     if v == "compatible" and undecided:
-        notes.append(f"bytes of {undecided} tensor(s) not compared (Hub sources without matching "
-                     "content hashes): pass --values to read and compare them")
+        notes.append(
+            f"bytes of {undecided} tensor(s) not compared (Hub sources without matching "
+            "content hashes): pass --values to read and compare them"
+        )
     r = {
         "schema": SCHEMA,
         "verdict": v,
@@ -141,23 +171,47 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
         "strict": strict,
         "reasons": list(c.reasons),
         "strict_failures": list(c.strict_failures),
-        "a": {"source": source_report(c.a), "dialect": c.a.dialect,
-              "architecture": c.a.architecture.name if c.a.architecture else None},
-        "b": {"source": source_report(c.b), "dialect": c.b.dialect,
-              "architecture": c.b.architecture.name if c.b.architecture else None},
+        "a": {
+            "source": source_report(c.a),
+            "dialect": c.a.dialect,
+            "architecture": c.a.architecture.name if c.a.architecture else None,
+        },
+        "b": {
+            "source": source_report(c.b),
+            "dialect": c.b.dialect,
+            "architecture": c.b.architecture.name if c.b.architecture else None,
+        },
         "only_in_a": only_a,
         "only_in_b": only_b,
-        "shape_mismatches": [{"canonical": p.label, "a": list(p.a.shape), "b": list(p.b.shape)}
-                             for p in both if tuple(p.a.shape) != tuple(p.b.shape)],
-        "dtype_mismatches": [{"canonical": p.label, "a": p.a.dtype, "b": p.b.dtype}
-                             for p in both if p.a.dtype != p.b.dtype],
+        "shape_mismatches": [
+            {"canonical": p.label, "a": list(p.a.shape), "b": list(p.b.shape)}
+            for p in both
+            if tuple(p.a.shape) != tuple(p.b.shape)
+        ],
+        "dtype_mismatches": [
+            {"canonical": p.label, "a": p.a.dtype, "b": p.b.dtype}
+            for p in both
+            if p.a.dtype != p.b.dtype
+        ],
         "config_differences": c.config_differences,
-        "bytes": {"equal": sum(1 for p in both if p.bytes_equal is True),
-                  "different": sum(1 for p in both if p.bytes_equal is False),
-                  "not_compared": undecided},
-        "tensors": [{"canonical": p.label, "name_a": p.a.name, "name_b": p.b.name,
-                     "shape": list(p.a.shape), "dtype_a": p.a.dtype, "dtype_b": p.b.dtype,
-                     "bytes_equal": p.bytes_equal, "decided_by": p.how} for p in both],
+        "bytes": {
+            "equal": sum(1 for p in both if p.bytes_equal is True),
+            "different": sum(1 for p in both if p.bytes_equal is False),
+            "not_compared": undecided,
+        },
+        "tensors": [
+            {
+                "canonical": p.label,
+                "name_a": p.a.name,
+                "name_b": p.b.name,
+                "shape": list(p.a.shape),
+                "dtype_a": p.a.dtype,
+                "dtype_b": p.b.dtype,
+                "bytes_equal": p.bytes_equal,
+                "decided_by": p.how,
+            }
+            for p in both
+        ],
         "notes": notes,
     }
     if values:

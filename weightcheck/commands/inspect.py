@@ -3,6 +3,7 @@
 load -> normalize (weightcheck/drafter.py) -> :func:`report` (a JSON-able dict, the documented
 schema ``weightcheck.inspect/1`` in README.md) -> render (weightcheck/render.py).
 """
+
 from __future__ import annotations
 
 from weightcheck.model.drafter import Drafter, source_report
@@ -10,10 +11,22 @@ from weightcheck.model.drafter import Drafter, source_report
 SCHEMA = "weightcheck.inspect/1"
 
 # the key config fields inspect shows, in order
-KEY_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-              "head_dim", "vocab_size", "draft_vocab_size", "target_hidden_size",
-              "num_aux_hidden_states", "aux_layer_ids", "rope_theta", "rope_scaling",
-              "max_position_embeddings", "dtype")
+KEY_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "draft_vocab_size",
+    "target_hidden_size",
+    "num_aux_hidden_states",
+    "aux_layer_ids",
+    "rope_theta",
+    "rope_scaling",
+    "max_position_embeddings",
+    "dtype",
+)
 
 
 def tensor_status(d: Drafter, t) -> str:
@@ -39,27 +52,45 @@ def report(d: Drafter) -> dict:
     tensors = []
     for t in sorted(d.tensors, key=lambda t: (t.canonical is None, t.canonical or t.name, t.name)):
         exp = d.inventory.tensors.get(t.canonical) if (d.inventory and t.canonical) else None
-        tensors.append({
-            "name": t.name, "canonical": t.canonical, "dtype": t.dtype, "shape": list(t.shape),
-            "parameters": t.numel, "bytes": t.nbytes, "file": t.file, "via": t.via,
-            "expected_shape": list(exp.shape) if exp and exp.shape is not None else None,
-            "status": tensor_status(d, t),
-        })
+        tensors.append(
+            {
+                "name": t.name,
+                "canonical": t.canonical,
+                "dtype": t.dtype,
+                "shape": list(t.shape),
+                "parameters": t.numel,
+                "bytes": t.nbytes,
+                "file": t.file,
+                "via": t.via,
+                "expected_shape": list(exp.shape) if exp and exp.shape is not None else None,
+                "status": tensor_status(d, t),
+            }
+        )
     present = {t.canonical for t in d.tensors if t.canonical}
     missing = []
     if d.inventory:
         for name, e in d.inventory.tensors.items():
             if name not in present:
-                missing.append({"canonical": name, "presence": e.presence,
-                                "shape": list(e.shape) if e.shape is not None else None,
-                                "note": e.note})
+                missing.append(
+                    {
+                        "canonical": name,
+                        "presence": e.presence,
+                        "shape": list(e.shape) if e.shape is not None else None,
+                        "note": e.note,
+                    }
+                )
     return {
         "schema": SCHEMA,
         "source": source_report(d),
-        "dialect": {"name": d.naming.dialect, "wrappers": d.naming.wrappers,
-                    "evidence": d.naming.evidence},
-        "architecture": {"name": d.architecture.name if d.architecture else None,
-                         "evidence": d.architecture_evidence},
+        "dialect": {
+            "name": d.naming.dialect,
+            "wrappers": d.naming.wrappers,
+            "evidence": d.naming.evidence,
+        },
+        "architecture": {
+            "name": d.architecture.name if d.architecture else None,
+            "evidence": d.architecture_evidence,
+        },
         "looks_like_target": d.looks_like_target,
         "config": {
             "raw": d.config,

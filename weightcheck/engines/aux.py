@@ -4,6 +4,7 @@ capture in an engine, and the ids that capture the same layers in another engine
 The conventions are data: ``[[aux_layers.convention]]`` in mappings/engines/<engine>.toml (each
 with the target model types it covers, the formula, and the releases it holds for).
 """
+
 from __future__ import annotations
 
 from weightcheck import expr
@@ -11,6 +12,7 @@ from weightcheck.engines.data import load, newest, version_key
 from weightcheck.errors import WeightcheckError
 
 LLAMA = "llama"  # the target family whose convention applies when no other is known
+
 
 def is_speculators_format(raw: dict) -> bool:
     return isinstance(raw.get("speculators_config"), dict) or "speculators_model_type" in raw
@@ -24,6 +26,7 @@ def convention_of(d) -> str:
 def trained_convention(dialect: str | None) -> str | None:
     """The aux-id convention a dialect's trainer writes (`aux_convention` in its mappings file)."""
     from weightcheck.model import dialects
+
     try:
         return dialects.by_name(dialect).aux_convention if dialect else None
     except KeyError:
@@ -37,8 +40,9 @@ def config_convention(cfg: dict, dialect: str | None = None) -> str:
     if is_speculators_format(cfg) or trained_convention(dialect) == "vllm":
         return "vllm"
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and \
-            not isinstance(ec.get("eagle_aux_hidden_state_layer_ids"), list):
+    if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and not isinstance(
+        ec.get("eagle_aux_hidden_state_layer_ids"), list
+    ):
         return "vllm"
     return "sglang"
 
@@ -55,8 +59,14 @@ def _conventions(engine: str, version: str, model_type: str) -> dict | None:
     return None
 
 
-def captured(ids: list[int] | None, engine: str, version: str, model_type: str | None,
-             num_layers: int | None, default: bool = False) -> list[int] | None:
+def captured(
+    ids: list[int] | None,
+    engine: str,
+    version: str,
+    model_type: str | None,
+    num_layers: int | None,
+    default: bool = False,
+) -> list[int] | None:
     """The 0-based target layers whose outputs ``ids`` capture in ``engine==version`` for a
     target of ``model_type`` with ``num_layers`` layers; ``default``: the ids are the engine's own
     default, not passed explicitly. None when no convention covers it."""
@@ -69,14 +79,21 @@ def captured(ids: list[int] | None, engine: str, version: str, model_type: str |
         # the engine's own default is not the same as passing those ids explicitly (SGLang
         # captures at the input of [2, L//2, L-3]: outputs of [1, L//2-1, L-4])
         try:
-            return [int(x) for x in expr.evaluate(c["default_ids_output_of"], {"L": num_layers or 0})]
+            return [
+                int(x) for x in expr.evaluate(c["default_ids_output_of"], {"L": num_layers or 0})
+            ]
         except (expr.ExprError, TypeError, ValueError):
             return None
     out = []
     for k in ids:
         try:
-            out.append(int(expr.evaluate(c["captures_output_of"],
-                                         {"k": k, "ids": list(ids), "L": num_layers or 0})))
+            out.append(
+                int(
+                    expr.evaluate(
+                        c["captures_output_of"], {"k": k, "ids": list(ids), "L": num_layers or 0}
+                    )
+                )
+            )
         except expr.ExprError:
             return None
     return out
@@ -107,10 +124,12 @@ def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_laye
         if got is None and model_type != LLAMA:
             got = captured(cand, eng, version, LLAMA, L)
         return got
+
     layers = cap(ids, src_engine)
     if layers is None:
-        raise WeightcheckError(None, f"no aux-id convention known for target model_type "
-                                     f"{model_type!r} in {src_engine}")
+        raise WeightcheckError(
+            None, f"no aux-id convention known for target model_type {model_type!r} in {src_engine}"
+        )
     for delta in (1, -1, 0):
         cand = [x + delta for x in layers]
         if cap(cand, dst_engine) == layers:

@@ -1,4 +1,5 @@
 """The engines' data: mappings/engines/<engine>.toml, each read from the engine's own source."""
+
 from __future__ import annotations
 
 import re
@@ -13,7 +14,9 @@ LAYOUTS = ENGINES + ("speculators",)
 
 
 def version_key(v: str) -> tuple:
-    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.\-+]", re.sub(r"post", "", v)) if x)
+    return tuple(
+        int(x) if x.isdigit() else 0 for x in re.split(r"[.\-+]", re.sub(r"post", "", v)) if x
+    )
 
 
 def load(engine: str) -> dict:

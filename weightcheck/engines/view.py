@@ -13,21 +13,32 @@ checkpoint and one engine version:
 
 Only names and the config are needed: no tensor bytes are read.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from weightcheck.model import config as config_mod
 from weightcheck import expr
-from weightcheck.errors import WeightcheckError
-
 from weightcheck.engines.aux import captured_layers, config_convention, is_speculators_format
 from weightcheck.engines.data import ENGINES, LAYOUTS, load, newest, replays
 from weightcheck.engines.data import version_key as _ver
+from weightcheck.errors import WeightcheckError
+from weightcheck.model import config as config_mod
 
-__all__ = ["ENGINES", "LAYOUTS", "load", "newest", "replays", "view", "EngineView", "Landing",
-           "ParamState", "captured_layers", "config_convention"]
+__all__ = [
+    "ENGINES",
+    "LAYOUTS",
+    "load",
+    "newest",
+    "replays",
+    "view",
+    "EngineView",
+    "Landing",
+    "ParamState",
+    "captured_layers",
+    "config_convention",
+]
 
 
 @dataclass
@@ -139,8 +150,13 @@ def engine_config(data: dict, raw: dict, version: str) -> tuple[dict, dict, list
             continue
         default = str(item.get("default", ""))
         if default == "ERROR":
-            errors.append((fld, f"the engine requires `{fld}` and fails when it is absent"
-                                + (f" ({item['note']})" if item.get("note") else "")))
+            errors.append(
+                (
+                    fld,
+                    f"the engine requires `{fld}` and fails when it is absent"
+                    + (f" ({item['note']})" if item.get("note") else ""),
+                )
+            )
             values[fld] = None
             shown[fld] = {"value": None, "from": "absent: load fails"}
             continue
@@ -213,8 +229,12 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
                 for r in names_cfg.get("rewrite", []):
                     if not _since_ok(r, version):
                         continue
-                    name = re.sub(r["pattern"], r["replace"], name,
-                                  count=0 if not r.get("anchored", False) else 1)
+                    name = re.sub(
+                        r["pattern"],
+                        r["replace"],
+                        name,
+                        count=0 if not r.get("anchored", False) else 1,
+                    )
             elif step == "special":
                 for r in names_cfg.get("special", []):
                     if re.search(r["pattern"], name):
@@ -228,8 +248,14 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
                         break
             elif step == "drop":
                 for r in names_cfg.get("drop", []):
-                    if re.search(r["pattern"], name) and evaluate_when(r.get("when", ""), vals, raw):
-                        fate, why, cite = "dropped", f"dropped on purpose ({r.get('when')})", r.get("cite", "")
+                    if re.search(r["pattern"], name) and evaluate_when(
+                        r.get("when", ""), vals, raw
+                    ):
+                        fate, why, cite = (
+                            "dropped",
+                            f"dropped on purpose ({r.get('when')})",
+                            r.get("cite", ""),
+                        )
                         break
             elif step == "stacked":
                 for r in names_cfg.get("stacked", []):
@@ -255,7 +281,9 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
             if any(x.search(name) for x in exceptions):
                 fate, why = "dropped", "no such parameter; the loader ignores this suffix silently"
             else:
-                fate = {"drop": "dropped", "error": "error", "warn": "warned"}.get(unknown, "dropped")
+                fate = {"drop": "dropped", "error": "error", "warn": "warned"}.get(
+                    unknown, "dropped"
+                )
                 why = "no such parameter" + _conditional_why(names_cfg, t.name, name, vals, raw)
             cite = names_cfg.get("cite", "") or names_cfg.get("unfilled_cite", "")
         landings.append(Landing(t.name, t.canonical, name, None, fate, why, cite))
@@ -274,48 +302,124 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
         got = filled.get(p["param"], [])
         target_fills = (
             ft == "always"
-            or (ft == "unless_target_hidden_differs" and not (target_hidden and hidden and target_hidden != hidden))
-            or (ft == "if_draft_vocab_null" and "draft_vocab_size" in raw and raw["draft_vocab_size"] is None)
-            or (ft == "if_absent_or_equal" and not got))
+            or (
+                ft == "unless_target_hidden_differs"
+                and not (target_hidden and hidden and target_hidden != hidden)
+            )
+            or (
+                ft == "if_draft_vocab_null"
+                and "draft_vocab_size" in raw
+                and raw["draft_vocab_size"] is None
+            )
+            or (ft == "if_absent_or_equal" and not got)
+        )
         if got and target_fills and ft != "if_absent_or_equal":
-            states.append(ParamState(p["param"], canonical, bool(p.get("required")), "from_target", got,
-                                     "the checkpoint's tensor is replaced by the target's", p.get("cite", "")))
+            states.append(
+                ParamState(
+                    p["param"],
+                    canonical,
+                    bool(p.get("required")),
+                    "from_target",
+                    got,
+                    "the checkpoint's tensor is replaced by the target's",
+                    p.get("cite", ""),
+                )
+            )
         elif got:
-            states.append(ParamState(p["param"], canonical, bool(p.get("required")), "loaded", got, "",
-                                     p.get("cite", "")))
+            states.append(
+                ParamState(
+                    p["param"],
+                    canonical,
+                    bool(p.get("required")),
+                    "loaded",
+                    got,
+                    "",
+                    p.get("cite", ""),
+                )
+            )
         elif target_fills:
-            states.append(ParamState(p["param"], canonical, bool(p.get("required")), "from_target", [],
-                                     p.get("note", ""), p.get("cite", "")))
+            states.append(
+                ParamState(
+                    p["param"],
+                    canonical,
+                    bool(p.get("required")),
+                    "from_target",
+                    [],
+                    p.get("note", ""),
+                    p.get("cite", ""),
+                )
+            )
         elif p.get("required"):
-            states.append(ParamState(p["param"], canonical, True, "random", [],
-                                     p.get("note", "") or "nothing loads into it; it keeps its initial values",
-                                     p.get("cite", "")))
+            states.append(
+                ParamState(
+                    p["param"],
+                    canonical,
+                    True,
+                    "random",
+                    [],
+                    p.get("note", "") or "nothing loads into it; it keeps its initial values",
+                    p.get("cite", ""),
+                )
+            )
         else:
-            states.append(ParamState(p["param"], canonical, False, "optional-absent", [],
-                                     p.get("note", ""), p.get("cite", "")))
+            states.append(
+                ParamState(
+                    p["param"],
+                    canonical,
+                    False,
+                    "optional-absent",
+                    [],
+                    p.get("note", ""),
+                    p.get("cite", ""),
+                )
+            )
     # d2t is consumed by special code, not loaded into a parameter
     for p in data.get("parameter", []):
         if p.get("canonical") != "d2t" or not evaluate_when(p.get("when", ""), vals, raw):
             continue
         got = [l.name for l in landings if l.fate == "special" and l.canonical == "d2t"]
         state = "loaded" if got else ("random" if p.get("required") else "optional-absent")
-        states.append(ParamState(p.get("param") or "d2t", "d2t", bool(p.get("required")), state, got,
-                                 "" if got else (p.get("note", "") or "absent: draft ids are used as "
-                                                 "target ids"), p.get("cite", "")))
+        states.append(
+            ParamState(
+                p.get("param") or "d2t",
+                "d2t",
+                bool(p.get("required")),
+                state,
+                got,
+                "" if got else (p.get("note", "") or "absent: draft ids are used as target ids"),
+                p.get("cite", ""),
+            )
+        )
 
     aux = aux_layers(data, raw, vals, version)
-    return EngineView(engine=engine, version=version, architectures_ok=arch_ok, architecture=arch0,
-                      config=shown, config_errors=errors, landings=landings, params=states, aux=aux,
-                      speculators_format=spec)
+    return EngineView(
+        engine=engine,
+        version=version,
+        architectures_ok=arch_ok,
+        architecture=arch0,
+        config=shown,
+        config_errors=errors,
+        landings=landings,
+        params=states,
+        aux=aux,
+        speculators_format=spec,
+    )
 
 
 def _conditional_why(names_cfg: dict, original: str, name: str, vals: dict, raw: dict) -> str:
     for r in names_cfg.get("conditional", []):
         pat = r["pattern"]
-        if re.search(pat, original) or re.search(pat, name) or re.search(pat, name.removeprefix("model.")):
+        if (
+            re.search(pat, original)
+            or re.search(pat, name)
+            or re.search(pat, name.removeprefix("model."))
+        ):
             when = r.get("when", "")
-            return f" (the parameter exists only when `{when}`)" if when not in ("never", "") else \
-                " (the engine's module never has this parameter)"
+            return (
+                f" (the parameter exists only when `{when}`)"
+                if when not in ("never", "")
+                else " (the engine's module never has this parameter)"
+            )
     return ""
 
 
@@ -329,9 +433,18 @@ def aux_layers(data: dict, raw: dict, vals: dict, version: str) -> dict:
         if isinstance(v, list):
             ids, src = v, path
             break
-    return {"ids": ids, "from": src, "default": aux.get("default"),
-            "conventions": [{k: c[k] for k in ("target_model_types", "captures_output_of",
-                                                "default_ids_output_of") if k in c}
-                            | ({"since": c["since"]} if "since" in c else {})
-                            | ({"versions": c["versions"]} if "versions" in c else {})
-                            for c in aux.get("convention", [])]}
+    return {
+        "ids": ids,
+        "from": src,
+        "default": aux.get("default"),
+        "conventions": [
+            {
+                k: c[k]
+                for k in ("target_model_types", "captures_output_of", "default_ids_output_of")
+                if k in c
+            }
+            | ({"since": c["since"]} if "since" in c else {})
+            | ({"versions": c["versions"]} if "versions" in c else {})
+            for c in aux.get("convention", [])
+        ],
+    }

@@ -9,6 +9,7 @@ Verdicts:
                 weights load into A's architecture and vice versa
   incompatible  anything else, with each reason
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -43,7 +44,6 @@ class Comparison:
     config_differences: list[dict] = field(default_factory=list)
 
 
-
 def presence(d: Drafter, canonical: str | None) -> str | None:
     if d.inventory is None or canonical is None:
         return None
@@ -59,8 +59,12 @@ def _key(t: Tensor) -> tuple[bool, str]:
 def pair_tensors(a: Drafter, b: Drafter) -> list[Pair]:
     ma = {_key(t): t for t in a.tensors}
     mb = {_key(t): t for t in b.tensors}
-    return [Pair(None if unexplained else name, ma.get((unexplained, name)), mb.get((unexplained, name)))
-            for unexplained, name in sorted(set(ma) | set(mb))]
+    return [
+        Pair(
+            None if unexplained else name, ma.get((unexplained, name)), mb.get((unexplained, name))
+        )
+        for unexplained, name in sorted(set(ma) | set(mb))
+    ]
 
 
 def config_differences(a: Drafter, b: Drafter) -> list[dict]:
@@ -68,15 +72,26 @@ def config_differences(a: Drafter, b: Drafter) -> list[dict]:
     fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
     for f in fields:
         va, vb = a.normalized.values.get(f), b.normalized.values.get(f)
-        if isinstance(va, (int, float)) and isinstance(vb, (int, float)) \
-                and not isinstance(va, bool) and not isinstance(vb, bool):
+        if (
+            isinstance(va, (int, float))
+            and isinstance(vb, (int, float))
+            and not isinstance(va, bool)
+            and not isinstance(vb, bool)
+        ):
             same = float(va) == float(vb)
         else:
             same = va == vb
         if not same:
-            out.append({"field": f, "category": config_mod.category_of(f), "a": va, "b": vb,
-                        "a_from": a.normalized.provenance.get(f),
-                        "b_from": b.normalized.provenance.get(f)})
+            out.append(
+                {
+                    "field": f,
+                    "category": config_mod.category_of(f),
+                    "a": va,
+                    "b": vb,
+                    "a_from": a.normalized.provenance.get(f),
+                    "b_from": b.normalized.provenance.get(f),
+                }
+            )
     return out
 
 
@@ -85,24 +100,32 @@ def judge(a: Drafter, b: Drafter) -> Comparison:
     c = Comparison(a, b, pairs=pair_tensors(a, b))
     for label, d in (("A", a), ("B", b)):
         if d.looks_like_target:
-            c.reasons.append(f"{label} looks like a target model, not a drafter: {d.looks_like_target}")
+            c.reasons.append(
+                f"{label} looks like a target model, not a drafter: {d.looks_like_target}"
+            )
         if d.architecture is None:
             c.notes.append(f"{label}: {d.architecture_evidence}")
     if a.architecture and b.architecture and a.architecture.name != b.architecture.name:
-        c.reasons.append(f"architectures differ: A is {a.architecture.name}, B is {b.architecture.name}")
+        c.reasons.append(
+            f"architectures differ: A is {a.architecture.name}, B is {b.architecture.name}"
+        )
 
     for p in c.pairs:
         if p.a is None or p.b is None:
             have, lack, lack_label = (p.a, b, "B") if p.b is None else (p.b, a, "A")
             how = presence(lack, p.canonical) or presence(a if lack is b else b, p.canonical)
             if p.canonical is None:
-                c.reasons.append(f"{have.name} (a name no dialect explains) only in "
-                                 f"{'A' if lack_label == 'B' else 'B'}")
+                c.reasons.append(
+                    f"{have.name} (a name no dialect explains) only in "
+                    f"{'A' if lack_label == 'B' else 'B'}"
+                )
             elif how == "required":
                 c.reasons.append(f"{p.canonical} missing in {lack_label} (its config requires it)")
             else:
-                c.strict_failures.append(f"{p.canonical} ({how or 'not expected'}) only in "
-                                         f"{'A' if lack_label == 'B' else 'B'}")
+                c.strict_failures.append(
+                    f"{p.canonical} ({how or 'not expected'}) only in "
+                    f"{'A' if lack_label == 'B' else 'B'}"
+                )
             continue
         if tuple(p.a.shape) != tuple(p.b.shape):
             c.reasons.append(f"{p.canonical}: shape {list(p.a.shape)} in A, {list(p.b.shape)} in B")
@@ -112,16 +135,23 @@ def judge(a: Drafter, b: Drafter) -> Comparison:
 
     if a.source.config is None or b.source.config is None:
         diffs = []
-        c.notes.append("config not compared: " + " and ".join(
-            f"{label} has no config.json" for label, d in (("A", a), ("B", b)) if d.source.config is None))
+        c.notes.append(
+            "config not compared: "
+            + " and ".join(
+                f"{label} has no config.json"
+                for label, d in (("A", a), ("B", b))
+                if d.source.config is None
+            )
+        )
     else:
         diffs = config_differences(a, b)
     for dif in diffs:
         if dif["category"] == "architecture":
             c.reasons.append(f"config {dif['field']}: {dif['a']!r} in A, {dif['b']!r} in B")
         elif dif["category"] == "serving":
-            c.strict_failures.append(f"config {dif['field']} (serving): {dif['a']!r} in A, "
-                                     f"{dif['b']!r} in B")
+            c.strict_failures.append(
+                f"config {dif['field']} (serving): {dif['a']!r} in A, {dif['b']!r} in B"
+            )
     c.config_differences = diffs
     return c
 
@@ -130,7 +160,10 @@ def verdict(c: Comparison) -> str:
     if c.reasons:
         return "incompatible"
     sides_match = all(p.a is not None and p.b is not None for p in c.pairs)
-    if sides_match and all(p.bytes_equal is True for p in c.pairs) \
-            and all(p.a.dtype == p.b.dtype for p in c.pairs):
+    if (
+        sides_match
+        and all(p.bytes_equal is True for p in c.pairs)
+        and all(p.a.dtype == p.b.dtype for p in c.pairs)
+    ):
         return "identical"
     return "compatible"

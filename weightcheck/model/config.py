@@ -6,6 +6,7 @@ value, and where it came from (a path such as ``transformer_layer_config.hidden_
 ids in ``eagle_config`` or at top level, ``dtype`` vs ``torch_dtype`` and ``rope_parameters`` vs
 ``rope_scaling`` all end up in the same fields.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,9 +50,17 @@ class NormalizedConfig:
 
 def field_specs() -> tuple[FieldSpec, ...]:
     data = mappings.load("config.toml")
-    return tuple(FieldSpec(name=f["name"], paths=tuple(f.get("paths", ())), type=f["type"],
-                           category=f["category"], symbol=f.get("symbol"),
-                           default=f.get("default")) for f in data["field"])
+    return tuple(
+        FieldSpec(
+            name=f["name"],
+            paths=tuple(f.get("paths", ())),
+            type=f["type"],
+            category=f["category"],
+            symbol=f.get("symbol"),
+            default=f.get("default"),
+        )
+        for f in data["field"]
+    )
 
 
 def category_of(name: str) -> str:
@@ -93,7 +102,9 @@ def normalize(raw: dict | None) -> NormalizedConfig:
             if spec.type == "float" and type(v) is int:
                 v = float(v)
             if not _TYPES[spec.type](v):
-                out.problems.append((spec.name, f"{path} should be {spec.type}, is {type(v).__name__} {v!r}"))
+                out.problems.append(
+                    (spec.name, f"{path} should be {spec.type}, is {type(v).__name__} {v!r}")
+                )
                 continue
             out.values[spec.name] = v
             out.provenance[spec.name] = path
@@ -113,7 +124,9 @@ def normalize(raw: dict | None) -> NormalizedConfig:
                 continue
             except (ArithmeticError, TypeError) as e:
                 # e.g. head_dim = hidden_size // num_attention_heads with 0 heads: no value
-                out.problems.append((spec.name, f"default {spec.default!r} cannot be computed: {e}"))
+                out.problems.append(
+                    (spec.name, f"default {spec.default!r} cannot be computed: {e}")
+                )
                 pending.remove(spec)
                 progressed = True
                 continue

@@ -11,16 +11,17 @@ A dialect (mappings/dialects/*.toml) is either
 and maps each name. A name the chosen layout does not explain but another does is reported with
 that other dialect (a mixed checkpoint); a name no dialect explains is ``unknown`` — never dropped.
 """
+
 from __future__ import annotations
 
 import functools
 import re
 from dataclasses import dataclass, field
 
-from weightcheck.model import config as config_mod
 from weightcheck import mappings
-from weightcheck.model import inventory
 from weightcheck.errors import WeightcheckError
+from weightcheck.model import config as config_mod
+from weightcheck.model import inventory
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,11 @@ class Rename:
         if self.exact is not None:
             return self.to if name == self.exact else False
         if self.prefix is not None:
-            return (None if self.to is None else self.to + name[len(self.prefix):]) \
-                if name.startswith(self.prefix) else False
+            return (
+                (None if self.to is None else self.to + name[len(self.prefix) :])
+                if name.startswith(self.prefix)
+                else False
+            )
         if self.regex is not None:
             m = re.search(self.regex, name)
             if not m:
@@ -95,7 +99,9 @@ def _rules(items, where, kind) -> tuple[Rename, ...]:
     for i, r in enumerate(items or ()):
         keys = [k for k in ("exact", "prefix", "regex") if k in r]
         if len(keys) != 1:
-            raise WeightcheckError(where, f"{kind} #{i + 1} needs exactly one of exact, prefix, regex")
+            raise WeightcheckError(
+                where, f"{kind} #{i + 1} needs exactly one of exact, prefix, regex"
+            )
         if kind == "strip":
             out.append(Rename(prefix=r["prefix"], to="", cite=r.get("cite", "")))
         else:
@@ -110,22 +116,28 @@ def dialect_from_data(data: dict, where: str) -> Dialect:
         d = data["dialect"]
         det = data.get("detect", {})
         return Dialect(
-            name=d["name"], kind=d.get("kind", "layout"), description=d.get("description", ""),
+            name=d["name"],
+            kind=d.get("kind", "layout"),
+            description=d.get("description", ""),
             aliases=tuple(d.get("aliases", ())),
             tensor_patterns=tuple(det.get("tensor_patterns", ())),
             config_keys=tuple(det.get("config_keys", ())),
             architectures=tuple(det.get("architectures", ())),
             strip=_rules(data.get("strip"), where, "strip"),
             renames=_rules(data.get("rename"), where, "rename"),
-            source=where, aux_convention=d.get("aux_convention"))
+            source=where,
+            aux_convention=d.get("aux_convention"),
+        )
     except KeyError as e:
         raise WeightcheckError(where, f"dialect file lacks {e}") from None
 
 
 @functools.lru_cache(maxsize=None)
 def bundled() -> tuple[Dialect, ...]:
-    return tuple(dialect_from_data(mappings.load(f"dialects/{f}"), f"mappings/dialects/{f}")
-                 for f in mappings.list_dir("dialects"))
+    return tuple(
+        dialect_from_data(mappings.load(f"dialects/{f}"), f"mappings/dialects/{f}")
+        for f in mappings.list_dir("dialects")
+    )
 
 
 def by_name(name: str, extra: tuple[Dialect, ...] = ()) -> Dialect:
@@ -157,7 +169,7 @@ def _strip_wrappers(name: str, dialects) -> tuple[str, list[tuple[str, str]]]:
         for d in dialects:
             for r in d.strip:
                 if name.startswith(r.prefix) and len(name) > len(r.prefix):
-                    name = name[len(r.prefix):]
+                    name = name[len(r.prefix) :]
                     used.append((d.name, r.prefix))
                     changed = True
     return name, used
@@ -184,16 +196,20 @@ def canonicalize(names, config: dict | None = None, extra: tuple[Dialect, ...] =
     evidence = {}
     for d in layouts:
         ev = []
-        pattern_hits = {p: sum(1 for n in names if re.search(p, n) or re.search(p, stripped[n]))
-                        for p in d.tensor_patterns}
+        pattern_hits = {
+            p: sum(1 for n in names if re.search(p, n) or re.search(p, stripped[n]))
+            for p in d.tensor_patterns
+        }
         # a name counts once for a layout that maps it to a known canonical name, by renaming it
         # or because it carries one of the layout's own patterns (a name every layout leaves
         # as it is, such as fc.weight, is evidence for none)
         claimed = 0
         for n in names:
             c = d.to_canonical(stripped[n])
-            if c in known and (c != stripped[n] or any(
-                    re.search(p, n) or re.search(p, stripped[n]) for p in d.tensor_patterns)):
+            if c in known and (
+                c != stripped[n]
+                or any(re.search(p, n) or re.search(p, stripped[n]) for p in d.tensor_patterns)
+            ):
                 claimed += 1
         for p, c in pattern_hits.items():
             if c:

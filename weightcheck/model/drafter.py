@@ -5,6 +5,7 @@
 decides its architecture, and expands the inventory its config implies
 (weightcheck/inventory.py). Every command starts from a :class:`Drafter`.
 """
+
 from __future__ import annotations
 
 import re
@@ -79,7 +80,9 @@ def _detect_target(names, naming) -> str | None:
     layers = {int(m.group(1)) for n in names for m in [_LAYER.search(n)] if m}
     has_fc = any(c in ("fc.weight",) for c in naming.canonical.values())
     if len(layers) > 1 and not has_fc:
-        return f"{len(layers)} decoder layers (layers.{min(layers)}..{max(layers)}) and no fc.weight"
+        return (
+            f"{len(layers)} decoder layers (layers.{min(layers)}..{max(layers)}) and no fc.weight"
+        )
     return None
 
 
@@ -91,13 +94,32 @@ def from_source(src: Source, extra_dialects=()) -> Drafter:
     tensors = []
     for n in names:
         r: TensorRecord = src.tensors[n]
-        tensors.append(Tensor(n, naming.canonical.get(n), r.dtype, r.shape, r.nbytes, r.file,
-                              r.begin, r.end, naming.via.get(n)))
+        tensors.append(
+            Tensor(
+                n,
+                naming.canonical.get(n),
+                r.dtype,
+                r.shape,
+                r.nbytes,
+                r.file,
+                r.begin,
+                r.end,
+                naming.via.get(n),
+            )
+        )
     canonical = {t.canonical for t in tensors if t.canonical}
     arch, why = inventory.architecture_for(cfg, canonical)
     inv = inventory.expected(arch, norm.symbols()) if arch else None
-    d = Drafter(source=src, config=cfg, normalized=norm, naming=naming, tensors=tensors,
-                architecture=arch, architecture_evidence=why, inventory=inv)
+    d = Drafter(
+        source=src,
+        config=cfg,
+        normalized=norm,
+        naming=naming,
+        tensors=tensors,
+        architecture=arch,
+        architecture_evidence=why,
+        inventory=inv,
+    )
     d.looks_like_target = _detect_target(names, naming)
     if src.config is None:
         d.notes.append("no config.json: shapes cannot be checked against a config")
@@ -107,15 +129,28 @@ def from_source(src: Source, extra_dialects=()) -> Drafter:
 def source_report(d: Drafter) -> dict:
     s = d.source
     return {
-        "spec": s.spec, "kind": s.kind, "location": s.location, "layout": s.layout,
-        "revision": s.revision, "commit": s.commit, "config_file": s.config_file,
+        "spec": s.spec,
+        "kind": s.kind,
+        "location": s.location,
+        "layout": s.layout,
+        "revision": s.revision,
+        "commit": s.commit,
+        "config_file": s.config_file,
         "index_file": s.index_file,
-        "files": [{"name": f.name, "format": f.format, "size": f.size, "sha256": f.sha256,
-                   **({"pickle_key": f.pickle_key} if f.pickle_key else {})}
-                  for f in s.files.values()],
+        "files": [
+            {
+                "name": f.name,
+                "format": f.format,
+                "size": f.size,
+                "sha256": f.sha256,
+                **({"pickle_key": f.pickle_key} if f.pickle_key else {}),
+            }
+            for f in s.files.values()
+        ],
     }
 
 
-def load_drafter(spec: str, revision: str | None = None, token: str | None = None,
-                 extra_dialects=()) -> Drafter:
+def load_drafter(
+    spec: str, revision: str | None = None, token: str | None = None, extra_dialects=()
+) -> Drafter:
     return from_source(open_source(spec, revision=revision, token=token), extra_dialects)

@@ -4,11 +4,12 @@
 config into :class:`Expected` entries — canonical name, shape, dtype, presence — or reports which
 config value it could not evaluate (``shape=None`` and ``problem`` set).
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Literal
 from dataclasses import dataclass, field
+from typing import Literal
 
 from weightcheck import expr, mappings
 from weightcheck.storage.header import CONFIG_DTYPES
@@ -52,8 +53,11 @@ class Architecture:
         for t in self.tensors:
             if t.for_each:
                 prefix, _, suffix = t.name.partition("{i}")
-                if canonical.startswith(prefix) and canonical.endswith(suffix) \
-                        and canonical[len(prefix):len(canonical) - len(suffix)].isdigit():
+                if (
+                    canonical.startswith(prefix)
+                    and canonical.endswith(suffix)
+                    and canonical[len(prefix) : len(canonical) - len(suffix)].isdigit()
+                ):
                     return t
             elif t.name == canonical:
                 return t
@@ -83,15 +87,28 @@ def architectures() -> tuple[Architecture, ...]:
     for fname in mappings.list_dir("architectures"):
         data = mappings.load(f"architectures/{fname}")
         a = data["architecture"]
-        out.append(Architecture(
-            name=a["name"], description=a.get("description", ""),
-            config_architectures=tuple(a.get("config_architectures", ())),
-            attention=a.get("attention", "gqa"), default=bool(a.get("default", False)),
-            signature=tuple(a.get("signature", ())),
-            tensors=tuple(TensorTemplate(
-                name=t["name"], shape=tuple(t["shape"]), dtype=t.get("dtype", "model"),
-                when=t.get("when"), presence=t.get("presence", "required"),
-                for_each=t.get("for_each"), note=t.get("note", "")) for t in data["tensor"])))
+        out.append(
+            Architecture(
+                name=a["name"],
+                description=a.get("description", ""),
+                config_architectures=tuple(a.get("config_architectures", ())),
+                attention=a.get("attention", "gqa"),
+                default=bool(a.get("default", False)),
+                signature=tuple(a.get("signature", ())),
+                tensors=tuple(
+                    TensorTemplate(
+                        name=t["name"],
+                        shape=tuple(t["shape"]),
+                        dtype=t.get("dtype", "model"),
+                        when=t.get("when"),
+                        presence=t.get("presence", "required"),
+                        for_each=t.get("for_each"),
+                        note=t.get("note", ""),
+                    )
+                    for t in data["tensor"]
+                ),
+            )
+        )
     return tuple(out)
 
 
@@ -151,8 +168,14 @@ def expected(arch: Architecture, symbols: dict) -> Inventory:
                 continue
         except (expr.Undefined, ArithmeticError) as e:
             # a condition we cannot decide: the tensor is expected only if present
-            inv.tensors[t.name] = Expected(t.name, None, None, "optional", t.note,
-                                           problem=f"cannot tell whether it is expected: {e}")
+            inv.tensors[t.name] = Expected(
+                t.name,
+                None,
+                None,
+                "optional",
+                t.note,
+                problem=f"cannot tell whether it is expected: {e}",
+            )
             continue
         count = 1
         if t.for_each:
@@ -163,9 +186,14 @@ def expected(arch: Architecture, symbols: dict) -> Inventory:
             count = int(count) if isinstance(count, (int, float)) else 0
             if count > MAX_FOR_EACH:
                 # a config claiming a million aux layers must not make us build a million names
-                inv.tensors[t.name] = Expected(t.name, None, None, t.presence, t.note,
-                                               problem=f"{t.for_each} = {count} is more than "
-                                                       f"{MAX_FOR_EACH}: not expanded")
+                inv.tensors[t.name] = Expected(
+                    t.name,
+                    None,
+                    None,
+                    t.presence,
+                    t.note,
+                    problem=f"{t.for_each} = {count} is more than {MAX_FOR_EACH}: not expanded",
+                )
                 continue
         names = [t.name.format(i=i) for i in range(count)] if t.for_each else [t.name]
         dtype = model_dtype if t.dtype == "model" else t.dtype

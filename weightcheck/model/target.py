@@ -6,18 +6,23 @@ the shards that hold the embedding and lm_head (a 1 TB target costs one index an
 headers). It yields hidden size, vocab, layer count (for aux layer ids), dtype, model type, and the
 embedding/lm_head tensors.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weightcheck.model import config as config_mod
 from weightcheck.errors import WeightcheckError
+from weightcheck.model import config as config_mod
 from weightcheck.sources import Source, TensorRecord, open_source
 
 # where targets keep their input embedding and output head (FORMATS.md §1: Kimi-K2.5 prefixes
 # the text model with `language_model.`)
-EMBED_NAMES = ("model.embed_tokens.weight", "language_model.model.embed_tokens.weight",
-               "model.language_model.embed_tokens.weight", "embed_tokens.weight")
+EMBED_NAMES = (
+    "model.embed_tokens.weight",
+    "language_model.model.embed_tokens.weight",
+    "model.language_model.embed_tokens.weight",
+    "embed_tokens.weight",
+)
 HEAD_NAMES = ("lm_head.weight", "language_model.lm_head.weight", "model.lm_head.weight")
 
 
@@ -49,15 +54,31 @@ class Target:
         return self.normalized.get("dtype")
 
     def summary(self) -> dict:
-        return {"spec": self.source.spec, "commit": self.source.commit, "model_type": self.model_type,
-                "text_model_type": self.text_model_type,
-                "architectures": self.architectures, "hidden_size": self.hidden_size,
-                "vocab_size": self.vocab_size, "num_hidden_layers": self.num_layers,
-                "dtype": self.dtype,
-                "embed": {"name": self.embed.name, "shape": list(self.embed.shape),
-                          "dtype": self.embed.dtype} if self.embed else None,
-                "lm_head": {"name": self.lm_head.name, "shape": list(self.lm_head.shape),
-                            "dtype": self.lm_head.dtype} if self.lm_head else None}
+        return {
+            "spec": self.source.spec,
+            "commit": self.source.commit,
+            "model_type": self.model_type,
+            "text_model_type": self.text_model_type,
+            "architectures": self.architectures,
+            "hidden_size": self.hidden_size,
+            "vocab_size": self.vocab_size,
+            "num_hidden_layers": self.num_layers,
+            "dtype": self.dtype,
+            "embed": {
+                "name": self.embed.name,
+                "shape": list(self.embed.shape),
+                "dtype": self.embed.dtype,
+            }
+            if self.embed
+            else None,
+            "lm_head": {
+                "name": self.lm_head.name,
+                "shape": list(self.lm_head.shape),
+                "dtype": self.lm_head.dtype,
+            }
+            if self.lm_head
+            else None,
+        }
 
 
 def load_target(spec: str, token: str | None = None) -> Target:
@@ -69,7 +90,13 @@ def load_target(spec: str, token: str | None = None) -> Target:
     norm = config_mod.normalize(cfg)
     embed = next((src.tensors[n] for n in EMBED_NAMES if n in src.tensors), None)
     head = next((src.tensors[n] for n in HEAD_NAMES if n in src.tensors), None)
-    return Target(source=src, config=cfg, normalized=norm,
-                  model_type=cfg.get("model_type") or text.get("model_type"),
-                  architectures=list(cfg.get("architectures") or []), embed=embed, lm_head=head,
-                  text_model_type=text.get("model_type"))
+    return Target(
+        source=src,
+        config=cfg,
+        normalized=norm,
+        model_type=cfg.get("model_type") or text.get("model_type"),
+        architectures=list(cfg.get("architectures") or []),
+        embed=embed,
+        lm_head=head,
+        text_model_type=text.get("model_type"),
+    )

@@ -1,18 +1,46 @@
 """The rules ``weightcheck check`` applies, each with a stable code and a page in docs/rules.md;
 this file is the one list of them, in the order of their codes."""
+
 from __future__ import annotations
 
 from types import ModuleType
 
 from weightcheck.rules import engine, geometry, naming, target, tensors, training, values, vocab
-from weightcheck.rules.base import (ERROR, INFO, SEVERITY_ORDER, WARNING, Context, Finding, Rule,
-                                    TrainingGate, rule)
+from weightcheck.rules.base import (
+    ERROR,
+    INFO,
+    SEVERITY_ORDER,
+    WARNING,
+    Context,
+    Finding,
+    Rule,
+    TrainingGate,
+    rule,
+)
 
-__all__ = ["RULES", "Context", "Finding", "Rule", "TrainingGate", "rule", "ERROR", "WARNING",
-           "INFO", "SEVERITY_ORDER"]
+__all__ = [
+    "RULES",
+    "Context",
+    "Finding",
+    "Rule",
+    "TrainingGate",
+    "rule",
+    "ERROR",
+    "WARNING",
+    "INFO",
+    "SEVERITY_ORDER",
+]
 
-MODULES: tuple[ModuleType, ...] = (naming, tensors, vocab, geometry, target, engine, values,
-                                   training)
+MODULES: tuple[ModuleType, ...] = (
+    naming,
+    tensors,
+    vocab,
+    geometry,
+    target,
+    engine,
+    values,
+    training,
+)
 
 
 def _collect(modules) -> dict[str, Rule]:

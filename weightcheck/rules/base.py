@@ -5,6 +5,7 @@ A rule reads the canonical model (ctx.drafter) and, when given, the target (ctx.
 engine's view (ctx.engine_view), the training gate (ctx.training) and the values (ctx.values).
 Nothing registers itself: weightcheck/rules/__init__.py lists the rule modules.
 """
+
 from __future__ import annotations
 
 import struct
@@ -34,8 +35,13 @@ class Finding:
     rule: str | None = None  # the rule's slug
 
     def as_dict(self) -> dict:
-        return {"code": self.code, "severity": self.severity, "message": self.message,
-                "subject": self.subject, "rule": self.rule}
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "subject": self.subject,
+            "rule": self.rule,
+        }
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,10 @@ class Rule:
 
 def rule(code: str, slug: str, severity: Severity, summary: str, needs: Needs = ""):
     """Make a function a :class:`Rule` (it is listed by weightcheck/rules/__init__.py)."""
+
     def deco(fn) -> Rule:
         return Rule(code, slug, severity, summary, needs, fn)
+
     return deco
 
 
@@ -62,11 +70,16 @@ def rule(code: str, slug: str, severity: Severity, summary: str, needs: Needs = 
 class TrainingGate:
     """What --training-config found, the WC9xx rules' input: can SRC initialize exactly that
     architecture?"""
+
     config: dict  # the training config as written
-    mismatch: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # name, SRC's, training's
+    mismatch: list[tuple[str, tuple, tuple]] = field(
+        default_factory=list
+    )  # name, SRC's, training's
     reinit: list[str] = field(default_factory=list)  # the training architecture has, SRC lacks
     ignored: list[str] = field(default_factory=list)  # SRC has, the training architecture lacks
-    fields: list[tuple[str, object, object]] = field(default_factory=list)  # serving fields differing
+    fields: list[tuple[str, object, object]] = field(
+        default_factory=list
+    )  # serving fields differing
 
 
 @dataclass
@@ -81,8 +94,9 @@ class Context:
     lm_head_equals_target: bool | None = None  # --values with --target (rules/values.py)
     _maps: tuple[list[int] | None, bytes | None] | None = field(default=None, repr=False)
 
-    def f(self, code: str, message: str, subject: str | None = None,
-          severity: Severity | None = None) -> Finding:
+    def f(
+        self, code: str, message: str, subject: str | None = None, severity: Severity | None = None
+    ) -> Finding:
         r = self.rules[code]
         return Finding(code, severity or r.severity, message, subject, r.slug)
 
@@ -103,6 +117,7 @@ class Context:
         without --values (d2t is 8 bytes per draft token, t2d one byte per token)."""
         if self._maps is None:
             from weightcheck.sources.tensors import read_small
+
             d2t = t2d = None
             t = self.tensor("d2t")
             if t is not None and t.dtype == "I64" and len(t.shape) == 1:

@@ -1,4 +1,5 @@
 """WC7xx: the engine's view (--engine), read from the replay in weightcheck/engines/."""
+
 from __future__ import annotations
 
 import json
@@ -9,85 +10,146 @@ from weightcheck.model import config as config_mod
 from weightcheck.rules.base import WARNING, rule
 
 
-
-
-@rule("WC700", "engine-view-unavailable", "info",
-      "--engine was asked for a drafter architecture whose loader is not replayed (MLA drafters).")
+@rule(
+    "WC700",
+    "engine-view-unavailable",
+    "info",
+    "--engine was asked for a drafter architecture whose loader is not replayed (MLA drafters).",
+)
 def engine_unavailable(ctx):
     if ctx.engine and ctx.engine_view is None:
         arch = ctx.d.architecture.name if ctx.d.architecture else "an unknown architecture"
-        yield ctx.f("WC700", f"{ctx.engine}'s loader for {arch} is not replayed (mappings/engines/ "
-                             "describes LlamaForCausalLMEagle3): the engine view was not checked",
-                    "architectures")
+        yield ctx.f(
+            "WC700",
+            f"{ctx.engine}'s loader for {arch} is not replayed (mappings/engines/ "
+            "describes LlamaForCausalLMEagle3): the engine view was not checked",
+            "architectures",
+        )
 
-@rule("WC701", "engine-architecture", "error",
-      "architectures[0] does not select the engine's EAGLE-3 loader.", needs="engine")
+
+@rule(
+    "WC701",
+    "engine-architecture",
+    "error",
+    "architectures[0] does not select the engine's EAGLE-3 loader.",
+    needs="engine",
+)
 def engine_arch(ctx):
     v = ctx.engine_view
     if not v.architectures_ok:
         accepted = ", ".join(engine_mod.load(v.engine)["engine"].get("architectures", []))
-        yield ctx.f("WC701", f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
-                             f"this config says {v.architecture!r}", "architectures")
+        yield ctx.f(
+            "WC701",
+            f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
+            f"this config says {v.architecture!r}",
+            "architectures",
+        )
 
 
-@rule("WC702", "engine-drops-tensor", "error",
-      "The engine drops a tensor without a word: its parameter keeps its random init.", needs="engine")
+@rule(
+    "WC702",
+    "engine-drops-tensor",
+    "error",
+    "The engine drops a tensor without a word: its parameter keeps its random init.",
+    needs="engine",
+)
 def engine_drops(ctx):
     for l in ctx.engine_view.landings:
         if l.fate in ("dropped", "warned") and not l.why.startswith("dropped on purpose"):
-            yield ctx.f("WC702", f"{l.name}: {ctx.engine_view.engine} drops it ({l.why}; looked up as "
-                                 f"{l.engine_name})", l.name)
+            yield ctx.f(
+                "WC702",
+                f"{l.name}: {ctx.engine_view.engine} drops it ({l.why}; looked up as "
+                f"{l.engine_name})",
+                l.name,
+            )
         elif l.fate == "dropped":
-            yield ctx.f("WC702", f"{l.name}: shipped but unused by {ctx.engine_view.engine} ({l.why})",
-                        l.name, severity=WARNING)
+            yield ctx.f(
+                "WC702",
+                f"{l.name}: shipped but unused by {ctx.engine_view.engine} ({l.why})",
+                l.name,
+                severity=WARNING,
+            )
 
 
-@rule("WC703", "engine-rejects-tensor", "error",
-      "The engine refuses to load a tensor name (vLLM raises on names it has no parameter for).",
-      needs="engine")
+@rule(
+    "WC703",
+    "engine-rejects-tensor",
+    "error",
+    "The engine refuses to load a tensor name (vLLM raises on names it has no parameter for).",
+    needs="engine",
+)
 def engine_rejects(ctx):
     for l in ctx.engine_view.landings:
         if l.fate == "error":
-            yield ctx.f("WC703", f"{l.name}: {ctx.engine_view.engine} fails to load ({l.why}; looked "
-                                 f"up as {l.engine_name})", l.name)
+            yield ctx.f(
+                "WC703",
+                f"{l.name}: {ctx.engine_view.engine} fails to load ({l.why}; looked "
+                f"up as {l.engine_name})",
+                l.name,
+            )
 
 
-@rule("WC704", "engine-random-parameter", "error",
-      "An engine parameter receives nothing and nothing replaces it: it runs with random values.",
-      needs="engine")
+@rule(
+    "WC704",
+    "engine-random-parameter",
+    "error",
+    "An engine parameter receives nothing and nothing replaces it: it runs with random values.",
+    needs="engine",
+)
 def engine_random(ctx):
     for p in ctx.engine_view.params:
         if p.state == "random":
-            yield ctx.f("WC704", f"{p.param} ({p.canonical}) receives nothing in "
-                                 f"{ctx.engine_view.engine}: {p.note}", p.canonical)
+            yield ctx.f(
+                "WC704",
+                f"{p.param} ({p.canonical}) receives nothing in {ctx.engine_view.engine}: {p.note}",
+                p.canonical,
+            )
 
 
-@rule("WC705", "engine-config-error", "error",
-      "A config field the engine requires is absent (the server fails at start-up).", needs="engine")
+@rule(
+    "WC705",
+    "engine-config-error",
+    "error",
+    "A config field the engine requires is absent (the server fails at start-up).",
+    needs="engine",
+)
 def engine_config_error(ctx):
     for fld, msg in ctx.engine_view.config_errors:
         yield ctx.f("WC705", f"{ctx.engine_view.engine}: {msg}", fld)
 
 
-@rule("WC706", "engine-cannot-express", "error",
-      "The config uses a layout or option the engine does not read (speculators config in SGLang, "
-      "norm_before_residual in SGLang).", needs="engine")
+@rule(
+    "WC706",
+    "engine-cannot-express",
+    "error",
+    "The config uses a layout or option the engine does not read (speculators config in SGLang, "
+    "norm_before_residual in SGLang).",
+    needs="engine",
+)
 def engine_cannot(ctx):
     v = ctx.engine_view
     data = engine_mod.load(v.engine)
     if v.speculators_format and "speculators_adapter" not in data:
-        yield ctx.f("WC706", f"a speculators-format config (transformer_layer_config): {v.engine} "
-                             "reads only flat fields and eagle_config; convert it with "
-                             f"`weightcheck convert --to {v.engine}`", "transformer_layer_config")
+        yield ctx.f(
+            "WC706",
+            f"a speculators-format config (transformer_layer_config): {v.engine} "
+            "reads only flat fields and eagle_config; convert it with "
+            f"`weightcheck convert --to {v.engine}`",
+            "transformer_layer_config",
+        )
     # what the engine cannot express is what convert refuses to write for it (the same data)
     for r in data.get("output", {}).get("refuse", []):
         if engine_mod.evaluate_when(r["when"], ctx.n.values, ctx.d.config):
             yield ctx.f("WC706", f"{r['when']}: {r['why']}", r["when"])
 
 
-@rule("WC707", "engine-default-differs", "warning",
-      "The engine applies a default where the config is silent, and the trainer's default differs.",
-      needs="engine")
+@rule(
+    "WC707",
+    "engine-default-differs",
+    "warning",
+    "The engine applies a default where the config is silent, and the trainer's default differs.",
+    needs="engine",
+)
 def engine_default(ctx):
     v = ctx.engine_view
     adapter = engine_mod.load(v.engine).get("speculators_adapter") or {}
@@ -96,14 +158,23 @@ def engine_default(ctx):
     for k, default in adapter.get("defaults", {}).items():
         if k not in ctx.d.config:
             meant = adapter.get("trainers_mean", {}).get(k)
-            yield ctx.f("WC707", f"{k} is absent: {v.engine} assumes {json.dumps(default)} for "
-                                 "speculators configs" + (f" (trainers mean {meant})" if meant else "")
-                                 + "; write it explicitly", k)
+            yield ctx.f(
+                "WC707",
+                f"{k} is absent: {v.engine} assumes {json.dumps(default)} for "
+                "speculators configs"
+                + (f" (trainers mean {meant})" if meant else "")
+                + "; write it explicitly",
+                k,
+            )
 
 
-@rule("WC708", "aux-ids-convention", "warning",
-      "The aux layer ids capture other target layers in this engine than in the trainer that wrote them.",
-      needs="engine")
+@rule(
+    "WC708",
+    "aux-ids-convention",
+    "warning",
+    "The aux layer ids capture other target layers in this engine than in the trainer that wrote them.",
+    needs="engine",
+)
 def aux_convention(ctx):
     v = ctx.engine_view
     t = ctx.target
@@ -119,14 +190,23 @@ def aux_convention(ctx):
     there = aux.captured_layers(other, mt, L)
     if here is not None and there is not None and here != there:
         ids_here = v.aux.get("ids") or f"none it reads, so its default {[2, L // 2, L - 3]}"
-        yield ctx.f("WC708", f"{v.engine} captures the outputs of target layers {here} (ids: "
-                             f"{ids_here}), but the drafter was trained on layers {there} (ids "
-                             f"{other.aux.get('ids')} in {trained}'s convention, which "
-                             f"{ctx.d.dialect} drafters carry)", "aux_layer_ids")
+        yield ctx.f(
+            "WC708",
+            f"{v.engine} captures the outputs of target layers {here} (ids: "
+            f"{ids_here}), but the drafter was trained on layers {there} (ids "
+            f"{other.aux.get('ids')} in {trained}'s convention, which "
+            f"{ctx.d.dialect} drafters carry)",
+            "aux_layer_ids",
+        )
 
 
-@rule("WC709", "engine-target-unsupported", "error",
-      "The engine cannot capture EAGLE-3 hidden states from this target's model type.", needs="engine")
+@rule(
+    "WC709",
+    "engine-target-unsupported",
+    "error",
+    "The engine cannot capture EAGLE-3 hidden states from this target's model type.",
+    needs="engine",
+)
 def target_support(ctx):
     t = ctx.target
     if t is None:
@@ -134,40 +214,65 @@ def target_support(ctx):
     tg = engine_mod.load(ctx.engine_view.engine).get("targets", {})
     types = tg.get("supported_model_types") or []
     archs = tg.get("supported_architectures") or []
-    ok = (t.model_type in types) or (t.text_model_type in types) or any(a in archs for a in t.architectures)
+    ok = (
+        (t.model_type in types)
+        or (t.text_model_type in types)
+        or any(a in archs for a in t.architectures)
+    )
     if types and not ok:
-        yield ctx.f("WC709", f"{ctx.engine_view.engine} {ctx.engine_view.version} has no EAGLE-3 "
-                             f"capture for target model_type {t.model_type!r} "
-                             f"({', '.join(t.architectures) or 'no architectures'})", "target")
+        yield ctx.f(
+            "WC709",
+            f"{ctx.engine_view.engine} {ctx.engine_view.version} has no EAGLE-3 "
+            f"capture for target model_type {t.model_type!r} "
+            f"({', '.join(t.architectures) or 'no architectures'})",
+            "target",
+        )
 
 
-@rule("WC710", "engine-aux-ids-location", "warning",
-      "The aux layer ids sit where this engine does not read them: it captures its default layers.",
-      needs="engine")
+@rule(
+    "WC710",
+    "engine-aux-ids-location",
+    "warning",
+    "The aux layer ids sit where this engine does not read them: it captures its default layers.",
+    needs="engine",
+)
 def aux_location(ctx):
     v = ctx.engine_view
     raw = ctx.d.config
     nested = config_mod.lookup(raw, "eagle_config.eagle_aux_hidden_state_layer_ids")
     top = raw.get("eagle_aux_hidden_state_layer_ids")
     if v.engine == "sglang" and isinstance(top, list) and not isinstance(nested, list):
-        yield ctx.f("WC710", f"aux layer ids {top} are top-level only: SGLang reads only "
-                             "eagle_config.eagle_aux_hidden_state_layer_ids and captures its defaults",
-                    "aux_layer_ids")
+        yield ctx.f(
+            "WC710",
+            f"aux layer ids {top} are top-level only: SGLang reads only "
+            "eagle_config.eagle_aux_hidden_state_layer_ids and captures its defaults",
+            "aux_layer_ids",
+        )
     if v.engine == "vllm" and isinstance(nested, list) and not isinstance(top, list):
-        yield ctx.f("WC710", f"aux layer ids {nested} are only in eagle_config: vLLM's V2 model runner "
-                             "(the default on GPU in 0.33) reads the top-level list and captures its "
-                             "defaults", "aux_layer_ids")
+        yield ctx.f(
+            "WC710",
+            f"aux layer ids {nested} are only in eagle_config: vLLM's V2 model runner "
+            "(the default on GPU in 0.33) reads the top-level list and captures its "
+            "defaults",
+            "aux_layer_ids",
+        )
 
 
-@rule("WC711", "shipped-for-nothing", "info",
-      "A tensor the engine replaces with the target's: bytes shipped for nothing.", needs="engine")
+@rule(
+    "WC711",
+    "shipped-for-nothing",
+    "info",
+    "A tensor the engine replaces with the target's: bytes shipped for nothing.",
+    needs="engine",
+)
 def shipped(ctx):
     for p in ctx.engine_view.params:
         if p.state == "from_target" and p.sources:
             t = ctx.d.by_canonical().get(p.canonical)
             size = f" ({t.nbytes / 1e9:.2f} GB)" if t is not None else ""
-            yield ctx.f("WC711", f"{p.canonical}{size} is replaced by the target's in "
-                                 f"{ctx.engine_view.engine}; `convert --embeddings drop` removes it",
-                        p.canonical)
-
-
+            yield ctx.f(
+                "WC711",
+                f"{p.canonical}{size} is replaced by the target's in "
+                f"{ctx.engine_view.engine}; `convert --embeddings drop` removes it",
+                p.canonical,
+            )

@@ -1,49 +1,79 @@
 """WC4xx: the config: architectures, fc width, aux layer ids, attention geometry, rope, layer count."""
+
 from __future__ import annotations
 
 from weightcheck.engines import aux
 from weightcheck.model import inventory
 from weightcheck.rules.base import WARNING, rule
 
-
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
 
 
-@rule("WC401", "architectures", "error",
-      "config architectures missing, or naming the target's class instead of the drafter's.")
+@rule(
+    "WC401",
+    "architectures",
+    "error",
+    "config architectures missing, or naming the target's class instead of the drafter's.",
+)
 def architectures(ctx):
     if ctx.d.source.config is None:
         return
     names = ctx.d.config.get("architectures")
     if not names:
-        yield ctx.f("WC401", "config has no `architectures`: engines cannot pick the EAGLE-3 "
-                             "loader", "architectures")
+        yield ctx.f(
+            "WC401",
+            "config has no `architectures`: engines cannot pick the EAGLE-3 loader",
+            "architectures",
+        )
         return
     known = {a for arch in inventory.architectures() for a in arch.config_architectures}
     if names[0] not in known:
         hint = " (a target model's class)" if names[0].endswith(TARGET_ARCHITECTURES) else ""
-        yield ctx.f("WC401", f"architectures[0] is {names[0]}{hint}; an EAGLE-3 engine looks for "
-                             "LlamaForCausalLMEagle3 (or its speculators equivalent) and fails with "
-                             "KeyError midlayer.self_attn.qkv_proj.weight", "architectures")
+        yield ctx.f(
+            "WC401",
+            f"architectures[0] is {names[0]}{hint}; an EAGLE-3 engine looks for "
+            "LlamaForCausalLMEagle3 (or its speculators equivalent) and fails with "
+            "KeyError midlayer.self_attn.qkv_proj.weight",
+            "architectures",
+        )
 
 
-@rule("WC402", "fc-width", "error", "fc input width differs from target_hidden_size × number of aux layers.")
+@rule(
+    "WC402",
+    "fc-width",
+    "error",
+    "fc input width differs from target_hidden_size × number of aux layers.",
+)
 def fc_width(ctx):
     t = ctx.tensor("fc.weight")
-    T, n_aux, H = ctx.n.get("target_hidden_size"), ctx.n.get("num_aux_hidden_states"), ctx.n.get("hidden_size")
+    T, n_aux, H = (
+        ctx.n.get("target_hidden_size"),
+        ctx.n.get("num_aux_hidden_states"),
+        ctx.n.get("hidden_size"),
+    )
     if t is None or len(t.shape) != 2 or not (T and n_aux):
         return
     if t.shape[1] != T * n_aux:
         k = t.shape[1] / T if T else None
         extra = f" (= {k:g} x {T}: {k:g} aux layers?)" if k and k == int(k) else ""
-        yield ctx.f("WC402", f"{t.name} reads {t.shape[1]} features but target_hidden_size {T} x "
-                             f"{n_aux} aux layers = {T * n_aux}{extra}", t.name)
+        yield ctx.f(
+            "WC402",
+            f"{t.name} reads {t.shape[1]} features but target_hidden_size {T} x "
+            f"{n_aux} aux layers = {T * n_aux}{extra}",
+            t.name,
+        )
     if H and t.shape[0] != H:
-        yield ctx.f("WC402", f"{t.name} writes {t.shape[0]} features but hidden_size is {H}", t.name)
+        yield ctx.f(
+            "WC402", f"{t.name} writes {t.shape[0]} features but hidden_size is {H}", t.name
+        )
 
 
-@rule("WC403", "aux-layer-ids", "error",
-      "Aux layer ids inconsistent with num_aux_hidden_states, negative, duplicated, or past the target's layers.")
+@rule(
+    "WC403",
+    "aux-layer-ids",
+    "error",
+    "Aux layer ids inconsistent with num_aux_hidden_states, negative, duplicated, or past the target's layers.",
+)
 def aux_ids(ctx):
     ids = ctx.n.get("aux_layer_ids")
     n_aux = ctx.n.get("num_aux_hidden_states")
@@ -53,8 +83,11 @@ def aux_ids(ctx):
         yield ctx.f("WC403", f"aux layer ids {ids} are not all integers", "aux_layer_ids")
         return
     if n_aux and len(ids) != n_aux and ctx.n.provenance.get("num_aux_hidden_states") != "default":
-        yield ctx.f("WC403", f"{len(ids)} aux layer ids {ids} but num_aux_hidden_states is {n_aux}",
-                    "aux_layer_ids")
+        yield ctx.f(
+            "WC403",
+            f"{len(ids)} aux layer ids {ids} but num_aux_hidden_states is {n_aux}",
+            "aux_layer_ids",
+        )
     if any(i < 0 for i in ids):
         yield ctx.f("WC403", f"negative aux layer id in {ids}", "aux_layer_ids")
     if len(set(ids)) != len(ids):
@@ -67,57 +100,94 @@ def aux_ids(ctx):
     vllm_convention = aux.convention_of(ctx.d) == "vllm"
     top = L if vllm_convention else (L - 1 if L else None)
     if L and any(i > top for i in ids):
-        yield ctx.f("WC403", f"aux layer ids {ids} reach past the target's {L} layers (ids 0..{top} "
-                             f"in the {'vLLM' if vllm_convention else 'SGLang'} convention)",
-                    "aux_layer_ids")
+        yield ctx.f(
+            "WC403",
+            f"aux layer ids {ids} reach past the target's {L} layers (ids 0..{top} "
+            f"in the {'vLLM' if vllm_convention else 'SGLang'} convention)",
+            "aux_layer_ids",
+        )
 
 
-@rule("WC407", "aux-ids-missing", "warning",
-      "The config names no aux layer ids: every engine captures its default layers instead of the trained ones.")
+@rule(
+    "WC407",
+    "aux-ids-missing",
+    "warning",
+    "The config names no aux layer ids: every engine captures its default layers instead of the trained ones.",
+)
 def aux_missing(ctx):
     if ctx.d.source.config is None or ctx.d.looks_like_target:
         return
     if ctx.n.get("aux_layer_ids") is None and ctx.n.get("use_aux_hidden_state") is not False:
-        yield ctx.f("WC407", "no aux layer ids (eagle_config.eagle_aux_hidden_state_layer_ids or "
-                             "eagle_aux_hidden_state_layer_ids): engines capture their defaults "
-                             "[2, L//2, L-3], which match training only by luck (speculators convert "
-                             "drops them unless passed explicitly)", "aux_layer_ids")
+        yield ctx.f(
+            "WC407",
+            "no aux layer ids (eagle_config.eagle_aux_hidden_state_layer_ids or "
+            "eagle_aux_hidden_state_layer_ids): engines capture their defaults "
+            "[2, L//2, L-3], which match training only by luck (speculators convert "
+            "drops them unless passed explicitly)",
+            "aux_layer_ids",
+        )
 
 
-@rule("WC404", "attention-geometry", "error",
-      "num_key_value_heads / head_dim the engines' attention or KV cache cannot serve.")
+@rule(
+    "WC404",
+    "attention-geometry",
+    "error",
+    "num_key_value_heads / head_dim the engines' attention or KV cache cannot serve.",
+)
 def attention(ctx):
-    nh, nkv, hd = (ctx.n.get("num_attention_heads"), ctx.n.get("num_key_value_heads"),
-                   ctx.n.get("head_dim"))
+    nh, nkv, hd = (
+        ctx.n.get("num_attention_heads"),
+        ctx.n.get("num_key_value_heads"),
+        ctx.n.get("head_dim"),
+    )
     if ctx.d.architecture is None or ctx.d.architecture.attention != "gqa":
         return
     if nh and nkv and nh % nkv:
-        yield ctx.f("WC404", f"num_attention_heads {nh} is not a multiple of num_key_value_heads "
-                             f"{nkv}", "num_key_value_heads")
+        yield ctx.f(
+            "WC404",
+            f"num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}",
+            "num_key_value_heads",
+        )
     if hd and (hd % 8 or hd < 32 or hd > 256):
-        yield ctx.f("WC404", f"head_dim {hd}: attention kernels and KV caches want a multiple of 8 "
-                             "between 32 and 256 (vLLM's CPU backend needs >= 32)", "head_dim",
-                    severity=WARNING)
+        yield ctx.f(
+            "WC404",
+            f"head_dim {hd}: attention kernels and KV caches want a multiple of 8 "
+            "between 32 and 256 (vLLM's CPU backend needs >= 32)",
+            "head_dim",
+            severity=WARNING,
+        )
 
 
-@rule("WC405", "stale-rope-theta", "warning",
-      "A top-level rope_theta beside rope_parameters with another base: which one wins depends on the reader.")
+@rule(
+    "WC405",
+    "stale-rope-theta",
+    "warning",
+    "A top-level rope_theta beside rope_parameters with another base: which one wins depends on the reader.",
+)
 def stale_rope(ctx):
     cfg = ctx.d.config
     rp = cfg.get("rope_parameters")
-    if isinstance(rp, dict) and "rope_theta" in rp and "rope_theta" in cfg \
-            and rp["rope_theta"] != cfg["rope_theta"]:
-        yield ctx.f("WC405", f"rope_theta {cfg['rope_theta']} beside rope_parameters.rope_theta "
-                             f"{rp['rope_theta']}: one is stale (RoPE base "
-                             f"{max(rp['rope_theta'], cfg['rope_theta']) / max(1e-9, min(rp['rope_theta'], cfg['rope_theta'])):g}x off)",
-                    "rope_theta")
+    if (
+        isinstance(rp, dict)
+        and "rope_theta" in rp
+        and "rope_theta" in cfg
+        and rp["rope_theta"] != cfg["rope_theta"]
+    ):
+        yield ctx.f(
+            "WC405",
+            f"rope_theta {cfg['rope_theta']} beside rope_parameters.rope_theta "
+            f"{rp['rope_theta']}: one is stale (RoPE base "
+            f"{max(rp['rope_theta'], cfg['rope_theta']) / max(1e-9, min(rp['rope_theta'], cfg['rope_theta'])):g}x off)",
+            "rope_theta",
+        )
 
 
 @rule("WC406", "layer-count", "warning", "A drafter config with num_hidden_layers other than 1.")
 def layer_count(ctx):
     L = ctx.n.get("num_hidden_layers")
     if L is not None and L != 1 and not ctx.d.looks_like_target:
-        yield ctx.f("WC406", f"num_hidden_layers is {L}; an EAGLE-3 drafter has one decoder layer",
-                    "num_hidden_layers")
-
-
+        yield ctx.f(
+            "WC406",
+            f"num_hidden_layers is {L}; an EAGLE-3 drafter has one decoder layer",
+            "num_hidden_layers",
+        )

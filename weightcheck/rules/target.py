@@ -1,55 +1,97 @@
 """WC5xx: the drafter against its target (--target)."""
+
 from __future__ import annotations
 
 from weightcheck.rules.base import rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
-@rule("WC501", "target-hidden", "error", "The drafter's target_hidden_size differs from the target's hidden size.",
-      needs="target")
+@rule(
+    "WC501",
+    "target-hidden",
+    "error",
+    "The drafter's target_hidden_size differs from the target's hidden size.",
+    needs="target",
+)
 def target_hidden(ctx):
     th, T = ctx.target.hidden_size, ctx.n.get("target_hidden_size")
     if th and T and th != T:
-        yield ctx.f("WC501", f"target_hidden_size {T} ({ctx.n.provenance.get('target_hidden_size')}) "
-                             f"but the target's hidden size is {th}", "target_hidden_size")
+        yield ctx.f(
+            "WC501",
+            f"target_hidden_size {T} ({ctx.n.provenance.get('target_hidden_size')}) "
+            f"but the target's hidden size is {th}",
+            "target_hidden_size",
+        )
 
 
-@rule("WC502", "target-vocab", "error", "The drafter's vocab_size differs from the target's.", needs="target")
+@rule(
+    "WC502",
+    "target-vocab",
+    "error",
+    "The drafter's vocab_size differs from the target's.",
+    needs="target",
+)
 def target_vocab(ctx):
     tv, v = ctx.target.vocab_size, ctx.n.get("vocab_size")
     if tv and v and tv != v:
-        yield ctx.f("WC502", f"vocab_size {v} but the target's is {tv}: d2t/t2d and the borrowed "
-                             "embedding index another vocabulary", "vocab_size")
+        yield ctx.f(
+            "WC502",
+            f"vocab_size {v} but the target's is {tv}: d2t/t2d and the borrowed "
+            "embedding index another vocabulary",
+            "vocab_size",
+        )
     emb = ctx.target.embed
     if emb is not None and v and emb.shape and emb.shape[0] != v:
-        yield ctx.f("WC502", f"the target's embedding {emb.name} has {emb.shape[0]} rows, the "
-                             f"drafter's vocab_size is {v}", "vocab_size")
+        yield ctx.f(
+            "WC502",
+            f"the target's embedding {emb.name} has {emb.shape[0]} rows, the "
+            f"drafter's vocab_size is {v}",
+            "vocab_size",
+        )
 
 
-@rule("WC503", "target-embedding", "error",
-      "The drafter's embed_tokens (or the hidden size the target's embedding must feed) does not fit.",
-      needs="target")
+@rule(
+    "WC503",
+    "target-embedding",
+    "error",
+    "The drafter's embed_tokens (or the hidden size the target's embedding must feed) does not fit.",
+    needs="target",
+)
 def target_embed(ctx):
     emb = ctx.target.embed
     H = ctx.n.get("hidden_size")
     mine = ctx.tensor("embed_tokens.weight")
     if emb is not None and mine is not None and tuple(mine.shape) != tuple(emb.shape):
-        yield ctx.f("WC503", f"{mine.name} {list(mine.shape)} but the target's {emb.name} is "
-                             f"{list(emb.shape)}", mine.name)
+        yield ctx.f(
+            "WC503",
+            f"{mine.name} {list(mine.shape)} but the target's {emb.name} is {list(emb.shape)}",
+            mine.name,
+        )
     if emb is not None and mine is None and H and len(emb.shape) == 2 and emb.shape[1] != H:
-        yield ctx.f("WC503", f"no embed_tokens of its own, and the target's {emb.name} "
-                             f"{list(emb.shape)} is not {H} wide", "embed_tokens.weight")
+        yield ctx.f(
+            "WC503",
+            f"no embed_tokens of its own, and the target's {emb.name} "
+            f"{list(emb.shape)} is not {H} wide",
+            "embed_tokens.weight",
+        )
 
 
-@rule("WC504", "target-dtype", "warning", "The drafter's dtype differs from the target's.", needs="target")
+@rule(
+    "WC504",
+    "target-dtype",
+    "warning",
+    "The drafter's dtype differs from the target's.",
+    needs="target",
+)
 def target_dtype(ctx):
     td = CONFIG_DTYPES.get(str(ctx.target.dtype or "").lower())
     if ctx.target.embed is not None and not td:
         td = ctx.target.embed.dtype
     floats = {t.dtype for t in ctx.d.tensors if t.dtype in FLOAT_DTYPES}
     if td and floats and floats != {td}:
-        yield ctx.f("WC504", f"drafter weights are {', '.join(sorted(floats))}, the target is {td}: "
-                             "the engine casts at load (and an fp32 drafter ships twice the bytes)",
-                    "dtype")
-
-
+        yield ctx.f(
+            "WC504",
+            f"drafter weights are {', '.join(sorted(floats))}, the target is {td}: "
+            "the engine casts at load (and an fp32 drafter ships twice the bytes)",
+            "dtype",
+        )

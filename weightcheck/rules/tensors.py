@@ -1,33 +1,52 @@
 """WC2xx: the inventory the config implies, shapes, dtypes, the shard index."""
+
 from __future__ import annotations
 
 from weightcheck.rules.base import rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
-@rule("WC201", "no-config", "error", "No config.json: nothing tells the engine the drafter's shape.")
+@rule(
+    "WC201", "no-config", "error", "No config.json: nothing tells the engine the drafter's shape."
+)
 def no_config(ctx):
     if ctx.d.source.config is None:
         yield ctx.f("WC201", "no config.json beside the weights", "config.json")
 
 
-@rule("WC202", "unknown-architecture", "error",
-      "Neither config nor tensors identify a known drafter architecture.")
+@rule(
+    "WC202",
+    "unknown-architecture",
+    "error",
+    "Neither config nor tensors identify a known drafter architecture.",
+)
 def unknown_arch(ctx):
     if ctx.d.architecture is None and not ctx.d.looks_like_target:
         yield ctx.f("WC202", ctx.d.architecture_evidence, "architectures")
 
 
-@rule("WC203", "target-as-drafter", "error",
-      "The checkpoint looks like a target model (many layers, no fc, no d2t), not a drafter.")
+@rule(
+    "WC203",
+    "target-as-drafter",
+    "error",
+    "The checkpoint looks like a target model (many layers, no fc, no d2t), not a drafter.",
+)
 def target_as_drafter(ctx):
     if ctx.d.looks_like_target:
-        yield ctx.f("WC203", f"this looks like a target model, not an EAGLE-3 drafter: "
-                             f"{ctx.d.looks_like_target} (SGLang crashes on hot_token_id)", None)
+        yield ctx.f(
+            "WC203",
+            f"this looks like a target model, not an EAGLE-3 drafter: "
+            f"{ctx.d.looks_like_target} (SGLang crashes on hot_token_id)",
+            None,
+        )
 
 
-@rule("WC204", "missing-tensor", "error",
-      "A tensor the config implies is absent: the engine parameter keeps its random init.")
+@rule(
+    "WC204",
+    "missing-tensor",
+    "error",
+    "A tensor the config implies is absent: the engine parameter keeps its random init.",
+)
 def missing(ctx):
     inv = ctx.d.inventory
     if inv is None or ctx.d.source.config is None:
@@ -40,12 +59,20 @@ def missing(ctx):
             continue  # WC302/WC303 say more precisely what a missing head means
         if name == "d2t":
             continue  # WC305
-        yield ctx.f("WC204", f"{name} {list(e.shape) if e.shape else ''} is missing; its config "
-                             "requires it" + (f" ({e.note})" if e.note else ""), name)
+        yield ctx.f(
+            "WC204",
+            f"{name} {list(e.shape) if e.shape else ''} is missing; its config "
+            "requires it" + (f" ({e.note})" if e.note else ""),
+            name,
+        )
 
 
-@rule("WC205", "unexpected-tensor", "warning",
-      "A canonical tensor the config does not imply (e.g. fc_norm without fc_norm: true): the engine ignores it.")
+@rule(
+    "WC205",
+    "unexpected-tensor",
+    "warning",
+    "A canonical tensor the config does not imply (e.g. fc_norm without fc_norm: true): the engine ignores it.",
+)
 def unexpected(ctx):
     inv = ctx.d.inventory
     if inv is None or ctx.d.source.config is None:
@@ -53,12 +80,20 @@ def unexpected(ctx):
     for c, t in ctx.d.by_canonical().items():
         if c not in inv.tensors:
             tmpl = inv.architecture.template_for(c)
-            why = f"its condition `{tmpl.when}` is false in the config" if tmpl and tmpl.when else \
-                "the architecture has no such tensor"
+            why = (
+                f"its condition `{tmpl.when}` is false in the config"
+                if tmpl and tmpl.when
+                else "the architecture has no such tensor"
+            )
             yield ctx.f("WC205", f"{t.name}: not expected ({why}); engines ignore it", t.name)
 
 
-@rule("WC206", "shape-mismatch", "error", "A tensor's shape disagrees with the shape its config implies.")
+@rule(
+    "WC206",
+    "shape-mismatch",
+    "error",
+    "A tensor's shape disagrees with the shape its config implies.",
+)
 def shapes(ctx):
     inv = ctx.d.inventory
     if inv is None or ctx.d.source.config is None:
@@ -74,11 +109,17 @@ def shapes(ctx):
         if c == "d2t":
             continue  # WC304
         if tuple(t.shape) != tuple(e.shape):
-            yield ctx.f("WC206", f"{t.name}: shape {list(t.shape)}, config implies {list(e.shape)}", t.name)
+            yield ctx.f(
+                "WC206", f"{t.name}: shape {list(t.shape)}, config implies {list(e.shape)}", t.name
+            )
 
 
-@rule("WC207", "config-incomplete", "warning",
-      "The config lacks a field needed to compute an expected shape.")
+@rule(
+    "WC207",
+    "config-incomplete",
+    "warning",
+    "The config lacks a field needed to compute an expected shape.",
+)
 def config_incomplete(ctx):
     inv = ctx.d.inventory
     if inv is None or ctx.d.source.config is None:
@@ -106,24 +147,37 @@ def dtype_mixed(ctx):
         yield ctx.f("WC208", f"weights in several dtypes: {desc}; not {major}: {names}", odd[0])
 
 
-@rule("WC209", "dtype-vs-config", "warning",
-      "Weights stored in another dtype than the config declares (fp32 exports are twice the size).")
+@rule(
+    "WC209",
+    "dtype-vs-config",
+    "warning",
+    "Weights stored in another dtype than the config declares (fp32 exports are twice the size).",
+)
 def dtype_config(ctx):
     declared = CONFIG_DTYPES.get(str(ctx.n.get("dtype") or "").lower())
     floats = {t.dtype for t in ctx.d.tensors if t.dtype in FLOAT_DTYPES}
     if declared and floats and floats != {declared}:
-        yield ctx.f("WC209", f"config says {ctx.n.get('dtype')} ({ctx.n.provenance.get('dtype')}) "
-                             f"but weights are {', '.join(sorted(floats))}", "dtype")
+        yield ctx.f(
+            "WC209",
+            f"config says {ctx.n.get('dtype')} ({ctx.n.provenance.get('dtype')}) "
+            f"but weights are {', '.join(sorted(floats))}",
+            "dtype",
+        )
     elif floats == {"F32"}:
-        yield ctx.f("WC209", "weights are float32: twice the size of a bf16 export, and engines "
-                             "cast them at load", "dtype")
+        yield ctx.f(
+            "WC209",
+            "weights are float32: twice the size of a bf16 export, and engines cast them at load",
+            "dtype",
+        )
 
 
-@rule("WC210", "index-inconsistent", "error",
-      "The shard index and the shards disagree (a tensor in another shard, unlisted, or a wrong total).")
+@rule(
+    "WC210",
+    "index-inconsistent",
+    "error",
+    "The shard index and the shards disagree (a tensor in another shard, unlisted, or a wrong total).",
+)
 def index_drift(ctx):
     for note in ctx.d.source.notes:
         if note.startswith("index-"):
             yield ctx.f("WC210", note.split(": ", 1)[1], ctx.d.source.index_file)
-
-

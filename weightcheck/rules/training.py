@@ -1,4 +1,5 @@
 """WC9xx: the pre-training gate (--training-config)."""
+
 from __future__ import annotations
 
 from weightcheck.model import config as config_mod
@@ -7,39 +8,64 @@ from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import TrainingGate, rule
 
 
-@rule("WC901", "training-shape", "error",
-      "SRC cannot initialize the training architecture: a tensor's shape differs.", needs="training")
+@rule(
+    "WC901",
+    "training-shape",
+    "error",
+    "SRC cannot initialize the training architecture: a tensor's shape differs.",
+    needs="training",
+)
 def training_shapes(ctx):
     for c, mine, want in ctx.training.mismatch:
         yield ctx.f("WC901", f"{c}: {list(mine)} here, the training config builds {list(want)}", c)
 
 
-@rule("WC902", "training-reinit", "info",
-      "Tensors the training architecture has and SRC lacks: training starts them from scratch.",
-      needs="training")
+@rule(
+    "WC902",
+    "training-reinit",
+    "info",
+    "Tensors the training architecture has and SRC lacks: training starts them from scratch.",
+    needs="training",
+)
 def training_reinit(ctx):
     for c in ctx.training.reinit:
         if c == "embed_tokens.weight":
-            yield ctx.f("WC902", f"{c}: not in SRC; SpecForge takes the target's embedding (and "
-                                 "freezes it), others initialize it", c)
+            yield ctx.f(
+                "WC902",
+                f"{c}: not in SRC; SpecForge takes the target's embedding (and "
+                "freezes it), others initialize it",
+                c,
+            )
         else:
             yield ctx.f("WC902", f"{c}: not in SRC; training would initialize it from scratch", c)
 
 
-@rule("WC903", "training-ignored", "warning",
-      "Tensors SRC has and the training architecture lacks: training would ignore them.",
-      needs="training")
+@rule(
+    "WC903",
+    "training-ignored",
+    "warning",
+    "Tensors SRC has and the training architecture lacks: training would ignore them.",
+    needs="training",
+)
 def training_ignored(ctx):
     for c in ctx.training.ignored:
-        yield ctx.f("WC903", f"{c}: in SRC but not in the training architecture; it would be ignored", c)
+        yield ctx.f(
+            "WC903", f"{c}: in SRC but not in the training architecture; it would be ignored", c
+        )
 
 
-@rule("WC904", "training-config-differs", "warning",
-      "A serving-relevant config field differs between SRC and the training config.", needs="training")
+@rule(
+    "WC904",
+    "training-config-differs",
+    "warning",
+    "A serving-relevant config field differs between SRC and the training config.",
+    needs="training",
+)
 def training_config(ctx):
     for fld, mine, theirs in ctx.training.fields:
-        yield ctx.f("WC904", f"config {fld}: {mine!r} in SRC, {theirs!r} in the training config", fld)
-
+        yield ctx.f(
+            "WC904", f"config {fld}: {mine!r} in SRC, {theirs!r} in the training config", fld
+        )
 
 
 def training_gate(d: Drafter, training_cfg: dict) -> TrainingGate:

@@ -1,4 +1,5 @@
 """WC8xx: the weights' values (--values)."""
+
 from __future__ import annotations
 
 from weightcheck.model.drafter import Drafter
@@ -12,41 +13,61 @@ def nonfinite(ctx):
             yield ctx.f("WC801", f"{c}: {s['non_finite']} NaN/Inf value(s)", c)
 
 
-@rule("WC802", "constant-tensor", "error", "An all-zero or constant weight tensor (never trained, or zeroed).",
-      needs="values")
+@rule(
+    "WC802",
+    "constant-tensor",
+    "error",
+    "An all-zero or constant weight tensor (never trained, or zeroed).",
+    needs="values",
+)
 def constant(ctx):
     for c, s in ctx.values.items():
-        if s.get("numel", 0) > 1 and s.get("min") == s.get("max") and not c.endswith("norm.weight") \
-                and c not in ("d2t", "t2d"):
+        if (
+            s.get("numel", 0) > 1
+            and s.get("min") == s.get("max")
+            and not c.endswith("norm.weight")
+            and c not in ("d2t", "t2d")
+        ):
             yield ctx.f("WC802", f"{c}: every value is {s['min']:g}", c)
 
 
-@rule("WC803", "norm-at-init", "warning", "A norm weight still exactly 1.0 everywhere: never trained.",
-      needs="values")
+@rule(
+    "WC803",
+    "norm-at-init",
+    "warning",
+    "A norm weight still exactly 1.0 everywhere: never trained.",
+    needs="values",
+)
 def norm_init(ctx):
     for c, s in ctx.values.items():
         if c.endswith("norm.weight") and s.get("min") == 1.0 and s.get("max") == 1.0:
             yield ctx.f("WC803", f"{c}: all ones, its initial value (was it trained?)", c)
 
 
-@rule("WC804", "lm-head-is-target-slice", "warning",
-      "The drafter's lm_head equals the target's rows at the d2t ids: the head was copied, not trained.",
-      needs="values")
+@rule(
+    "WC804",
+    "lm-head-is-target-slice",
+    "warning",
+    "The drafter's lm_head equals the target's rows at the d2t ids: the head was copied, not trained.",
+    needs="values",
+)
 def head_slice(ctx):
     same = ctx.lm_head_equals_target
     if same:
-        yield ctx.f("WC804", "lm_head.weight equals the target's lm_head rows at the draft "
-                             "vocabulary: an untrained head copied from the target", "lm_head.weight")
-
-
+        yield ctx.f(
+            "WC804",
+            "lm_head.weight equals the target's lm_head rows at the draft "
+            "vocabulary: an untrained head copied from the target",
+            "lm_head.weight",
+        )
 
 
 def value_stats(d: Drafter, only: set | None = None) -> dict:
     """Per canonical tensor: min, max, non-finite count, numel — streamed with torch."""
     import torch
 
-    from weightcheck.storage.header import TORCH_NAMES, itemsize
     from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks
+    from weightcheck.storage.header import TORCH_NAMES, itemsize
 
     out = {}
     for t in d.tensors:
@@ -58,7 +79,11 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
             x = from_bytes(chunk, t.dtype)  # every step below makes a new tensor: no writes
             if x.dtype == torch.bool:
                 x = x.to(torch.uint8)
-            x = x.to(torch.float64) if x.dtype in (torch.int64, torch.int32) else x.to(torch.float32)
+            x = (
+                x.to(torch.float64)
+                if x.dtype in (torch.int64, torch.int32)
+                else x.to(torch.float32)
+            )
             n += x.numel()
             fin = torch.isfinite(x)
             bad += int((~fin).sum())
@@ -74,8 +99,8 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
 def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
     """Sampled rows of the drafter's lm_head equal the target's lm_head rows at the d2t ids
     (compared as values when the dtypes differ: ModelOpt writes an fp32 copy of a bf16 head)."""
-    from weightcheck.storage.header import TORCH_NAMES
     from weightcheck.sources.tensors import read_range
+    from weightcheck.storage.header import TORCH_NAMES
 
     t = ctx.target
     head = ctx.tensor("lm_head.weight")
@@ -99,8 +124,9 @@ def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
         if not 0 <= tid < their_rows:
             return False
         mine = read_range(ctx.d.source, head.name, i * row_bytes, (i + 1) * row_bytes)
-        theirs = read_range(t.source, t.lm_head.name, tid * their_row_bytes,
-                            (tid + 1) * their_row_bytes)
+        theirs = read_range(
+            t.source, t.lm_head.name, tid * their_row_bytes, (tid + 1) * their_row_bytes
+        )
         if same_dtype:
             if mine != theirs:
                 return False
@@ -113,5 +139,6 @@ def _values_equal(a: bytes, da: str, b: bytes, db: str) -> bool:
     import torch
 
     from weightcheck.sources.tensors import from_bytes
+
     x, y = from_bytes(a, da).to(torch.float64), from_bytes(b, db).to(torch.float64)
     return x.shape == y.shape and bool(torch.equal(x, y))

@@ -1,4 +1,5 @@
 """WC3xx: the vocabulary: lm_head, d2t, t2d, tie_word_embeddings."""
+
 from __future__ import annotations
 
 from weightcheck.rules.base import rule
@@ -13,12 +14,20 @@ def lm_head_rows(ctx):
     t = ctx.tensor("lm_head.weight")
     _, vd = _vocab(ctx)
     if t is not None and vd and t.shape and t.shape[0] != vd:
-        yield ctx.f("WC301", f"{t.name} has {t.shape[0]} rows but draft_vocab_size is {vd} "
-                             f"({ctx.n.provenance.get('draft_vocab_size')})", t.name)
+        yield ctx.f(
+            "WC301",
+            f"{t.name} has {t.shape[0]} rows but draft_vocab_size is {vd} "
+            f"({ctx.n.provenance.get('draft_vocab_size')})",
+            t.name,
+        )
 
 
-@rule("WC302", "lm-head-missing", "error",
-      "No lm_head: with a full draft vocabulary and untied embeddings the engine keeps a random head.")
+@rule(
+    "WC302",
+    "lm-head-missing",
+    "error",
+    "No lm_head: with a full draft vocabulary and untied embeddings the engine keeps a random head.",
+)
 def lm_head_missing(ctx):
     if ctx.tensor("lm_head.weight") is not None or ctx.d.source.config is None:
         return
@@ -27,22 +36,36 @@ def lm_head_missing(ctx):
     if tied and ctx.tensor("embed_tokens.weight") is not None and vd == v:
         return
     if vd == v and not tied:
-        yield ctx.f("WC302", "no lm_head.weight, draft vocab = vocab and tie_word_embeddings is "
-                             "false: the engine's head stays random (accept length ~1.00)",
-                    "lm_head.weight")
+        yield ctx.f(
+            "WC302",
+            "no lm_head.weight, draft vocab = vocab and tie_word_embeddings is "
+            "false: the engine's head stays random (accept length ~1.00)",
+            "lm_head.weight",
+        )
     else:
-        yield ctx.f("WC302", f"no lm_head.weight for a draft vocabulary of {vd}: the engine cannot "
-                             "borrow the target's full-vocabulary head for it", "lm_head.weight")
+        yield ctx.f(
+            "WC302",
+            f"no lm_head.weight for a draft vocabulary of {vd}: the engine cannot "
+            "borrow the target's full-vocabulary head for it",
+            "lm_head.weight",
+        )
 
 
-@rule("WC303", "tied-embeddings", "error",
-      "tie_word_embeddings: true with a reduced draft vocabulary forces an impossible shape.")
+@rule(
+    "WC303",
+    "tied-embeddings",
+    "error",
+    "tie_word_embeddings: true with a reduced draft vocabulary forces an impossible shape.",
+)
 def tied(ctx):
     v, vd = _vocab(ctx)
     if ctx.n.get("tie_word_embeddings") and vd and v and vd != v:
-        yield ctx.f("WC303", f"tie_word_embeddings is true but draft_vocab_size {vd} != vocab_size "
-                             f"{v}: lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H]",
-                    "tie_word_embeddings")
+        yield ctx.f(
+            "WC303",
+            f"tie_word_embeddings is true but draft_vocab_size {vd} != vocab_size "
+            f"{v}: lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H]",
+            "tie_word_embeddings",
+        )
 
 
 @rule("WC304", "d2t-shape", "error", "d2t is not an int64 vector of draft_vocab_size entries.")
@@ -54,18 +77,32 @@ def d2t_shape(ctx):
     if t.dtype != "I64":
         yield ctx.f("WC304", f"{t.name} is {t.dtype}; engines expect int64", t.name)
     if len(t.shape) != 1:
-        yield ctx.f("WC304", f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); expected a vector", t.name)
+        yield ctx.f(
+            "WC304",
+            f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); expected a vector",
+            t.name,
+        )
     elif vd and t.shape[0] != vd:
-        yield ctx.f("WC304", f"{t.name} has {t.shape[0]} entries but draft_vocab_size is {vd}", t.name)
+        yield ctx.f(
+            "WC304", f"{t.name} has {t.shape[0]} entries but draft_vocab_size is {vd}", t.name
+        )
 
 
-@rule("WC305", "d2t-missing", "error",
-      "A reduced draft vocabulary without d2t: draft ids are read as target ids (acceptance collapses).")
+@rule(
+    "WC305",
+    "d2t-missing",
+    "error",
+    "A reduced draft vocabulary without d2t: draft ids are read as target ids (acceptance collapses).",
+)
 def d2t_missing(ctx):
     v, vd = _vocab(ctx)
     if ctx.tensor("d2t") is None and v and vd and vd < v:
-        yield ctx.f("WC305", f"draft_vocab_size {vd} < vocab_size {v} but there is no d2t: every "
-                             "draft token would be read as the wrong target token", "d2t")
+        yield ctx.f(
+            "WC305",
+            f"draft_vocab_size {vd} < vocab_size {v} but there is no d2t: every "
+            "draft token would be read as the wrong target token",
+            "d2t",
+        )
 
 
 @rule("WC306", "d2t-range", "error", "A d2t entry maps a draft id outside [0, vocab_size).")
@@ -77,8 +114,12 @@ def d2t_range(ctx):
     bad = [i for i, off in enumerate(d2t) if not 0 <= i + off < v]
     if bad:
         i = bad[0]
-        yield ctx.f("WC306", f"d2t maps {len(bad)} draft id(s) outside [0, {v}); first: draft id "
-                             f"{i} -> target id {i + d2t[i]}", "d2t")
+        yield ctx.f(
+            "WC306",
+            f"d2t maps {len(bad)} draft id(s) outside [0, {v}); first: draft id "
+            f"{i} -> target id {i + d2t[i]}",
+            "d2t",
+        )
 
 
 @rule("WC307", "d2t-duplicates", "error", "Two draft ids map to the same target id.")
@@ -95,8 +136,12 @@ def d2t_dups(ctx):
                 first = (i, tid)
                 break
             seen.add(tid)
-        yield ctx.f("WC307", f"d2t sends {dup} draft id(s) to a target id already taken; first: "
-                             f"draft id {first[0]} -> {first[1]}", "d2t")
+        yield ctx.f(
+            "WC307",
+            f"d2t sends {dup} draft id(s) to a target id already taken; first: "
+            f"draft id {first[0]} -> {first[1]}",
+            "d2t",
+        )
 
 
 @rule("WC308", "t2d-shape", "error", "t2d is not a bool vector of vocab_size entries.")
@@ -111,7 +156,9 @@ def t2d_shape(ctx):
         yield ctx.f("WC308", f"{t.name} has shape {list(t.shape)}; expected [{v}]", t.name)
 
 
-@rule("WC309", "t2d-count", "error", "t2d marks a different number of tokens than draft_vocab_size.")
+@rule(
+    "WC309", "t2d-count", "error", "t2d marks a different number of tokens than draft_vocab_size."
+)
 def t2d_count(ctx):
     _, t2d = ctx.vocab_maps()
     _, vd = _vocab(ctx)
@@ -131,7 +178,9 @@ def t2d_vs_d2t(ctx):
     marked = {i for i, b in enumerate(t2d) if b}
     only_d2t, only_t2d = targets - marked, marked - targets
     if only_d2t or only_t2d:
-        yield ctx.f("WC310", f"d2t reaches {len(only_d2t)} target id(s) t2d does not mark, and t2d "
-                             f"marks {len(only_t2d)} d2t does not reach (stale vocab mapping?)", "t2d")
-
-
+        yield ctx.f(
+            "WC310",
+            f"d2t reaches {len(only_d2t)} target id(s) t2d does not mark, and t2d "
+            f"marks {len(only_t2d)} d2t does not reach (stale vocab mapping?)",
+            "t2d",
+        )

@@ -1,5 +1,6 @@
 """Sources: one string argument (a Hub repo id, a folder, a file) -> a checkpoint's config and
 tensor index, without its weights; and the tensors' bytes, by range, when a command needs them."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,9 @@ __all__ = ["Source", "TensorRecord", "WeightFile", "open_source", "HUB_ID"]
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]*/[\w.\-]+)(?:@(?P<rev>[\w.\-/]+))?$")
 
 
-def open_source(spec: str, revision: str | None = None, token: str | None = None,
-                only: set[str] | None = None) -> Source:
+def open_source(
+    spec: str, revision: str | None = None, token: str | None = None, only: set[str] | None = None
+) -> Source:
     """Resolve SRC: an existing local path first, else a Hub repo id."""
     if not spec:
         raise WeightcheckError(None, "empty source")
@@ -24,6 +26,7 @@ def open_source(spec: str, revision: str | None = None, token: str | None = None
         if revision:
             raise WeightcheckError(spec, "a revision was given for a local path")
         from weightcheck.sources.local import open_local
+
         return open_local(spec, expanded, only)
     m = HUB_ID.match(spec)
     # a missing `dir/model.safetensors` is a mistyped path, not a Hub repo id
@@ -32,6 +35,11 @@ def open_source(spec: str, revision: str | None = None, token: str | None = None
         rev = m.group("rev")
         if rev and revision and rev != revision:
             raise WeightcheckError(spec, f"two revisions given: @{rev} and {revision}")
-        from weightcheck.sources.hub import open_hub  # huggingface_hub is imported only for a Hub id
+        from weightcheck.sources.hub import (
+            open_hub,  # huggingface_hub is imported only for a Hub id
+        )
+
         return open_hub(spec, m.group("repo"), rev or revision, token, only)
-    raise WeightcheckError(spec, "path not found (and not a Hub repo id of the form org/name[@revision])")
+    raise WeightcheckError(
+        spec, "path not found (and not a Hub repo id of the form org/name[@revision])"
+    )

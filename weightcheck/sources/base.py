@@ -4,6 +4,7 @@
 dtype, shape and byte range, the config and the index. The JSON readers and the index checks here
 are shared by both openers.
 """
+
 from __future__ import annotations
 
 import json
@@ -132,14 +133,24 @@ def add_safetensors_file(src: Source, wf: WeightFile, header: Header) -> None:
     src.files[wf.name] = wf
     for t in header.tensors.values():
         if t.name in src.tensors:
-            raise WeightcheckError(wf.local_path or wf.url or wf.name,
-                                   f"tensor {t.name!r} is also in {src.tensors[t.name].file}")
-        src.tensors[t.name] = TensorRecord(t.name, t.dtype, t.shape, t.nbytes, wf.name,
-                                           header.data_start + t.begin, header.data_start + t.end)
+            raise WeightcheckError(
+                wf.local_path or wf.url or wf.name,
+                f"tensor {t.name!r} is also in {src.tensors[t.name].file}",
+            )
+        src.tensors[t.name] = TensorRecord(
+            t.name,
+            t.dtype,
+            t.shape,
+            t.nbytes,
+            wf.name,
+            header.data_start + t.begin,
+            header.data_start + t.end,
+        )
 
 
-def finish_index(src: Source, weight_map: dict | None, index_name: str | None,
-                 only: set | None) -> None:
+def finish_index(
+    src: Source, weight_map: dict | None, index_name: str | None, only: set | None
+) -> None:
     """After the shards are read: record index drift, or (a partial read for a target) keep the map."""
     if weight_map is None:
         return
@@ -154,21 +165,27 @@ def check_index_against_headers(src: Source, weight_map: dict[str, str], where: 
     for name, fname in weight_map.items():
         rec = src.tensors.get(name)
         if rec is None:
-            src.notes.append(f"index-missing-tensor: {where} maps {name!r} to {fname}, "
-                             "which does not hold it")
+            src.notes.append(
+                f"index-missing-tensor: {where} maps {name!r} to {fname}, which does not hold it"
+            )
         elif rec.file != fname:
-            src.notes.append(f"index-wrong-shard: {where} maps {name!r} to {fname}, "
-                             f"but it is in {rec.file}")
+            src.notes.append(
+                f"index-wrong-shard: {where} maps {name!r} to {fname}, but it is in {rec.file}"
+            )
     for name, rec in src.tensors.items():
         if name not in weight_map:
-            src.notes.append(f"index-unlisted-tensor: {rec.file} holds {name!r}, "
-                             f"which {where} does not list")
-    total = (src.index or {}).get("metadata", {}).get("total_size") \
-        if isinstance((src.index or {}).get("metadata"), dict) else None
+            src.notes.append(
+                f"index-unlisted-tensor: {rec.file} holds {name!r}, which {where} does not list"
+            )
+    total = (
+        (src.index or {}).get("metadata", {}).get("total_size")
+        if isinstance((src.index or {}).get("metadata"), dict)
+        else None
+    )
     if isinstance(total, int):
         actual = sum(r.nbytes for r in src.tensors.values())
         if total != actual:
-            src.notes.append(f"index-total-size: {where} says total_size {total}, "
-                             f"the shards hold {actual} bytes of tensors")
-
-
+            src.notes.append(
+                f"index-total-size: {where} says total_size {total}, "
+                f"the shards hold {actual} bytes of tensors"
+            )

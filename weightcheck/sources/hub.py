@@ -14,6 +14,7 @@ What one ``open_hub`` does (online):
 Environment honoured at call time (not import time): HF_ENDPOINT, HF_TOKEN (or --token),
 HF_HUB_OFFLINE, HF_HOME, HF_HUB_CACHE, HF_HUB_DOWNLOAD_TIMEOUT.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,20 @@ import urllib.parse
 from dataclasses import dataclass
 
 from weightcheck.errors import WeightcheckError
-from weightcheck.storage.header import parse_header, read_header_length
 from weightcheck.sources import layout
-from weightcheck.sources.base import (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, Source, WeightFile,
-                                      add_safetensors_file, finish_index, parse_index, parse_json,
-                                      read_config)
+from weightcheck.sources.base import (
+    MAX_CONFIG_BYTES,
+    MAX_INDEX_BYTES,
+    Source,
+    WeightFile,
+    add_safetensors_file,
+    finish_index,
+    parse_index,
+    parse_json,
+    read_config,
+)
 from weightcheck.sources.pickled import add_pickled_file
+from weightcheck.storage.header import parse_header, read_header_length
 
 FIRST_READ = 4096  # bytes read first; a drafter header is ~2 KB
 BODY_ATTEMPTS = 4  # a Range read whose connection drops mid-body is tried this many times
@@ -48,7 +57,9 @@ def offline() -> bool:
 
 
 def hf_home() -> str:
-    return os.path.expanduser(os.environ.get("HF_HOME") or os.path.join("~", ".cache", "huggingface"))
+    return os.path.expanduser(
+        os.environ.get("HF_HOME") or os.path.join("~", ".cache", "huggingface")
+    )
 
 
 def hub_cache() -> str:
@@ -56,7 +67,9 @@ def hub_cache() -> str:
 
 
 def our_cache() -> str:
-    return os.path.expanduser(os.environ.get("WEIGHTCHECK_CACHE") or os.path.join(hf_home(), "weightcheck"))
+    return os.path.expanduser(
+        os.environ.get("WEIGHTCHECK_CACHE") or os.path.join(hf_home(), "weightcheck")
+    )
 
 
 def timeout() -> float:
@@ -81,13 +94,18 @@ def _hf():
         import huggingface_hub
         import huggingface_hub.constants  # noqa: F401  (the package itself imports lazily)
     except ValueError as e:
-        bad = [v for v in _INT_VARS if os.environ.get(v) is not None
-               and not os.environ[v].strip().isdigit()]
+        bad = [
+            v
+            for v in _INT_VARS
+            if os.environ.get(v) is not None and not os.environ[v].strip().isdigit()
+        ]
         what = " and ".join(f"{v}={os.environ[v]!r}" for v in bad) or "an HF_* variable"
-        raise WeightcheckError(None, f"{what}: huggingface_hub only accepts a whole number of "
-                                     f"seconds ({e})") from None
+        raise WeightcheckError(
+            None, f"{what}: huggingface_hub only accepts a whole number of seconds ({e})"
+        ) from None
     if not os.environ.get("HF_HUB_VERBOSITY"):
         import logging
+
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     return huggingface_hub
 
@@ -99,9 +117,12 @@ _BAD_REVISION = re.compile(r"(^|/)\.\.?(/|$)|^/|/$|//|[\\\x00-\x1f\x7f]")
 
 def check_revision(repo_id: str, revision: str | None) -> None:
     if revision is not None and (not revision or _BAD_REVISION.search(revision)):
-        raise WeightcheckError(f"{repo_id}@{revision}", "not a valid revision (a branch, tag or "
-                                                        "commit name has no '.', '..' or empty "
-                                                        "path components): refused")
+        raise WeightcheckError(
+            f"{repo_id}@{revision}",
+            "not a valid revision (a branch, tag or "
+            "commit name has no '.', '..' or empty "
+            "path components): refused",
+        )
 
 
 def _token(token: str | None):
@@ -122,11 +143,14 @@ def _net_error(where: str, e: Exception) -> WeightcheckError:
     if isinstance(e, hf_errors.HFValidationError):
         return WeightcheckError(where, f"not a valid Hub repo id: {_first_line(e)}")
     if isinstance(e, hf_errors.GatedRepoError):
-        return WeightcheckError(where, "gated repository: accept its terms on the Hub, then pass "
-                                       "--token or set HF_TOKEN")
+        return WeightcheckError(
+            where,
+            "gated repository: accept its terms on the Hub, then pass --token or set HF_TOKEN",
+        )
     if isinstance(e, hf_errors.RepositoryNotFoundError):
-        return WeightcheckError(where, "repository not found on the Hub (or private: pass --token "
-                                       "or set HF_TOKEN)")
+        return WeightcheckError(
+            where, "repository not found on the Hub (or private: pass --token or set HF_TOKEN)"
+        )
     if isinstance(e, hf_errors.RevisionNotFoundError):
         return WeightcheckError(where, "revision not found on the Hub")
     if isinstance(e, hf_errors.EntryNotFoundError):
@@ -137,8 +161,10 @@ def _net_error(where: str, e: Exception) -> WeightcheckError:
         status = getattr(getattr(e, "response", None), "status_code", "?")
         return WeightcheckError(where, f"Hub request failed (HTTP {status})")
     if "Timeout" in name:
-        return WeightcheckError(where, f"timed out talking to {endpoint()} ({name}; "
-                                       "HF_HUB_DOWNLOAD_TIMEOUT sets the limit)")
+        return WeightcheckError(
+            where,
+            f"timed out talking to {endpoint()} ({name}; HF_HUB_DOWNLOAD_TIMEOUT sets the limit)",
+        )
     return WeightcheckError(where, f"cannot reach {endpoint()}: {name}: {_first_line(e)}")
 
 
@@ -154,24 +180,35 @@ class HubRepo:
         return f"{self.repo_id}@{self.revision}" if self.revision else self.repo_id
 
     def url(self, fname: str) -> str:
-        return (f"{endpoint()}/{self.repo_id}/resolve/{self.commit}/"
-                f"{urllib.parse.quote(fname)}")
+        return f"{endpoint()}/{self.repo_id}/resolve/{self.commit}/{urllib.parse.quote(fname)}"
 
     def download(self, fname: str) -> str:
         """The whole file, through huggingface_hub's cache (used only when bytes are needed)."""
         _hf()
         from huggingface_hub import hf_hub_download
+
         try:
-            return hf_hub_download(self.repo_id, fname, revision=self.commit or self.revision,
-                                   cache_dir=hub_cache(), token=_token(self.token),
-                                   endpoint=endpoint(), local_files_only=offline())
+            return hf_hub_download(
+                self.repo_id,
+                fname,
+                revision=self.commit or self.revision,
+                cache_dir=hub_cache(),
+                token=_token(self.token),
+                endpoint=endpoint(),
+                local_files_only=offline(),
+            )
         except Exception as e:
             raise _net_error(f"{self.where}/{fname}", e) from None
 
     # -- headers ------------------------------------------------------------------------------
     def _header_cache_path(self, fname: str) -> str:
-        return os.path.join(our_cache(), "headers", self.repo_id.replace("/", "--"), self.commit,
-                            fname.replace("/", "--"))
+        return os.path.join(
+            our_cache(),
+            "headers",
+            self.repo_id.replace("/", "--"),
+            self.commit,
+            fname.replace("/", "--"),
+        )
 
     def read_range(self, fname: str, start: int, end: int) -> tuple[bytes, int | None]:
         """Bytes [start, end) of a file, and the file's total size if the server says it.
@@ -183,6 +220,7 @@ class HubRepo:
         """
         _hf()
         from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+
         try:
             import httpx2 as httpx
         except ImportError:  # pragma: no cover - huggingface_hub < 2 used httpx
@@ -196,9 +234,15 @@ class HubRepo:
         for attempt in range(1, BODY_ATTEMPTS + 1):
             dropped = None
             try:
-                with http_stream_backoff("GET", self.url(fname), headers=headers,
-                                         timeout=timeout(), max_retries=3,
-                                         base_wait_time=0.5, max_wait_time=4) as r:
+                with http_stream_backoff(
+                    "GET",
+                    self.url(fname),
+                    headers=headers,
+                    timeout=timeout(),
+                    max_retries=3,
+                    base_wait_time=0.5,
+                    max_wait_time=4,
+                ) as r:
                     hf_raise_for_status(r)
                     total = None
                     cr = r.headers.get("Content-Range", "")
@@ -228,9 +272,12 @@ class HubRepo:
                 wait = min(4.0, wait * 2)
         if "Timeout" in type(dropped).__name__:
             raise _net_error(where, dropped)
-        raise WeightcheckError(where, f"connection to {endpoint()} dropped while reading, "
-                                      f"{BODY_ATTEMPTS} times ({type(dropped).__name__}: "
-                                      f"{_first_line(dropped)})")
+        raise WeightcheckError(
+            where,
+            f"connection to {endpoint()} dropped while reading, "
+            f"{BODY_ATTEMPTS} times ({type(dropped).__name__}: "
+            f"{_first_line(dropped)})",
+        )
 
     def header_bytes(self, fname: str, size: int | None) -> bytes:
         """8-byte length + header JSON, from our cache or two Range reads at most."""
@@ -244,12 +291,15 @@ class HubRepo:
                 with open(local, "rb") as f:
                     first8 = f.read(8)
                     return first8 + f.read(read_header_length(first8, f"{self.where}/{fname}"))
-            raise WeightcheckError(f"{self.where}/{fname}", "HF_HUB_OFFLINE is set and this file's "
-                                   "header is not in the cache (inspect it once online)")
+            raise WeightcheckError(
+                f"{self.where}/{fname}",
+                "HF_HUB_OFFLINE is set and this file's "
+                "header is not in the cache (inspect it once online)",
+            )
         where = f"{self.where}/{fname}"
         first, total = self.read_range(fname, 0, FIRST_READ if not size else min(FIRST_READ, size))
         n = read_header_length(first[:8], where, size or total)
-        raw = first[8:8 + n]
+        raw = first[8 : 8 + n]
         if len(raw) < n:
             more, _ = self.read_range(fname, 8 + len(raw), 8 + n)
             raw += more
@@ -284,23 +334,27 @@ def _resolve_offline(repo_id: str, revision: str | None) -> str:
     rev = revision or "main"
     if re.fullmatch(r"[0-9a-f]{40}", rev):
         return rev
-    for refs in (os.path.join(our_cache(), "refs", repo_id.replace("/", "--"), rev),
-                 os.path.join(_repo_folder(repo_id), "refs", rev)):
+    for refs in (
+        os.path.join(our_cache(), "refs", repo_id.replace("/", "--"), rev),
+        os.path.join(_repo_folder(repo_id), "refs", rev),
+    ):
         if os.path.isfile(refs):
             with open(refs) as f:
                 sha = f.read().strip()
             if re.fullmatch(r"[0-9a-f]{40}", sha):
                 return sha
-    raise WeightcheckError(f"{repo_id}@{rev}", "HF_HUB_OFFLINE is set and this repo/revision is "
-                                               "not in the cache")
+    raise WeightcheckError(
+        f"{repo_id}@{rev}", "HF_HUB_OFFLINE is set and this repo/revision is not in the cache"
+    )
 
 
 def _manifest_path(repo_id: str, commit: str) -> str:
     return os.path.join(our_cache(), "manifests", repo_id.replace("/", "--"), commit + ".json")
 
 
-def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
-             only: set[str] | None = None) -> Source:
+def open_hub(
+    spec: str, repo_id: str, revision: str | None, token: str | None, only: set[str] | None = None
+) -> Source:
     check_revision(repo_id, revision)
     repo = HubRepo(repo_id, revision, None, token)
     where = repo.where
@@ -313,24 +367,34 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
         else:
             snap = os.path.join(_repo_folder(repo_id), "snapshots", repo.commit)
             if not os.path.isdir(snap):
-                raise WeightcheckError(where, "HF_HUB_OFFLINE is set and this repo/revision is not "
-                                              "in the cache")
-            siblings = [{"name": os.path.relpath(os.path.join(d, n), snap).replace(os.sep, "/"),
-                         "size": os.path.getsize(os.path.join(d, n)), "sha256": None}
-                        for d, _, ns in os.walk(snap) for n in ns]
+                raise WeightcheckError(
+                    where, "HF_HUB_OFFLINE is set and this repo/revision is not in the cache"
+                )
+            siblings = [
+                {
+                    "name": os.path.relpath(os.path.join(d, n), snap).replace(os.sep, "/"),
+                    "size": os.path.getsize(os.path.join(d, n)),
+                    "sha256": None,
+                }
+                for d, _, ns in os.walk(snap)
+                for n in ns
+            ]
     else:
         _hf()
         from huggingface_hub import HfApi
+
         try:
             info = HfApi(endpoint=endpoint(), token=_token(token)).model_info(
-                repo_id, revision=revision, files_metadata=True, timeout=timeout())
+                repo_id, revision=revision, files_metadata=True, timeout=timeout()
+            )
         except Exception as e:
             raise _net_error(where, e) from None
         repo.commit = info.sha
         if repo.commit is not None and not re.fullmatch(r"[0-9a-f]{40}", str(repo.commit)):
             # it names folders in our cache: never let a server choose a path
-            raise WeightcheckError(where, f"the Hub answered a malformed commit sha "
-                                          f"{str(repo.commit)[:60]!r}: refused")
+            raise WeightcheckError(
+                where, f"the Hub answered a malformed commit sha {str(repo.commit)[:60]!r}: refused"
+            )
         siblings = []
         for s in info.siblings or []:
             lfs = getattr(s, "lfs", None)
@@ -339,21 +403,34 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
                 sha = lfs.get("sha256")
             siblings.append({"name": s.rfilename, "size": s.size, "sha256": sha})
         if repo.commit:
-            _atomic_write(_manifest_path(repo_id, repo.commit),
-                          json.dumps({"revision": revision, "siblings": siblings}).encode())
-            _atomic_write(os.path.join(our_cache(), "refs", repo_id.replace("/", "--"),
-                                       revision or "main"), repo.commit.encode())
+            _atomic_write(
+                _manifest_path(repo_id, repo.commit),
+                json.dumps({"revision": revision, "siblings": siblings}).encode(),
+            )
+            _atomic_write(
+                os.path.join(our_cache(), "refs", repo_id.replace("/", "--"), revision or "main"),
+                repo.commit.encode(),
+            )
 
-    src = Source(spec=spec, kind="hub", location=repo_id, revision=revision or "main",
-                 commit=repo.commit, hub=repo)
+    src = Source(
+        spec=spec,
+        kind="hub",
+        location=repo_id,
+        revision=revision or "main",
+        commit=repo.commit,
+        hub=repo,
+    )
     by_name = {s["name"]: s for s in siblings}
     names = sorted(by_name)
 
     if "config.json" in by_name:
         if (by_name["config.json"].get("size") or 0) > MAX_CONFIG_BYTES:  # known before download
-            raise WeightcheckError(f"{where}/config.json", f"config.json is "
-                                   f"{by_name['config.json']['size']} bytes, more than the "
-                                   f"{MAX_CONFIG_BYTES} we accept")
+            raise WeightcheckError(
+                f"{where}/config.json",
+                f"config.json is "
+                f"{by_name['config.json']['size']} bytes, more than the "
+                f"{MAX_CONFIG_BYTES} we accept",
+            )
         path = repo.download("config.json")
         if os.path.getsize(path) > MAX_CONFIG_BYTES:
             raise WeightcheckError(f"{where}/config.json", "config.json is larger than we accept")
@@ -362,8 +439,9 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
 
     def weight_file(fname, fmt):
         s = by_name.get(fname, {})
-        return WeightFile(name=fname, format=fmt, url=repo.url(fname), size=s.get("size"),
-                          sha256=s.get("sha256"))
+        return WeightFile(
+            name=fname, format=fmt, url=repo.url(fname), size=s.get("size"), sha256=s.get("sha256")
+        )
 
     chosen = layout.choose([n for n in names if "/" not in n])
     if chosen is None:
@@ -372,9 +450,11 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
     weight_map = None
     if index_name:
         if (by_name[index_name].get("size") or 0) > MAX_INDEX_BYTES:
-            raise WeightcheckError(f"{where}/{index_name}",
-                                   f"index is {by_name[index_name]['size']} bytes, more than the "
-                                   f"{MAX_INDEX_BYTES} we accept")
+            raise WeightcheckError(
+                f"{where}/{index_name}",
+                f"index is {by_name[index_name]['size']} bytes, more than the "
+                f"{MAX_INDEX_BYTES} we accept",
+            )
         ipath = repo.download(index_name)
         if os.path.getsize(ipath) > MAX_INDEX_BYTES:
             raise WeightcheckError(f"{where}/{index_name}", "index is larger than we accept")
@@ -386,8 +466,10 @@ def open_hub(spec: str, repo_id: str, revision: str | None, token: str | None,
         for f in fnames:
             layout.check_member(f, f"{where}/{index_name}", "the repository")
             if f not in by_name:
-                raise WeightcheckError(f"{where}/{index_name}", f"index names shard {f!r}, which "
-                                                                "is not in the repository")
+                raise WeightcheckError(
+                    f"{where}/{index_name}",
+                    f"index names shard {f!r}, which is not in the repository",
+                )
     for f in fnames:
         if f.endswith(".safetensors"):
             wf = weight_file(f, "safetensors")

@@ -5,6 +5,7 @@ the index naming them) from a listing of top-level file names, and :func:`check_
 name-level check of a file an index names. Each opener adds only what its kind of storage needs
 (local.py: symlinks and existence; hub.py: presence in the repo listing).
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,14 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.sources.pickled import PICKLE_EXT
 
 # the files that mark a checkpoint, in order of preference (named in the "not a checkpoint" line)
-MARKERS = ("model.safetensors.index.json", "model.safetensors", "*.safetensors",
-           "pytorch_model.bin.index.json", "pytorch_model.bin", "training_state.pt")
+MARKERS = (
+    "model.safetensors.index.json",
+    "model.safetensors",
+    "*.safetensors",
+    "pytorch_model.bin.index.json",
+    "pytorch_model.bin",
+    "training_state.pt",
+)
 
 
 @dataclass(frozen=True)
@@ -60,14 +67,16 @@ def check_member(fname: object, where: str, inside: str = "the folder") -> list[
     if "\x00" in fname:  # os.path functions raise ValueError on it
         raise WeightcheckError(where, f"index names {fname!r}, which holds a NUL byte: refused")
     if fname.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", fname):
-        raise WeightcheckError(where, f"index names an absolute path {fname!r}, which leaves "
-                                      f"{inside}: refused")
+        raise WeightcheckError(
+            where, f"index names an absolute path {fname!r}, which leaves {inside}: refused"
+        )
     parts = re.split(r"[\\/]", fname)
     if ".." in parts:
         raise WeightcheckError(where, f"index names {fname!r}, which leaves {inside}: refused")
     if not fname.endswith((".safetensors",) + PICKLE_EXT):
-        raise WeightcheckError(where, f"index names {fname!r}, which is not a .safetensors, "
-                                      ".bin or .pt file: refused")
+        raise WeightcheckError(
+            where, f"index names {fname!r}, which is not a .safetensors, .bin or .pt file: refused"
+        )
     return parts
 
 

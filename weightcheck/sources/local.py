@@ -1,12 +1,21 @@
 """Local sources: a folder, a sharded index, or a single weight file on disk."""
+
 from __future__ import annotations
 
 import os
 
 from weightcheck.errors import WeightcheckError
 from weightcheck.sources import layout
-from weightcheck.sources.base import (MAX_INDEX_BYTES, Source, WeightFile, add_safetensors_file,
-                                      finish_index, parse_index, read_config, read_json_file)
+from weightcheck.sources.base import (
+    MAX_INDEX_BYTES,
+    Source,
+    WeightFile,
+    add_safetensors_file,
+    finish_index,
+    parse_index,
+    read_config,
+    read_json_file,
+)
 from weightcheck.sources.pickled import PICKLE_EXT, add_pickled_file
 from weightcheck.storage.header import read_local_header
 
@@ -19,8 +28,9 @@ def _member_path(root: str, fname: object, where: str) -> str:
     real_root = os.path.realpath(root)
     real = os.path.realpath(full)
     if os.path.commonpath([real_root, real]) != real_root and not _in_hf_blobs(real_root, real):
-        raise WeightcheckError(where, f"index names {fname!r}, a link leading out of the folder "
-                                      f"(to {real}): refused")
+        raise WeightcheckError(
+            where, f"index names {fname!r}, a link leading out of the folder (to {real}): refused"
+        )
     return full
 
 
@@ -34,8 +44,9 @@ def _in_hf_blobs(real_root: str, real: str) -> bool:
         if parent == d:
             return False
         grand = os.path.dirname(parent)
-        if os.path.basename(parent) == "snapshots" and \
-                os.path.basename(grand).startswith(("models--", "datasets--", "spaces--")):
+        if os.path.basename(parent) == "snapshots" and os.path.basename(grand).startswith(
+            ("models--", "datasets--", "spaces--")
+        ):
             blobs = os.path.join(grand, "blobs")
             return os.path.dirname(real) == blobs
         d = parent
@@ -55,9 +66,16 @@ def _choose(root: str) -> layout.Layout:
             return os.listdir(sub)
         except OSError:
             return []
-    subs = [n for n in names if os.path.isdir(os.path.join(root, n))
-            and any(m in _listing(os.path.join(root, n))
-                    for m in ("model.safetensors", "model.safetensors.index.json", "training_state.pt"))]
+
+    subs = [
+        n
+        for n in names
+        if os.path.isdir(os.path.join(root, n))
+        and any(
+            m in _listing(os.path.join(root, n))
+            for m in ("model.safetensors", "model.safetensors.index.json", "training_state.pt")
+        )
+    ]
     hint = f"; checkpoints in subfolders: {', '.join(subs[:5])}" if subs else ""
     raise layout.not_a_checkpoint(root, hint)
 
@@ -83,8 +101,9 @@ def open_local(spec: str, path: str, only: set[str] | None = None) -> Source:
         elif base.endswith(PICKLE_EXT):
             index_name, fnames, src.layout = None, [base], "pickled file"
         else:
-            raise WeightcheckError(path, "not a checkpoint: expected a .safetensors, .bin, .pt "
-                                         "file or a folder")
+            raise WeightcheckError(
+                path, "not a checkpoint: expected a .safetensors, .bin, .pt file or a folder"
+            )
     cfg_path = os.path.join(root, "config.json")
     if os.path.isfile(cfg_path):
         src.config = read_config(cfg_path)
@@ -110,8 +129,9 @@ def open_local(spec: str, path: str, only: set[str] | None = None) -> Source:
     for f in fnames:
         full = paths[f]
         if f.endswith(".safetensors"):
-            wf = WeightFile(name=f, format="safetensors", local_path=full,
-                            size=os.path.getsize(full))
+            wf = WeightFile(
+                name=f, format="safetensors", local_path=full, size=os.path.getsize(full)
+            )
             add_safetensors_file(src, wf, read_local_header(full))
         else:
             wf = WeightFile(name=f, format="pickle", local_path=full, size=os.path.getsize(full))

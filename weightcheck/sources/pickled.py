@@ -1,6 +1,7 @@
 """Pickled checkpoints (``.bin``, ``.pt``, a SpecForge ``training_state.pt``), read only with
 ``torch.load(..., weights_only=True)`` and only when torch is installed; never unpickled otherwise.
 """
+
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
@@ -19,10 +20,14 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
     try:
         import torch
     except ImportError:
-        raise WeightcheckError(path, "a pickled checkpoint; reading it needs torch "
-                                     "(pip install 'weightcheck[torch]'). It is read only with "
-                                     "torch.load(weights_only=True), never unpickled otherwise") from None
+        raise WeightcheckError(
+            path,
+            "a pickled checkpoint; reading it needs torch "
+            "(pip install 'weightcheck[torch]'). It is read only with "
+            "torch.load(weights_only=True), never unpickled otherwise",
+        ) from None
     import warnings
+
     try:
         # torch warns on stderr (e.g. about the pickle protocol); the one-line error says enough
         with warnings.catch_warnings():
@@ -40,8 +45,10 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
         if "weights_only" in text or "nsupported global" in text or "GLOBAL" in text:
             # the informative line names what the pickle wanted to call (e.g. posix.system)
             why = next((ln for ln in lines if "GLOBAL" in ln or "nsupported" in ln), lines[0])
-            msg = ("refused: the pickle needs more than tensors to load, so it was not loaded "
-                   f"(torch.load weights_only=True: {why[:200]})")
+            msg = (
+                "refused: the pickle needs more than tensors to load, so it was not loaded "
+                f"(torch.load weights_only=True: {why[:200]})"
+            )
         raise WeightcheckError(path, f"cannot load pickled checkpoint: {msg}") from None
     key = None
     if isinstance(obj, dict):
@@ -50,7 +57,9 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
                 obj, key = obj[k], k
                 break
     if not isinstance(obj, dict):
-        raise WeightcheckError(path, f"pickled checkpoint holds a {type(obj).__name__}, not a state dict")
+        raise WeightcheckError(
+            path, f"pickled checkpoint holds a {type(obj).__name__}, not a state dict"
+        )
     flat = {}
 
     def walk(prefix, d):
@@ -60,6 +69,7 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
                 flat[name] = v
             elif isinstance(v, dict):
                 walk(name + ".", v)
+
     walk("", obj)
     if not flat:
         raise WeightcheckError(path, "pickled checkpoint holds no tensors")
@@ -72,9 +82,10 @@ def add_pickled_file(src: Source, wf: WeightFile) -> None:
     src.files[wf.name] = wf
     for name, t in tensors.items():
         if name in src.tensors:
-            raise WeightcheckError(wf.local_path, f"tensor {name!r} is also in {src.tensors[name].file}")
+            raise WeightcheckError(
+                wf.local_path, f"tensor {name!r} is also in {src.tensors[name].file}"
+            )
         dtype = _TORCH_DTYPES.get(str(t.dtype), str(t.dtype).replace("torch.", "").upper())
-        src.tensors[name] = TensorRecord(name, dtype, tuple(t.shape),
-                                         t.numel() * t.element_size(), wf.name)
-
-
+        src.tensors[name] = TensorRecord(
+            name, dtype, tuple(t.shape), t.numel() * t.element_size(), wf.name
+        )

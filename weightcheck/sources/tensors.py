@@ -4,6 +4,7 @@ safetensors tensors are byte ranges of a file (Hub files are first fetched throu
 huggingface_hub's cache); pickled tensors come from ``torch.load(weights_only=True)``. Nothing here
 holds more than one chunk of a tensor in memory.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -11,9 +12,9 @@ import os
 from typing import Iterator
 
 from weightcheck.errors import WeightcheckError
-from weightcheck.storage.header import TORCH_NAMES
 from weightcheck.sources.base import Source
 from weightcheck.sources.pickled import load_pickled
+from weightcheck.storage.header import TORCH_NAMES
 
 CHUNK = 64 << 20  # 64 MiB
 VALUES_CHUNK_ELEMS = 4 << 20  # elements per chunk in --values: ~16 MB of float32 per side
@@ -48,7 +49,7 @@ def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> I
     if wf.format == "pickle":
         data = torch_tensor_bytes(_pickle_tensors(src, rec.file)[name])
         for i in range(0, len(data), chunk):
-            yield data[i:i + chunk]
+            yield data[i : i + chunk]
         return
     path = src.local_path(rec.file)
     try:
@@ -77,6 +78,7 @@ def read_range(src: Source, name: str, a: int, b: int) -> bytes:
     wf = src.files[rec.file]
     if wf.format == "pickle":  # a byte view of the tensor, sliced before it is copied
         import torch
+
         t = _pickle_tensors(src, rec.file)[name].detach().contiguous().reshape(-1)
         return torch_tensor_bytes(t.view(torch.uint8)[a:b])
     if src.kind == "hub" and wf.local_path is None:
@@ -89,8 +91,9 @@ def read_range(src: Source, name: str, a: int, b: int) -> bytes:
         finally:
             os.close(fd)
     if len(data) != b - a:
-        raise WeightcheckError(f"{src.spec}/{rec.file}", f"short read of tensor {name!r}: "
-                                                          "truncated")
+        raise WeightcheckError(
+            f"{src.spec}/{rec.file}", f"short read of tensor {name!r}: truncated"
+        )
     return data
 
 
@@ -106,6 +109,7 @@ def read_small(src: Source, name: str, limit: int = 16 << 20) -> bytes:
 def torch_dtype(dtype: str):
     """The torch dtype for a safetensors dtype name (safetensors_header.TORCH_NAMES)."""
     import torch
+
     return getattr(torch, TORCH_NAMES[dtype])
 
 
@@ -114,6 +118,7 @@ def from_bytes(chunk, dtype: str):
     import warnings
 
     import torch
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch.frombuffer(chunk, dtype=torch_dtype(dtype))

@@ -9,6 +9,7 @@ The safetensors library enforces most of this when it *loads*; we enforce all of
 *read the header*, because the engines load what we pass. Every violation is a WeightcheckError
 naming the file. Nothing here imports torch or numpy.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,12 +28,26 @@ USIZE_MAX = 2**64 - 1
 
 # dtype name -> size in bits, as the safetensors library (0.8) spells them.
 DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32,
-    "I64": 64, "U64": 64, "F64": 64,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
     "C64": 64,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
 }
 
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E5M2", "F8_E4M3", "F4", "F6_E2M3", "F6_E3M2"}
@@ -41,9 +56,18 @@ INT_DTYPES = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
 # safetensors spelling -> torch.<name> (the dtypes torch can read and write; used by --values,
 # casts and pickled checkpoints)
 TORCH_NAMES = {
-    "BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
-    "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "BF16": "bfloat16",
+    "F16": "float16",
+    "F32": "float32",
+    "F64": "float64",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
 }
 
 
@@ -54,8 +78,15 @@ def itemsize(dtype: str) -> int:
 
 # what config.json calls them (torch_dtype / dtype) -> safetensors spelling
 CONFIG_DTYPES = {
-    "bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32",
-    "float64": "F64", "int64": "I64", "int32": "I32", "bool": "BOOL",
+    "bfloat16": "BF16",
+    "float16": "F16",
+    "half": "F16",
+    "float32": "F32",
+    "float": "F32",
+    "float64": "F64",
+    "int64": "I64",
+    "int32": "I32",
+    "bool": "BOOL",
 }
 
 
@@ -103,17 +134,23 @@ class Header:
 def read_header_length(first8: bytes, where: str, file_size: int | None = None) -> int:
     """Decode and sanity-check the 8-byte header length."""
     if len(first8) < 8:
-        raise WeightcheckError(where, f"not a safetensors file: only {len(first8)} bytes, "
-                                      "less than the 8-byte header length")
+        raise WeightcheckError(
+            where,
+            f"not a safetensors file: only {len(first8)} bytes, less than the 8-byte header length",
+        )
     (n,) = struct.unpack("<Q", first8[:8])
     if n == 0:
         raise WeightcheckError(where, "not a safetensors file: header length is 0")
     if n > MAX_HEADER_BYTES:
-        raise WeightcheckError(where, f"header length {n} bytes exceeds the 100 MB limit "
-                                      "of the safetensors library")
+        raise WeightcheckError(
+            where, f"header length {n} bytes exceeds the 100 MB limit of the safetensors library"
+        )
     if file_size is not None and 8 + n > file_size:
-        raise WeightcheckError(where, f"header length {n} bytes runs past the end of the file "
-                                      f"({file_size} bytes): truncated or not safetensors")
+        raise WeightcheckError(
+            where,
+            f"header length {n} bytes runs past the end of the file "
+            f"({file_size} bytes): truncated or not safetensors",
+        )
     return n
 
 
@@ -125,6 +162,7 @@ def _no_duplicates(where: str):
                 raise WeightcheckError(where, f"header names {k!r} twice")
             seen.add(k)
         return dict(pairs)
+
     return hook
 
 
@@ -154,8 +192,10 @@ def json_depth_ok(raw: str) -> bool:
 
 def _int_list(value, what: str, name: str, where: str) -> tuple[int, ...]:
     if not isinstance(value, list) or any(type(v) is not int for v in value):
-        raise WeightcheckError(where, f"tensor {name!r}: {what} must be a list of integers, "
-                                      f"got {json.dumps(value)[:80]}")
+        raise WeightcheckError(
+            where,
+            f"tensor {name!r}: {what} must be a list of integers, got {json.dumps(value)[:80]}",
+        )
     return tuple(value)
 
 
@@ -189,7 +229,8 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
         raise WeightcheckError(where, "__metadata__ must map strings to strings")
 
     tensors: dict[str, TensorEntry] = {}
@@ -201,20 +242,24 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
         if missing:
             raise WeightcheckError(where, f"tensor {name!r}: missing {', '.join(sorted(missing))}")
         if unknown:
-            raise WeightcheckError(where, f"tensor {name!r}: unexpected field(s) "
-                                          f"{', '.join(sorted(unknown))}")
+            raise WeightcheckError(
+                where, f"tensor {name!r}: unexpected field(s) {', '.join(sorted(unknown))}"
+            )
         dtype = spec["dtype"]
         if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
             raise WeightcheckError(where, f"tensor {name!r}: unknown dtype {dtype!r}")
         shape = _int_list(spec["shape"], "shape", name, where)
         if any(d < 0 for d in shape):
-            raise WeightcheckError(where, f"tensor {name!r}: negative dimension in shape {_short(shape)}")
+            raise WeightcheckError(
+                where, f"tensor {name!r}: negative dimension in shape {_short(shape)}"
+            )
         numel = 1
         for d in shape:
             numel *= d
             if d > USIZE_MAX or numel > USIZE_MAX:
-                raise WeightcheckError(where, f"tensor {name!r}: shape {_short(shape)} overflows "
-                                              "64 bits")
+                raise WeightcheckError(
+                    where, f"tensor {name!r}: shape {_short(shape)} overflows 64 bits"
+                )
         offsets = _int_list(spec["data_offsets"], "data_offsets", name, where)
         if len(offsets) != 2:
             raise WeightcheckError(where, f"tensor {name!r}: data_offsets must have 2 entries")
@@ -223,32 +268,46 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
             raise WeightcheckError(where, f"tensor {name!r}: bad data_offsets [{begin}, {end}]")
         bits = numel * DTYPE_BITS[dtype]
         if bits > USIZE_MAX:
-            raise WeightcheckError(where, f"tensor {name!r}: shape {_short(shape)} of {dtype} "
-                                          "overflows 64 bits")
+            raise WeightcheckError(
+                where, f"tensor {name!r}: shape {_short(shape)} of {dtype} overflows 64 bits"
+            )
         if bits % 8:
-            raise WeightcheckError(where, f"tensor {name!r}: shape {_short(shape)} of {dtype} is "
-                                          f"{bits} bits, not a whole number of bytes")
+            raise WeightcheckError(
+                where,
+                f"tensor {name!r}: shape {_short(shape)} of {dtype} is "
+                f"{bits} bits, not a whole number of bytes",
+            )
         if bits // 8 != end - begin:
             raise WeightcheckError(
-                where, f"tensor {name!r}: shape {_short(shape)} of {dtype} needs {bits // 8} bytes "
-                       f"but data_offsets give {end - begin}")
+                where,
+                f"tensor {name!r}: shape {_short(shape)} of {dtype} needs {bits // 8} bytes "
+                f"but data_offsets give {end - begin}",
+            )
         tensors[name] = TensorEntry(name, dtype, shape, begin, end)
 
     # Offsets must tile the buffer exactly: sorted, back to back, starting at 0.
     pos = 0
     for t in sorted(tensors.values(), key=lambda t: (t.begin, t.end)):
         if t.begin < pos:
-            raise WeightcheckError(where, f"tensor {t.name!r}: data_offsets [{t.begin}, {t.end}] "
-                                          f"overlap the previous tensor (ends at {pos})")
+            raise WeightcheckError(
+                where,
+                f"tensor {t.name!r}: data_offsets [{t.begin}, {t.end}] "
+                f"overlap the previous tensor (ends at {pos})",
+            )
         if t.begin > pos:
-            raise WeightcheckError(where, f"tensor {t.name!r}: hole of {t.begin - pos} bytes "
-                                          f"before it in the data buffer")
+            raise WeightcheckError(
+                where,
+                f"tensor {t.name!r}: hole of {t.begin - pos} bytes before it in the data buffer",
+            )
         pos = t.end
     if file_size is not None:
         buffer = file_size - 8 - header_len
         if pos > buffer:
-            raise WeightcheckError(where, f"data_offsets reach byte {pos} of the data buffer but "
-                                          f"the file holds only {buffer}: truncated")
+            raise WeightcheckError(
+                where,
+                f"data_offsets reach byte {pos} of the data buffer but "
+                f"the file holds only {buffer}: truncated",
+            )
         if pos < buffer:
             raise WeightcheckError(where, f"{buffer - pos} trailing bytes after the last tensor")
     return Header(tensors=tensors, metadata=dict(metadata), header_len=header_len)

@@ -18,6 +18,7 @@ Two parts, both used by :func:`weightcheck.commands.convert.write`:
 Reads come from the page cache: this proves the file holds what the plan says, not that the disk
 stored it (``--fsync`` makes it durable; docs/reliability.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,9 @@ import zlib
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import Header, read_local_header
 
-CHECK_CHUNK = 256 << 10  # bytes per compare: both buffers stay in the L2 cache (8 MiB: +20% wall time)
+CHECK_CHUNK = (
+    256 << 10
+)  # bytes per compare: both buffers stay in the L2 cache (8 MiB: +20% wall time)
 
 
 def _read_at(fd: int, view: memoryview, offset: int) -> int:
@@ -37,7 +40,7 @@ def _read_at(fd: int, view: memoryview, offset: int) -> int:
     if hasattr(os, "preadv"):
         return os.preadv(fd, [view], offset)
     data = os.pread(fd, len(view), offset)
-    view[:len(data)] = data
+    view[: len(data)] = data
     return len(data)
 
 
@@ -64,8 +67,16 @@ class RangeChecker:
         self._thread.start()
 
     # -- submitting -----------------------------------------------------------------------
-    def same(self, out_path: str, header: Header, name: str, rel: int, n: int,
-             src_path: str, src_off: int) -> None:
+    def same(
+        self,
+        out_path: str,
+        header: Header,
+        name: str,
+        rel: int,
+        n: int,
+        src_path: str,
+        src_off: int,
+    ) -> None:
         """Bytes [rel, rel+n) of tensor ``name`` in ``out_path`` (located by ``header``) must
         equal bytes [src_off, src_off+n) of ``src_path``."""
         self._q.put(("same", out_path, header, name, rel, n, src_path, src_off))
@@ -111,8 +122,9 @@ class RangeChecker:
                 except WeightcheckError as e:
                     self.error = e
                 except OSError as e:
-                    self.error = WeightcheckError(job[1], f"verification failed: cannot re-read "
-                                                          f"({e.strerror or e})")
+                    self.error = WeightcheckError(
+                        job[1], f"verification failed: cannot re-read ({e.strerror or e})"
+                    )
                 except BaseException as e:  # never die silently: the writer would wait forever
                     self.error = e
         finally:
@@ -152,7 +164,7 @@ class RangeChecker:
         view = memoryview(buf)
         pos, end, crc = header.data_start + t.begin, header.data_start + t.end, 0
         while pos < end:
-            k = _read_at(fd, view[:min(len(buf), end - pos)], pos)
+            k = _read_at(fd, view[: min(len(buf), end - pos)], pos)
             if not k:
                 raise _differs(out_path, name)
             crc = zlib.crc32(view[:k], crc)
@@ -169,24 +181,33 @@ def reopen(path: str, written_header: bytes, expected: dict) -> None:
     with open(path, "rb") as f:
         on_disk = f.read(len(written_header))
     if on_disk != written_header:
-        raise WeightcheckError(path, "verification failed: the header on disk is not the one written")
+        raise WeightcheckError(
+            path, "verification failed: the header on disk is not the one written"
+        )
     header = read_local_header(path)  # raises if the file is longer or shorter than the header says
     if {k: (t.dtype, tuple(t.shape)) for k, t in header.tensors.items()} != expected:
-        raise WeightcheckError(path, "verification failed: the header does not list the planned tensors")
+        raise WeightcheckError(
+            path, "verification failed: the header does not list the planned tensors"
+        )
     try:
-        from safetensors import safe_open
         import numpy  # noqa: F401  (the library's numpy framework reads headers without torch)
+        from safetensors import safe_open
     except ImportError:  # pragma: no cover - both are dependencies; the strict parser still ran
         return
     with safe_open(path, framework="numpy") as f:
         keys = set(f.keys())
         if keys != set(expected):
-            raise WeightcheckError(path, f"verification failed: the safetensors library reads "
-                                         f"{sorted(keys ^ set(expected))[:3]} differently")
+            raise WeightcheckError(
+                path,
+                f"verification failed: the safetensors library reads "
+                f"{sorted(keys ^ set(expected))[:3]} differently",
+            )
         for k in keys:
             sl = f.get_slice(k)
             if (sl.get_dtype(), tuple(sl.get_shape())) != expected[k]:
-                raise WeightcheckError(path, f"verification failed: {k} reads back as "
-                                             f"{sl.get_dtype()} {sl.get_shape()}")
+                raise WeightcheckError(
+                    path,
+                    f"verification failed: {k} reads back as {sl.get_dtype()} {sl.get_shape()}",
+                )
         if (f.metadata() or {}).get("format") != "pt":
             raise WeightcheckError(path, "verification failed: __metadata__ format is not pt")

@@ -4,6 +4,7 @@
 (tensors back to back in the given order, JSON padded with spaces to a multiple of 8 bytes);
 ``write_file`` streams each tensor's bytes from a callable or a bytes object into a file.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,11 @@ class OutTensor:
         return tensor_nbytes(self.dtype, self.shape)
 
 
-def header_bytes(tensors: Iterable[OutTensor], metadata: dict[str, str] | None = None,
-                 data_start_mod: tuple[int, int] | None = None) -> bytes:
+def header_bytes(
+    tensors: Iterable[OutTensor],
+    metadata: dict[str, str] | None = None,
+    data_start_mod: tuple[int, int] | None = None,
+) -> bytes:
     """The 8-byte length and the header JSON, padded with spaces to a multiple of 8 bytes.
 
     ``data_start_mod=(r, m)``: pad further (up to ``m`` bytes of spaces, which the format allows)
@@ -38,7 +42,11 @@ def header_bytes(tensors: Iterable[OutTensor], metadata: dict[str, str] | None =
         obj["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     pos = 0
     for t in tensors:
-        obj[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [pos, pos + t.nbytes]}
+        obj[t.name] = {
+            "dtype": t.dtype,
+            "shape": list(t.shape),
+            "data_offsets": [pos, pos + t.nbytes],
+        }
         pos += t.nbytes
     raw = json.dumps(obj, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
@@ -64,6 +72,7 @@ def write_file(path: str, tensors: list[OutTensor], metadata: dict[str, str] | N
                 def w(chunk, _f=f, _c=count):
                     _c[0] += len(chunk)
                     _f.write(chunk)
+
                 t.data(w)
                 written = count[0]
             if written != t.nbytes:

@@ -1,6 +1,7 @@
 """``convert``: the output config.json, in the destination's layout (mappings/engines/<to>.toml
 [output]): fields lifted, renamed and defaulted as the engine reads them, aux ids in its
 convention."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -15,16 +16,49 @@ if TYPE_CHECKING:
 CONFIG_NAME = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
 
-LAYER_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-                "head_dim", "vocab_size", "rms_norm_eps", "max_position_embeddings", "hidden_act",
-                "attention_bias", "mlp_bias", "rope_theta", "rope_scaling", "rope_parameters",
-                "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
-                "initializer_range", "attention_dropout", "num_hidden_layers",
-                "layer_types", "sliding_window", "use_sliding_window")  # attention the layer was trained with
-EAGLE_FIELDS = ("draft_vocab_size", "target_hidden_size", "norm_before_fc", "fc_norm", "norm_output",
-                "norm_before_residual", "num_aux_hidden_states")
-SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version",
-                    "transformer_layer_config", "eagle_aux_hidden_state_layer_ids", "auto_map")
+LAYER_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "rms_norm_eps",
+    "max_position_embeddings",
+    "hidden_act",
+    "attention_bias",
+    "mlp_bias",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "tie_word_embeddings",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "initializer_range",
+    "attention_dropout",
+    "num_hidden_layers",
+    "layer_types",
+    "sliding_window",
+    "use_sliding_window",
+)  # attention the layer was trained with
+EAGLE_FIELDS = (
+    "draft_vocab_size",
+    "target_hidden_size",
+    "norm_before_fc",
+    "fc_norm",
+    "norm_output",
+    "norm_before_residual",
+    "num_aux_hidden_states",
+)
+SPECULATORS_ONLY = (
+    "speculators_model_type",
+    "speculators_config",
+    "speculators_version",
+    "transformer_layer_config",
+    "eagle_aux_hidden_state_layer_ids",
+    "auto_map",
+)
 
 
 def flat_view(raw: dict) -> dict:
@@ -56,11 +90,13 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     if ids is not None and new_ids != ids:
         plan.config_changes.append(
             f"aux layer ids {ids} ({src_conv} convention) -> {new_ids} ({dst_conv} convention): the "
-            f"same target layers for a {model_type} target ({how}); docs/engines.md")
+            f"same target layers for a {model_type} target ({how}); docs/engines.md"
+        )
     elif ids is not None and src_conv != dst_conv:  # kept, but say why (it depends on the family)
         plan.config_changes.append(
             f"aux layer ids {ids} ({src_conv} convention) kept: {dst_conv}'s convention captures the "
-            f"same target layers with them for a {model_type} target ({how}); docs/engines.md")
+            f"same target layers with them for a {model_type} target ({how}); docs/engines.md"
+        )
     elif ids is None:
         plan.notes.append("the source names no aux layer ids: the engine will capture its defaults")
     # dtype
@@ -99,12 +135,18 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         layer["num_hidden_layers"] = 1
         layer["torch_dtype"] = dtype_name
         verifier = {}
-        old = base.get("speculators_config") if isinstance(base.get("speculators_config"), dict) else {}
+        old = (
+            base.get("speculators_config")
+            if isinstance(base.get("speculators_config"), dict)
+            else {}
+        )
         if isinstance(old.get("verifier"), dict):
             verifier = dict(old["verifier"])
         if plan.target is not None:
-            verifier = {"name_or_path": plan.target.source.spec,
-                        "architectures": plan.target.architectures}
+            verifier = {
+                "name_or_path": plan.target.source.spec,
+                "architectures": plan.target.architectures,
+            }
         verifier.setdefault("name_or_path", None)
         if not verifier.get("architectures"):  # record the family, so the way back knows it
             fam = engine_mod.load("speculators")["output"].get("family_architectures", {})
@@ -121,20 +163,30 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
             "norm_output": bool(norm.get("norm_output") or False),
             "target_hidden_size": norm.get("target_hidden_size"),
             "eagle_aux_hidden_state_layer_ids": list(new_ids) if new_ids is not None else None,
-            "speculators_config": old or {
+            "speculators_config": old
+            or {
                 "algorithm": "eagle3",
-                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3,
-                                      "verifier_accept_k": 1, "accept_tolerance": 0.0}],
+                "proposal_methods": [
+                    {
+                        "proposal_type": "greedy",
+                        "speculative_tokens": 3,
+                        "verifier_accept_k": 1,
+                        "accept_tolerance": 0.0,
+                    }
+                ],
                 "default_proposal_method": "greedy",
-                "verifier": verifier},
+                "verifier": verifier,
+            },
             "dtype": dtype_name,
             "torch_dtype": dtype_name,
         }
         if old:
             cfg["speculators_config"] = dict(old, verifier=verifier)
         if norm.get("norm_before_residual") is None:
-            plan.config_changes.append("norm_before_residual written as false explicitly (vLLM "
-                                       "assumes true for speculators configs that omit it)")
+            plan.config_changes.append(
+                "norm_before_residual written as false explicitly (vLLM "
+                "assumes true for speculators configs that omit it)"
+            )
     # what changed, for --dry-run and the model card
     before = config_mod.normalize(src.config)
     after = config_mod.normalize(cfg)

@@ -6,17 +6,18 @@ temporary folder beside OUT, verified, renamed into place) -> render.
 
 The destination layouts are data: the ``[output]`` section of mappings/engines/<to>.toml.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
+from weightcheck import __version__
 from weightcheck.commands.convert import config as config_out
 from weightcheck.engines import view as engine_mod
-from weightcheck import __version__
 from weightcheck.errors import UsageError, WeightcheckError
-from weightcheck.model import config as config_mod
 from weightcheck.model import compatibility, dialects
+from weightcheck.model import config as config_mod
 from weightcheck.model.drafter import Drafter
 from weightcheck.storage.header import tensor_nbytes
 
@@ -30,9 +31,22 @@ def parse_size(text: str) -> int:
     if not m:
         raise UsageError(None, f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or 2GiB")
     num, unit = float(m.group(1)), (m.group(2) or "").upper()
-    scale = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-             "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6,
-             "G": 10**9, "T": 10**12}.get(unit)
+    scale = {
+        "": 1,
+        "B": 1,
+        "KB": 10**3,
+        "MB": 10**6,
+        "GB": 10**9,
+        "TB": 10**12,
+        "KIB": 2**10,
+        "MIB": 2**20,
+        "GIB": 2**30,
+        "TIB": 2**40,
+        "K": 10**3,
+        "M": 10**6,
+        "G": 10**9,
+        "T": 10**12,
+    }.get(unit)
     if scale is None:
         raise UsageError(None, f"--max-shard-size {text!r}: unknown unit {unit!r}")
     return int(num * scale)
@@ -72,44 +86,69 @@ class Plan:
     metadata: dict = field(default_factory=dict)
 
     def shard_name(self, i: int) -> str:
-        return "model.safetensors" if self.shards == 1 else \
-            f"model-{i + 1:05d}-of-{self.shards:05d}.safetensors"
+        return (
+            "model.safetensors"
+            if self.shards == 1
+            else f"model-{i + 1:05d}-of-{self.shards:05d}.safetensors"
+        )
 
 
-def plan(src: Drafter, to: str, out: str, dtype: str | None = None, embeddings: str = "keep",
-         lm_head_from=None, config_from: Drafter | None = None, max_shard_size: int = 5 * 10**9,
-         target=None, embed_target=None) -> Plan:
+def plan(
+    src: Drafter,
+    to: str,
+    out: str,
+    dtype: str | None = None,
+    embeddings: str = "keep",
+    lm_head_from=None,
+    config_from: Drafter | None = None,
+    max_shard_size: int = 5 * 10**9,
+    target=None,
+    embed_target=None,
+) -> Plan:
     if to not in DESTINATIONS:
         raise UsageError(None, f"--to {to!r}: choose {', '.join(DESTINATIONS)}")
-    p = Plan(src=src, to=to, out=out, target=target, embed_target=embed_target,
-             head_target=lm_head_from)
+    p = Plan(
+        src=src, to=to, out=out, target=target, embed_target=embed_target, head_target=lm_head_from
+    )
     out_spec = engine_mod.load(to)["output"]
     if src.naming.unknown:
-        raise WeightcheckError(src.source.spec, f"{len(src.naming.unknown)} tensor name(s) no dialect "
-                                                f"explains (first: {src.naming.unknown[0]}): add a "
-                                                "dialect file with --mapping")
+        raise WeightcheckError(
+            src.source.spec,
+            f"{len(src.naming.unknown)} tensor name(s) no dialect "
+            f"explains (first: {src.naming.unknown[0]}): add a "
+            "dialect file with --mapping",
+        )
     if src.naming.duplicates:
         c, names = next(iter(src.naming.duplicates.items()))
         raise WeightcheckError(src.source.spec, f"{c} is given twice ({', '.join(names)})")
     if src.looks_like_target:
-        raise WeightcheckError(src.source.spec, f"looks like a target model, not a drafter: "
-                                                f"{src.looks_like_target}")
+        raise WeightcheckError(
+            src.source.spec, f"looks like a target model, not a drafter: {src.looks_like_target}"
+        )
     if not engine_mod.replays(src.architecture, to):
-        raise WeightcheckError(src.source.spec, f"a {src.architecture.name} drafter: the layouts in "
-                                                "mappings/engines/ describe LlamaForCausalLMEagle3 "
-                                                "drafters only, so it is not converted")
+        raise WeightcheckError(
+            src.source.spec,
+            f"a {src.architecture.name} drafter: the layouts in "
+            "mappings/engines/ describe LlamaForCausalLMEagle3 "
+            "drafters only, so it is not converted",
+        )
     base = src.config
     if config_from is not None:
         c = compatibility.judge(src, config_from)
         if compatibility.verdict(c) == "incompatible":
-            raise WeightcheckError(config_from.source.spec,
-                                   "--config-from refused: compare says incompatible: "
-                                   + "; ".join(c.reasons))
+            raise WeightcheckError(
+                config_from.source.spec,
+                "--config-from refused: compare says incompatible: " + "; ".join(c.reasons),
+            )
         base = config_from.config
-        p.notes.append(f"config from {config_from.source.spec} (compare: {compatibility.verdict(c)})")
+        p.notes.append(
+            f"config from {config_from.source.spec} (compare: {compatibility.verdict(c)})"
+        )
     if not base:
-        raise WeightcheckError(src.source.spec, "no config.json: nothing to build the output config "
-                                                "from (pass --config-from REF)")
+        raise WeightcheckError(
+            src.source.spec,
+            "no config.json: nothing to build the output config from (pass --config-from REF)",
+        )
     norm = config_mod.normalize(base)
     for r in out_spec.get("refuse", []):
         if engine_mod.evaluate_when(r["when"], {k: v for k, v in norm.values.items()}, base):
@@ -129,7 +168,9 @@ def plan(src: Drafter, to: str, out: str, dtype: str | None = None, embeddings: 
             kind = "pickle"
         if out_dtype and d in ("BF16", "F16", "F32", "F64") and d != out_dtype:
             kind, d = "cast", out_dtype
-        p.items.append(Item(names_dialect.from_canonical(c), c, d, tuple(t.shape), kind, t.name, t.dtype))
+        p.items.append(
+            Item(names_dialect.from_canonical(c), c, d, tuple(t.shape), kind, t.name, t.dtype)
+        )
 
     H = norm.get("hidden_size")
     if embeddings.startswith("from="):
@@ -137,26 +178,53 @@ def plan(src: Drafter, to: str, out: str, dtype: str | None = None, embeddings: 
         if et is None or et.embed is None:
             raise WeightcheckError(embeddings[5:], "target has no embedding tensor to take")
         if H and et.embed.shape[1] != H:
-            raise WeightcheckError(embeddings[5:], f"the target's embedding {list(et.embed.shape)} "
-                                                   f"is not {H} wide")
+            raise WeightcheckError(
+                embeddings[5:], f"the target's embedding {list(et.embed.shape)} is not {H} wide"
+            )
         d = out_dtype or et.embed.dtype
-        p.items.append(Item(names_dialect.from_canonical("embed_tokens.weight"), "embed_tokens.weight",
-                            d, tuple(et.embed.shape), "embed-from-target", et.embed.name, et.embed.dtype))
+        p.items.append(
+            Item(
+                names_dialect.from_canonical("embed_tokens.weight"),
+                "embed_tokens.weight",
+                d,
+                tuple(et.embed.shape),
+                "embed-from-target",
+                et.embed.name,
+                et.embed.dtype,
+            )
+        )
         p.notes.append(f"embed_tokens.weight taken from {et.source.spec} ({et.embed.name})")
     elif embeddings == "drop" and "embed_tokens.weight" in canon:
         p.notes.append("embed_tokens.weight dropped (the engines use the target's embedding)")
     if lm_head_from is not None:
         if "lm_head.weight" in canon:
-            raise WeightcheckError(src.source.spec, "--lm-head-from: the drafter already has an lm_head")
-        head = lm_head_from.lm_head or (lm_head_from.embed if lm_head_from.config.get("tie_word_embeddings") else None)
+            raise WeightcheckError(
+                src.source.spec, "--lm-head-from: the drafter already has an lm_head"
+            )
+        head = lm_head_from.lm_head or (
+            lm_head_from.embed if lm_head_from.config.get("tie_word_embeddings") else None
+        )
         if head is None:
-            raise WeightcheckError(lm_head_from.source.spec, "target has no lm_head to gather rows from")
+            raise WeightcheckError(
+                lm_head_from.source.spec, "target has no lm_head to gather rows from"
+            )
         vd = norm.get("draft_vocab_size")
         d = out_dtype or head.dtype
-        p.items.append(Item(names_dialect.from_canonical("lm_head.weight"), "lm_head.weight", d,
-                            (vd, head.shape[1]), "head-from-target", head.name, head.dtype))
-        p.notes.append(f"lm_head.weight gathered from {lm_head_from.source.spec} ({head.name}) at the "
-                       f"d2t target ids: [{vd}, {head.shape[1]}]")
+        p.items.append(
+            Item(
+                names_dialect.from_canonical("lm_head.weight"),
+                "lm_head.weight",
+                d,
+                (vd, head.shape[1]),
+                "head-from-target",
+                head.name,
+                head.dtype,
+            )
+        )
+        p.notes.append(
+            f"lm_head.weight gathered from {lm_head_from.source.spec} ({head.name}) at the "
+            f"d2t target ids: [{vd}, {head.shape[1]}]"
+        )
     # shards: greedy in canonical order, like transformers' shard_checkpoint
     size, shard = 0, 0
     for it in p.items:
@@ -167,22 +235,38 @@ def plan(src: Drafter, to: str, out: str, dtype: str | None = None, embeddings: 
     p.shards = shard + 1
     p.config = config_out.build_config(p, base, out_dtype)
     s = src.source
-    p.metadata = {"format": "pt", "weightcheck_version": __version__,
-                  "weightcheck_source": s.location if s.kind != "hub" else s.spec.split("@")[0],
-                  "weightcheck_source_revision": s.commit or "",
-                  "weightcheck_converted_to": to}
+    p.metadata = {
+        "format": "pt",
+        "weightcheck_version": __version__,
+        "weightcheck_source": s.location if s.kind != "hub" else s.spec.split("@")[0],
+        "weightcheck_source_revision": s.commit or "",
+        "weightcheck_converted_to": to,
+    }
     return p
 
 
 def plan_report(p: Plan) -> dict:
     return {
         "schema": "weightcheck.convert/1",
-        "source": p.src.source.spec, "source_dialect": p.src.dialect, "to": p.to, "out": p.out,
+        "source": p.src.source.spec,
+        "source_dialect": p.src.dialect,
+        "to": p.to,
+        "out": p.out,
         "shards": [p.shard_name(i) for i in range(p.shards)],
-        "tensors": [{"source": it.src_name, "canonical": it.canonical, "output": it.out_name,
-                     "shard": p.shard_name(it.shard), "dtype": it.dtype,
-                     "source_dtype": it.src_dtype, "shape": list(it.shape), "how": it.kind,
-                     "bytes": it.nbytes} for it in p.items],
+        "tensors": [
+            {
+                "source": it.src_name,
+                "canonical": it.canonical,
+                "output": it.out_name,
+                "shard": p.shard_name(it.shard),
+                "dtype": it.dtype,
+                "source_dtype": it.src_dtype,
+                "shape": list(it.shape),
+                "how": it.kind,
+                "bytes": it.nbytes,
+            }
+            for it in p.items
+        ],
         "config_changes": p.config_changes,
         "notes": p.notes,
         "config": p.config,

@@ -2,6 +2,7 @@
 ``os.copy_file_range`` (kernel-side, no deserialization, no torch), each range handed to the
 checker (storage/verify.py) as soon as it is written; casts stream in chunks with torch; tensors
 from a target are read by range. Memory stays flat."""
+
 from __future__ import annotations
 
 import functools
@@ -66,9 +67,13 @@ def produce(plan: Plan, it: Item, write) -> None:
         tgt = plan.head_target
         rec = tgt.lm_head or tgt.embed
         row = rec.nbytes // rec.shape[0]
-        raw = read_small(plan.src.source, plan.src.by_canonical()["d2t"].name) \
-            if "d2t" in plan.src.by_canonical() else None
+        raw = (
+            read_small(plan.src.source, plan.src.by_canonical()["d2t"].name)
+            if "d2t" in plan.src.by_canonical()
+            else None
+        )
         import struct
+
         vd = it.shape[0]
         d2t = list(struct.unpack(f"<{vd}q", raw)) if raw else [0] * vd
         ids = [i + d2t[i] for i in range(vd)]
@@ -87,7 +92,7 @@ def produce(plan: Plan, it: Item, write) -> None:
             data = read_range(tgt.source, rec.name, start * row, stop * row)
             for t in range(start, stop):
                 for pos in wanted.get(t, ()):
-                    rows_out[pos] = data[(t - start) * row:(t - start + 1) * row]
+                    rows_out[pos] = data[(t - start) * row : (t - start + 1) * row]
         for pos in range(vd):
             write_cast(write, rows_out[pos], it.src_dtype, it.dtype)
         return
@@ -107,10 +112,13 @@ def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
         items, residue = aligned_order(plan, [it for it in plan.items if it.shard == shard])
         name = plan.shard_name(shard)
         path = os.path.join(tmp, name)
-        head = header_bytes([OutTensor(it.out_name, it.dtype, it.shape, b"") for it in items],
-                            plan.metadata, None if residue is None else (residue, ALIGN))
+        head = header_bytes(
+            [OutTensor(it.out_name, it.dtype, it.shape, b"") for it in items],
+            plan.metadata,
+            None if residue is None else (residue, ALIGN),
+        )
         headers[name] = head
-        layout = parse_header(head[8:8 + read_header_length(head, path)], path)
+        layout = parse_header(head[8 : 8 + read_header_length(head, path)], path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             write_all(fd, head, 0)
@@ -121,6 +129,7 @@ def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
                 if fsync and end - _flushed[0] >= WRITEBACK_CHUNK:
                     start_writeback(_fd, _flushed[0], end - _flushed[0])
                     _flushed[0] = end
+
             for it in items:
                 if it.kind == "copy":
                     rec = plan.src.source.tensors[it.src_name]
@@ -141,10 +150,14 @@ def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
                     def w(chunk, _fd=fd, _crc=crc, _pos=pos):
                         _pos[0] = write_all(_fd, chunk, _pos[0])
                         _crc[0] = zlib.crc32(chunk, _crc[0])
+
                     produce(plan, it, w)
                     if pos[0] - off != it.nbytes:
-                        raise WeightcheckError(it.src_name, f"produced {pos[0] - off} bytes for "
-                                                            f"{it.out_name}, expected {it.nbytes}")
+                        raise WeightcheckError(
+                            it.src_name,
+                            f"produced {pos[0] - off} bytes for "
+                            f"{it.out_name}, expected {it.nbytes}",
+                        )
                     checker.digest(path, layout, it.out_name, crc[0])
                     written(off + it.nbytes)
                     if progress:
@@ -161,9 +174,13 @@ def write_index(plan: Plan, tmp: str) -> list:
     """model.safetensors.index.json for a sharded output; returns the names written."""
     if plan.shards == 1:
         return []
-    index = {"metadata": {"total_size": sum(it.nbytes for it in plan.items)},
-             "weight_map": {it.out_name: plan.shard_name(it.shard)
-                            for it in sorted(plan.items, key=lambda it: it.out_name)}}
+    index = {
+        "metadata": {"total_size": sum(it.nbytes for it in plan.items)},
+        "weight_map": {
+            it.out_name: plan.shard_name(it.shard)
+            for it in sorted(plan.items, key=lambda it: it.out_name)
+        },
+    }
     with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
         json.dump(index, f, indent=2)
         f.write("\n")
@@ -180,9 +197,11 @@ def aligned_order(plan: Plan, items: list) -> tuple[list, int | None]:
     0.70 s with equal offsets modulo 64 KiB, 0.82 s modulo 4 KiB, 0.90 s at an offset of 1576
     bytes), and a filesystem with reflinks (XFS, btrfs) can share the blocks instead of copying
     them. Returns (items, data start residue modulo ALIGN, or None for no padding)."""
+
     def src_pos(it):
         rec = plan.src.source.tensors[it.src_name]
         return (rec.file, rec.begin)
+
     copies = sorted((it for it in items if it.kind == "copy"), key=src_pos)
     ordered = copies + [it for it in items if it.kind != "copy"]
     weight: dict[int, int] = {}
@@ -213,6 +232,7 @@ def sync_file_range():
     so the final fsync waits for the tail instead of the whole file."""
     try:
         import ctypes
+
         f = ctypes.CDLL(None, use_errno=True).sync_file_range
     except (OSError, AttributeError, ImportError):
         return None

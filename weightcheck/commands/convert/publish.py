@@ -2,6 +2,7 @@
 then renamed into place; Ctrl-C or SIGTERM removes the temporary folder, a killed run's leftovers
 are removed by the next run (never those of a process still alive). SRC is never written to.
 ``--fsync`` flushes every file and folder before OUT appears."""
+
 from __future__ import annotations
 
 import os
@@ -73,7 +74,7 @@ def clean_stale(out: str) -> list[str]:
     for e in entries:
         if not e.startswith(prefix):
             continue
-        rest = e[len(prefix):]
+        rest = e[len(prefix) :]
         old = rest.startswith("old-")
         if pid_alive((rest[4:] if old else rest).split(".")[0]):
             continue
@@ -94,12 +95,17 @@ def check_paths(src: Drafter, out: str, force: bool) -> None:
         root = s.location if s.kind == "folder" else os.path.dirname(s.location)
         root = os.path.realpath(root)
         if s.kind == "folder" and (out_abs == root or os.path.commonpath([out_abs, root]) == root):
-            raise UsageError(out, f"OUT is {'SRC' if out_abs == root else 'inside SRC'} ({root}): "
-                                  "refused, the source is never written to")
+            raise UsageError(
+                out,
+                f"OUT is {'SRC' if out_abs == root else 'inside SRC'} ({root}): "
+                "refused, the source is never written to",
+            )
         # OUT must not be SRC's folder or any folder above it: --force would replace the source
         if os.path.commonpath([out_abs, root]) == out_abs:
-            raise UsageError(out, f"OUT contains SRC ({s.location}): refused, replacing it would "
-                                  "delete the source")
+            raise UsageError(
+                out,
+                f"OUT contains SRC ({s.location}): refused, replacing it would delete the source",
+            )
         for f in s.files.values():
             if f.local_path and os.path.realpath(f.local_path) == out_abs:
                 raise UsageError(out, "OUT is a file of SRC: refused")
@@ -152,9 +158,15 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
             checker.finish()  # every byte range re-read and checked
         for shard in range(plan.shards):
             name = plan.shard_name(shard)
-            verify_mod.reopen(os.path.join(tmp, name), headers[name],
-                              {it.out_name: (it.dtype, tuple(it.shape))
-                               for it in plan.items if it.shard == shard})
+            verify_mod.reopen(
+                os.path.join(tmp, name),
+                headers[name],
+                {
+                    it.out_name: (it.dtype, tuple(it.shape))
+                    for it in plan.items
+                    if it.shard == shard
+                },
+            )
         index = produce.write_index(plan, tmp)
         files = list(headers) + index
         meta = produce.write_config_and_card(plan, tmp)
@@ -166,15 +178,24 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
         publish(tmp, out, force)
         if fsync:
             fsync_path(os.path.dirname(out))
-        summary = {"out": out, "files": files, "tensors": len(plan.items),
-                   "bytes": sum(it.nbytes for it in plan.items), "fsync": fsync}
+        summary = {
+            "out": out,
+            "files": files,
+            "tensors": len(plan.items),
+            "bytes": sum(it.nbytes for it in plan.items),
+            "fsync": fsync,
+        }
         if state["deferred"] is not None:
-            summary["note"] = (f"signal {state['deferred']} arrived while OUT was being put in "
-                               "place; OUT is complete and verified")
+            summary["note"] = (
+                f"signal {state['deferred']} arrived while OUT was being put in "
+                "place; OUT is complete and verified"
+            )
         return summary
     except Interrupted as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise WeightcheckError(plan.out, f"interrupted by signal {e.args[0]}: nothing written") from None
+        raise WeightcheckError(
+            plan.out, f"interrupted by signal {e.args[0]}: nothing written"
+        ) from None
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise WeightcheckError(plan.out, f"cannot write: {e.strerror or e}") from None

@@ -11,6 +11,7 @@ placeholder class (so ``InterpolationMode.BICUBIC`` in a default argument works)
 instantiating it raises. There is no dist-info, so transformers' ``is_torchvision_available()``
 stays False.
 """
+
 import importlib.abc
 import importlib.machinery
 import sys
