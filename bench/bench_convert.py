@@ -14,10 +14,12 @@ the background falls on all of them alike; the table gives the median and the mi
   cp + sync   cp -r SRC OUT && sync OUT/model.safetensors       (cp, durable like --fsync)
   script      safetensors.torch.load_file, rename midlayer. -> layers.0., save_file
   speculators speculators convert SRC --algorithm eagle3 --verifier VERIFIER --output-path OUT
-              (speculators 0.9.0 in /work/venvs/producers; offline: HF_HUB_OFFLINE=1. VERIFIER is a
+              (speculators 0.9.0, the console script beside --producers-python, a venv as in
+              tests/fixtures/producers/make_fixtures.py; offline: HF_HUB_OFFLINE=1. VERIFIER is a
               folder holding only a config.json: speculators reads the verifier's config and
               nothing else when the drafter has t2d and validation is off, its default)
-              --repeat-slow runs after one warm-up, not interleaved (25 s each)
+              --repeat-slow runs after one warm-up, not interleaved (25 s each); skipped, with a
+              message, without --producers-python / WEIGHTCHECK_PRODUCERS_PYTHON
   extra rows  the same with --dtype fp16 (ours) and .half() before save_file (script)
   small       ours and cp on the scaled-down drafter (make_full_drafter.make_small), in the same
               rounds: with the full size they split each command's time into what it costs
@@ -36,6 +38,7 @@ Checks, untimed: every output has the same tensor names, dtypes and shapes as ou
 tensor bytes are identical to ours (crc32 per tensor); the fp16 rows against each other.
 
     python bench/bench_convert.py [--repeat 7] [--repeat-slow 1] [--no-cold] [--no-speculators]
+                                  [--producers-python VENV/bin/python]
 """
 
 from __future__ import annotations
@@ -58,9 +61,6 @@ import _measure as m  # noqa: E402
 import click  # noqa: E402
 import make_full_drafter  # noqa: E402
 from tabulate import tabulate  # noqa: E402
-
-PRODUCERS = "/work/venvs/producers"
-SPECULATORS = os.path.join(PRODUCERS, "bin", "speculators")
 
 SCRIPT = """
 import os, shutil, sys
@@ -267,8 +267,7 @@ def config_differences(ours: str, theirs: str, source: str) -> list[str]:
     return out
 
 
-def producers_version(pkg: str) -> str:
-    py = os.path.join(PRODUCERS, "bin", "python")
+def producers_version(py: str, pkg: str) -> str:
     r = subprocess.run(
         [py, "-c", f"from importlib.metadata import version; print(version({pkg!r}))"],
         capture_output=True,
@@ -295,7 +294,16 @@ def producers_version(pkg: str) -> str:
     help="Also time ours and cp with a cold page cache.",
 )
 @click.option("--speculators/--no-speculators", "with_spec", default=True, show_default=True)
-def main(repeat, repeat_slow, cold, with_spec, config):
+@click.option(
+    "--producers-python",
+    envvar="WEIGHTCHECK_PRODUCERS_PYTHON",
+    default=None,
+    metavar="PATH",
+    help="Python of a venv with speculators 0.9.0 (tests/fixtures/producers/make_fixtures.py); "
+    "its `speculators` script runs the speculators row. Also WEIGHTCHECK_PRODUCERS_PYTHON. "
+    "Without it that row is skipped.",
+)
+def main(repeat, repeat_slow, cold, with_spec, producers_python, config):
     py = sys.executable
     st, size, small, small_size = make_full_drafter.full_and_small(config)
     src = os.path.dirname(st)
@@ -397,9 +405,20 @@ def main(repeat, repeat_slow, cold, with_spec, config):
         ("cp-small", "cp -r SRC OUT (small drafter)", ["cp", "-r", small, out["cp-small"]], "no"),
     ]
     slow = []
+    if with_spec and not producers_python:
+        print(
+            "  speculators convert: skipped (no --producers-python or WEIGHTCHECK_PRODUCERS_PYTHON: "
+            "the Python of a venv with speculators 0.9.0)",
+            file=sys.stderr,
+        )
+        with_spec = False
     if with_spec:
-        if not os.access(SPECULATORS, os.X_OK):
-            sys.exit(f"{SPECULATORS} not found: pass --no-speculators")
+        speculators = os.path.join(os.path.dirname(producers_python), "speculators")
+        if not os.access(speculators, os.X_OK):
+            sys.exit(
+                f"{speculators} not found beside --producers-python: give the Python of a venv "
+                "with speculators 0.9.0, or pass --no-speculators"
+            )
         slow.append(
             (
                 "speculators",
@@ -408,7 +427,7 @@ def main(repeat, repeat_slow, cold, with_spec, config):
                     "env",
                     "HF_HUB_OFFLINE=1",
                     "TRANSFORMERS_OFFLINE=1",
-                    SPECULATORS,
+                    speculators,
                     "convert",
                     src,
                     "--algorithm",
@@ -639,12 +658,12 @@ def main(repeat, repeat_slow, cold, with_spec, config):
         print("\nEvery cold run, in seconds (round order):\n")
         for k, lab, *_ in rows[:2]:
             print(f"- {lab}: {', '.join(f'{x:.2f}' for x in cold_res[k]['all'])}")
-    spec_v = producers_version("speculators") if with_spec else "-"
-    tf_v = producers_version("transformers") if with_spec else "-"
+    spec_v = producers_version(producers_python, "speculators") if with_spec else "-"
+    tf_v = producers_version(producers_python, "transformers") if with_spec else "-"
     print(
         f"\nMachine: {mach['nproc']} cores ({mach['cpu']}), {mach['ram']} RAM, {mach['os']}; "
         f"Python {mach['python']}, torch {mach['torch']}, safetensors {mach['safetensors']}; "
-        f"speculators {spec_v}, transformers {tf_v} (venv {PRODUCERS}); "
+        f"speculators {spec_v}, transformers {tf_v} (producers venv); "
         f"{subprocess.run(['cp', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}; "
         f"filesystem of bench/out: {fs_type(work)}. Date: {datetime.date.today().isoformat()}."
     )

@@ -52,8 +52,25 @@ def run_subprocess(*args, env=None, timeout=120) -> Result:
     return Result(p.returncode, p.stdout, p.stderr)
 
 
+def pytest_configure(config):
+    """``-m stress`` (alone or in an expression) runs the randomized tests at their full counts."""
+    import stress
+
+    stress.FULL = "stress" in (config.option.markexpr or "")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that mount filesystems (marker ``root``) need root: skipped, with the reason, if not."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="needs root (mounts a tmpfs)")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(skip)
+
+
 def load_config(name: str) -> dict:
-    """A real SpecForge config from examples/configs (copies of ../shared/reference/configs)."""
+    """A real SpecForge config from examples/configs."""
     with open(CONFIGS / name) as f:
         return json.load(f)
 

@@ -5,11 +5,13 @@
 * ``tmpfs``: a small tmpfs mounted for one test (needs root and CAP_SYS_ADMIN; yields None where
   mounting is not allowed, and the caller falls back or skips).
 * ``one_error_line``: the CLI's contract for a failure: exit 2, one line, no traceback.
-* Run as a script, this file is ``weightcheck`` with a fault injected after a chosen rename:
-  ``python tests/hardening_helpers.py convert SRC OUT ...`` with INJECT_AFTER_RENAME_FROM or
-  INJECT_AFTER_RENAME_TO (a path) and INJECT_SIGNAL (e.g. SIGKILL): the process sends itself that
-  signal right after ``os.rename`` moved that path (or onto that path). Nothing in weightcheck is
-  changed; the fault lands at an exact point instead of a random one.
+* Run as a script, this file is ``weightcheck`` with a signal injected at an exact point:
+  ``python tests/hardening_helpers.py convert SRC OUT ...`` with INJECT_SIGNAL (e.g. SIGKILL) and
+  one of INJECT_AFTER_RENAME_FROM / INJECT_AFTER_RENAME_TO (a path: right after ``os.rename``
+  moved that path, or onto it) or INJECT_AT: ``mkdir`` (right after the temporary folder is
+  made), ``copy:N`` (right after the N-th ``os.copy_file_range`` call), ``open:NAME`` (right
+  after NAME is opened for writing). Only the standard library's functions are wrapped; nothing
+  in weightcheck is changed.
 """
 
 from __future__ import annotations
@@ -70,7 +72,13 @@ class OpenAudit:
     def _python_internal(real: str) -> bool:
         """Module and interpreter files (imports, certificates): not data the code under test
         chose to read."""
-        roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(ROOT / "weightcheck")}
+        roots = {
+            sys.prefix,
+            sys.base_prefix,
+            sys.exec_prefix,
+            str(ROOT / "weightcheck"),
+            str(ROOT / "mappings"),
+        }
         roots |= {p for p in sys.path if p and "site-packages" in p}
         return real.endswith((".py", ".pyc", ".so", ".pth")) or any(
             real == r or real.startswith(r.rstrip("/") + "/") for r in map(os.path.realpath, roots)
@@ -177,6 +185,45 @@ def _inject_main() -> None:
             os.kill(os.getpid(), sig)
 
     os.rename = rename
+    at = os.environ.get("INJECT_AT", "")
+    kind, _, arg = at.partition(":")
+    if kind == "mkdir":
+        real_makedirs = os.makedirs
+
+        def makedirs(path, *a, **k):
+            real_makedirs(path, *a, **k)
+            if ".weightcheck-tmp-" in os.path.basename(os.fspath(path)):
+                os.kill(os.getpid(), sig)
+
+        os.makedirs = makedirs
+    elif kind == "copy":
+        real_copy = os.copy_file_range
+        calls = [0]
+
+        def copy_file_range(*a, **k):
+            n = real_copy(*a, **k)
+            calls[0] += 1
+            if calls[0] == int(arg):
+                os.kill(os.getpid(), sig)
+            return n
+
+        os.copy_file_range = copy_file_range
+    elif kind == "open":
+        import builtins
+
+        real_open = builtins.open
+
+        def open_(file, mode="r", *a, **k):
+            f = real_open(file, mode, *a, **k)
+            if (
+                isinstance(file, (str, os.PathLike))
+                and os.path.basename(os.fspath(file)) == arg
+                and any(c in mode for c in "wax")
+            ):
+                os.kill(os.getpid(), sig)
+            return f
+
+        builtins.open = open_
     sys.path.insert(0, str(ROOT))
     from weightcheck.cli import main
 

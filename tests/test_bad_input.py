@@ -311,7 +311,13 @@ def test_parser_reports_absolute_offsets(tmp_path):
     assert hdr.data_start + hdr.data_len == path.stat().st_size
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.binary(max_size=300))
 def test_random_bytes_only_ever_raise_weightcheck_error(raw):
     try:
@@ -341,7 +347,13 @@ _entry = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.dictionaries(st.text(max_size=3), _entry | _json, max_size=4), st.integers(0, 80))
 def test_structured_fuzz_never_crashes(header, datalen):
     raw = json.dumps(header).encode()

@@ -1,5 +1,5 @@
 """`weightcheck check`: every rule code fires on a drafter built to break it and stays quiet on clean
-ones; the failure modes of FORMATS.md §4 each caught with their code; the producers' own
+ones; the failure modes of docs/formats.md §4 each caught with their code; the producers' own
 checkpoints (tests/fixtures/producers/) pass their engine; exit codes and output formats.
 
 Broken drafters are built from clean ones by editing exactly one thing (tests/check_builders.py).
@@ -103,7 +103,7 @@ def t_unknown_name(w):
 
 @trigger("WC102", "layers.0.mlp.down_proj.weight")
 def t_mixed_dialect(w):
-    """FORMATS §4.2: a midlayer.* checkpoint with a layers.0.*-only name mixed in."""
+    """docs/formats.md §4.2: a midlayer.* checkpoint with a layers.0.*-only name mixed in."""
     return edit(
         w.clean(),
         w.path("x"),
@@ -144,7 +144,7 @@ def t_unknown_architecture(w):
 
 @trigger("WC203", "fc.weight")
 def t_target_as_drafter(w):
-    """FORMATS §4.12: the target model passed as the drafter."""
+    """docs/formats.md §4.12: the target model passed as the drafter."""
     return TARGET, []
 
 
@@ -200,7 +200,7 @@ def t_dtype_vs_config(w):
 
 @trigger("WC210", "midlayer.mlp.down_proj.weight")
 def t_index_inconsistent(w):
-    """FORMATS §4.13: the index names a tensor in the wrong shard."""
+    """docs/formats.md §4.13: the index names a tensor in the wrong shard."""
     ts = read_tensors(w.clean())
     names = [t.name for t in ts]
     split = names.index("midlayer.mlp.down_proj.weight")
@@ -225,7 +225,7 @@ def t_lm_head_rows(w):
 
 @trigger("WC302", "lm_head.weight")
 def t_lm_head_missing(w):
-    """FORMATS §4.3: no lm_head, draft_vocab_size == vocab_size, untied."""
+    """docs/formats.md §4.3: no lm_head, draft_vocab_size == vocab_size, untied."""
     cfg = dict(w.cfg, draft_vocab_size=w.cfg["vocab_size"])
     return w.make("full", cfg, skip=("lm_head.weight",)), []
 
@@ -315,7 +315,7 @@ def t_architectures(w):
 
 @trigger("WC402", "fc.weight")
 def t_fc_width(w):
-    """FORMATS §4.8: fc reads 3 x T but the config names 2 aux layers."""
+    """docs/formats.md §4.8: fc reads 3 x T but the config names 2 aux layers."""
     return edit(
         w.clean(),
         w.path("x"),
@@ -329,7 +329,7 @@ def _ids(ids):
 
 @trigger("WC403", "aux_layer_ids")
 def t_aux_ids_past_target(w):
-    """FORMATS §4.9: id 4 of a 4-layer target (0..3)."""
+    """docs/formats.md §4.9: id 4 of a 4-layer target (0..3)."""
     return (
         edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 4])),
         ["--target", TARGET],
@@ -343,7 +343,7 @@ def t_attention_geometry(w):
 
 @trigger("WC405", "rope_theta")
 def t_stale_rope_theta(w):
-    """FORMATS §4.13: rope_theta 1e6 beside rope_parameters.rope_theta 1e4."""
+    """docs/formats.md §4.13: rope_theta 1e6 beside rope_parameters.rope_theta 1e4."""
 
     def rope(c):
         c["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default"}

@@ -403,7 +403,7 @@ def test_aux_ids_without_target_say_assumed(tmp_path, make_drafter):
 
 
 def test_aux_ids_kimi_drafter_config(tmp_path, make_drafter, tiny_cfg, deepseek_target):
-    # the drafter's own config says kimi_k2: DeepSeek-V3 layout (FORMATS.md §1)
+    # the drafter's own config says kimi_k2: DeepSeek-V3 layout (docs/formats.md §1)
     assert tiny_cfg["model_type"] == "kimi_k2"
     src = make_drafter("src", tiny_cfg)
     out = tmp_path / "out"

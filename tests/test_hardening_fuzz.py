@@ -23,6 +23,7 @@ import signal
 import struct
 
 import pytest
+import stress
 import synth
 from conftest import run_cli, run_subprocess
 from hardening_helpers import OpenAudit, one_error_line
@@ -41,8 +42,9 @@ FUZZ_COUNTS: dict[str, int] = {}
 
 
 def fuzz_settings(n: int):
+    """``n`` examples under ``-m stress``, a fifth by default; always the same examples."""
     return settings(
-        max_examples=n,
+        max_examples=stress.count(n, n // 5),
         deadline=None,
         derandomize=True,
         database=None,
@@ -51,6 +53,7 @@ def fuzz_settings(n: int):
 
 
 def _report(name: str, n: int, minimum: int) -> None:
+    minimum = stress.count(minimum, minimum // 5)
     FUZZ_COUNTS[name] = n
     print(f"\nfuzz {name}: {n} examples")
     assert n >= minimum, f"{name}: only {n} examples ran"
@@ -414,6 +417,7 @@ def _apply_bytes(blob: bytes, ops) -> bytes:
     return bytes(b)
 
 
+@pytest.mark.stress
 def test_fuzz_header_byte_mutations(tmp_path, real_header):
     """(a) bytes: a real header mutated byte by byte (the 8-byte length kept right or mutated
     too), read from a file of a fuzzed size: only WeightcheckError; whatever is accepted agrees
@@ -578,6 +582,7 @@ def _offsets(e) -> bool:
     )
 
 
+@pytest.mark.stress
 def test_fuzz_header_structural_mutations(tmp_path, real_header):
     """(a) structure: a real header's entries edited (dtypes, dimensions, offsets, fields, names,
     empty tensors, metadata); if we accept the result, so does the safetensors library, reading
@@ -619,6 +624,7 @@ def test_fuzz_header_structural_mutations(tmp_path, real_header):
     assert accepted[0] > 0
 
 
+@pytest.mark.stress
 def test_fuzz_header_against_parse_header_directly(real_header):
     """(a) arbitrary bytes after a real header's first k bytes (parse_header, no file)."""
     blob, data_len = real_header
@@ -710,6 +716,7 @@ def _shard_names(base, out):
     ]
 
 
+@pytest.mark.stress
 def test_fuzz_index_reader_never_opens_outside_the_folder(index_sandbox):
     """(b) fuzzed model.safetensors.index.json over shards, links out, a FIFO, traversals and
     absolute paths: open_local raises only WeightcheckError, and every file it opens (audit
@@ -885,6 +892,7 @@ def _src_strings(sandbox):
 
 
 @pytest.mark.parametrize("mode", ["offline", "dead-endpoint"])
+@pytest.mark.stress
 def test_fuzz_source_resolver(tmp_path, monkeypatch, mode):
     """(c) open_source on fuzzed SRC strings (Hub ids with and without @revision, '..', unicode,
     absolute and relative paths, a FIFO, a NUL): only WeightcheckError, one line, and nothing is

@@ -63,10 +63,6 @@ def evaluate(src: str, names: dict):
         raise Undefined(f"{e} (in {src!r})") from None
 
 
-def names_in(src: str) -> set[str]:
-    return {n.id for n in ast.walk(_parse(src)) if isinstance(n, ast.Name)} - set(_FUNCS)
-
-
 def _eval(node, names, src):
     if isinstance(node, ast.Constant):
         return node.value
@@ -79,7 +75,12 @@ def _eval(node, names, src):
     if isinstance(node, ast.List) or isinstance(node, ast.Tuple):
         return [_eval(e, names, src) for e in node.elts]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _BINOPS[type(node.op)](_eval(node.left, names, src), _eval(node.right, names, src))
+        a, b = _eval(node.left, names, src), _eval(node.right, names, src)
+        for v in (a, b):  # arithmetic is on numbers only: "256" * 2 is not 512
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                what = "an unknown value" if v is None else f"{type(v).__name__} {v!r}"
+                raise Undefined(f"arithmetic on {what} (in {src!r})")
+        return _BINOPS[type(node.op)](a, b)
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, names, src)
         if isinstance(node.op, ast.Not):

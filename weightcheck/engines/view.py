@@ -16,8 +16,10 @@ Only names and the config are needed: no tensor bytes are read.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from weightcheck import expr
 from weightcheck.engines.aux import captured_layers, config_convention, is_speculators_format
@@ -41,13 +43,22 @@ __all__ = [
 ]
 
 
+# what the loader does with a checkpoint tensor: loads it into a parameter, consumes it in special
+# code (d2t), skips it on purpose (t2d), drops it without a word, refuses it with an error, or
+# loads it with a warning
+Fate = Literal["loaded", "special", "skipped", "dropped", "error", "warned"]
+# what a parameter ends with: a checkpoint tensor, the target's, its random init, or nothing
+# because it is optional and absent
+ParamFate = Literal["loaded", "from_target", "random", "optional-absent"]
+
+
 @dataclass
 class Landing:
     name: str
     canonical: str | None
     engine_name: str | None
     param: str | None
-    fate: str  # loaded | special | skipped | dropped | error | warned
+    fate: Fate
     why: str = ""
     cite: str = ""
 
@@ -57,7 +68,7 @@ class ParamState:
     param: str
     canonical: str
     required: bool
-    state: str  # loaded | from_target | random | optional-absent
+    state: ParamFate
     sources: list = field(default_factory=list)
     note: str = ""
     cite: str = ""
@@ -78,7 +89,7 @@ class EngineView:
     speculators_format: bool = False
 
     def table(self) -> list[dict]:
-        return [l.__dict__ for l in self.landings]
+        return [dataclasses.asdict(l) for l in self.landings]
 
 
 def _since_ok(item: dict, version: str) -> bool:

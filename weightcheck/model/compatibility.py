@@ -13,9 +13,14 @@ Verdicts:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from weightcheck.model import config as config_mod
 from weightcheck.model.drafter import Drafter, Tensor
+
+# how byte identity was decided: equal Hub LFS hashes at the same place, the bytes read, or
+# different dtypes (never equal)
+Decided = Literal["lfs-sha256", "bytes", "dtype"]
 
 
 @dataclass
@@ -24,7 +29,7 @@ class Pair:
     a: Tensor | None
     b: Tensor | None
     bytes_equal: bool | None = None
-    how: str | None = None  # lfs | bytes | None
+    how: Decided | None = None
     values: dict | None = None
 
     @property

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
@@ -75,7 +76,7 @@ def apply_renames(rules, name: str) -> str | None:
 @dataclass(frozen=True)
 class Dialect:
     name: str
-    kind: str  # layout | wrapper
+    kind: Literal["layout", "wrapper"]
     description: str
     aliases: tuple[str, ...] = ()
     tensor_patterns: tuple[str, ...] = ()

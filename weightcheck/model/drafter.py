@@ -75,13 +75,36 @@ class Drafter:
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
-def _detect_target(names, naming) -> str | None:
-    """A target model passed as a drafter (FORMATS.md §4.12): many decoder layers, no fc."""
-    layers = {int(m.group(1)) for n in names for m in [_LAYER.search(n)] if m}
+def _drafter_classes(extra_dialects=()) -> set[str]:
+    """Every ``architectures[0]`` that names an EAGLE-3 drafter (architectures and dialects data)."""
+    out = set()
+    for a in inventory.architectures():
+        out.update(a.config_architectures)
+    for d in tuple(extra_dialects) + dialects_mod.bundled():
+        out.update(d.architectures)
+    return out
+
+
+def _detect_target(names, naming, cfg=None, norm=None, extra_dialects=()) -> str | None:
+    """A target model passed as a drafter (docs/formats.md §4.12): many decoder layers, no fc; or,
+    when its tensors do not show the layers (a multimodal target whose text model is nested, a
+    shard of embeddings only), a config naming a class that is no drafter's with more than one
+    layer (Kimi-K2.5: ``KimiK25ForConditionalGeneration``, 61 layers in ``text_config``)."""
     has_fc = any(c in ("fc.weight",) for c in naming.canonical.values())
-    if len(layers) > 1 and not has_fc:
+    if has_fc:
+        return None
+    layers = {int(m.group(1)) for n in names for m in [_LAYER.search(n)] if m}
+    if len(layers) > 1:
         return (
             f"{len(layers)} decoder layers (layers.{min(layers)}..{max(layers)}) and no fc.weight"
+        )
+    archs = (cfg or {}).get("architectures")
+    first = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    n_layers = norm.get("num_hidden_layers") if norm is not None else None
+    if first and first not in _drafter_classes(extra_dialects) and (n_layers or 0) > 1:
+        return (
+            f"config architectures[0] is {first}, not an EAGLE-3 drafter class, with "
+            f"{n_layers} layers ({norm.provenance.get('num_hidden_layers')}), and no fc.weight"
         )
     return None
 
@@ -120,7 +143,11 @@ def from_source(src: Source, extra_dialects=()) -> Drafter:
         architecture_evidence=why,
         inventory=inv,
     )
-    d.looks_like_target = _detect_target(names, naming)
+    d.looks_like_target = _detect_target(names, naming, cfg, norm, extra_dialects)
+    if d.looks_like_target and not naming.evidence:
+        # no drafter dialect explains these names: the fallback layout is no finding of ours
+        naming.dialect = None
+        naming.evidence = ["no drafter dialect explains these names: they look like a target model's"]
     if src.config is None:
         d.notes.append("no config.json: shapes cannot be checked against a config")
     return d

@@ -15,7 +15,7 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
 from weightcheck.sources import Source, TensorRecord, open_source
 
-# where targets keep their input embedding and output head (FORMATS.md §1: Kimi-K2.5 prefixes
+# where targets keep their input embedding and output head (docs/formats.md §1: Kimi-K2.5 prefixes
 # the text model with `language_model.`)
 EMBED_NAMES = (
     "model.embed_tokens.weight",

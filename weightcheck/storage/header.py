@@ -1,6 +1,6 @@
 """A strict reader of safetensors headers — the only part of a weights file we normally read.
 
-Format (https://huggingface.co/docs/safetensors, FORMATS.md §5): 8-byte little-endian header
+Format (https://huggingface.co/docs/safetensors, docs/formats.md §5): 8-byte little-endian header
 length N, N bytes of UTF-8 JSON ``{name: {"dtype", "shape", "data_offsets": [begin, end]}}`` plus an
 optional ``__metadata__`` of string -> string, then the data buffer. Offsets are relative to the
 buffer, end-exclusive, tensors back to back without holes, and the buffer ends with the last one.
@@ -51,7 +51,6 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64", "F8_E5M2", "F8_E4M3", "F4", "F6_E2M3", "F6_E3M2"}
-INT_DTYPES = {"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"}
 
 # safetensors spelling -> torch.<name> (the dtypes torch can read and write; used by --values,
 # casts and pickled checkpoints)

@@ -42,15 +42,6 @@ LAYER_FIELDS = (
     "sliding_window",
     "use_sliding_window",
 )  # attention the layer was trained with
-EAGLE_FIELDS = (
-    "draft_vocab_size",
-    "target_hidden_size",
-    "norm_before_fc",
-    "fc_norm",
-    "norm_output",
-    "norm_before_residual",
-    "num_aux_hidden_states",
-)
 SPECULATORS_ONLY = (
     "speculators_model_type",
     "speculators_config",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from weightcheck import __version__
 from weightcheck.commands.convert import config as config_out
@@ -52,6 +53,11 @@ def parse_size(text: str) -> int:
     return int(num * scale)
 
 
+# where an output tensor's bytes come from: copied as a byte range, cast, read from a pickle, or
+# the target's embedding / lm_head
+ItemKind = Literal["copy", "cast", "pickle", "embed-from-target", "head-from-target"]
+
+
 @dataclass
 class Item:
     """One output tensor and where its bytes come from."""
@@ -60,7 +66,7 @@ class Item:
     canonical: str
     dtype: str
     shape: tuple
-    kind: str  # copy | cast | embed-from-target | head-from-target | pickle
+    kind: ItemKind
     src_name: str | None = None  # name in the source (drafter or target)
     src_dtype: str | None = None
     shard: int = 0
