@@ -1,4 +1,4 @@
-"""weightcheck/verify.py: the RangeChecker thread, reopen(), and header_bytes' data_start_mod.
+"""weightcheck/storage/verify.py: the RangeChecker thread, reopen(), and header_bytes' data_start_mod.
 
 Every file here is real (tmp_path): a safetensors header built with safetensors_writer.header_bytes
 and parsed back with safetensors_header.parse_header, followed by data bytes, and a "source" file

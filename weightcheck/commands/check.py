@@ -129,9 +129,3 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
     if ctx.values is not None:
         r["values"] = ctx.values
     return r
-
-
-def dumps(r: dict) -> str:
-    from weightcheck.render import to_json
-
-    return to_json(r)

@@ -1,6 +1,6 @@
 """``weightcheck inspect SRC``: what is in a checkpoint.
 
-load -> normalize (weightcheck/drafter.py) -> :func:`report` (a JSON-able dict, the documented
+load -> normalize (weightcheck/model/drafter.py) -> :func:`report` (a JSON-able dict, the documented
 schema ``weightcheck.inspect/1`` in README.md) -> render (weightcheck/render.py).
 """
 

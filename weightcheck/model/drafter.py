@@ -1,9 +1,9 @@
 """The one canonical model of a drafter: load -> normalize.
 
-``load_drafter(SRC)`` reads a source (weightcheck/sources.py), normalizes its config
-(weightcheck/config.py), maps its tensor names to canonical ones (weightcheck/dialects.py),
+``load_drafter(SRC)`` reads a source (weightcheck/sources/), normalizes its config
+(weightcheck/model/config.py), maps its tensor names to canonical ones (weightcheck/model/dialects.py),
 decides its architecture, and expands the inventory its config implies
-(weightcheck/inventory.py). Every command starts from a :class:`Drafter`.
+(weightcheck/model/inventory.py). Every command starts from a :class:`Drafter`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ What one ``open_hub`` does (online):
      HF cache, so later runs and HF_HUB_OFFLINE=1 find them.
   3. For each safetensors file: a Range read of its first 4 KiB, and a second one for the rest of
      the header only if it is longer; the weights are never downloaded. Headers are validated as
-     strictly as local ones (weightcheck/safetensors_header.py) and kept in a small header cache
+     strictly as local ones (weightcheck/storage/header.py) and kept in a small header cache
      (``$HF_HOME/weightcheck``, or ``$WEIGHTCHECK_CACHE``) keyed by commit, so offline mode works
      for any repo inspected before.
 
