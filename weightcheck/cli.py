@@ -221,7 +221,7 @@ def check(
     )
     r = check_mod.report(ctx, findings)
     if as_json:
-        click.echo(check_mod.dumps(r))
+        click.echo(render.to_json(r))
     else:
         click.echo(render.check_text(r, "github" if as_markdown else TABLE_FORMAT, explain))
     sys.exit(0 if r["ok"] else 1)
