@@ -69,6 +69,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_dir(tmp_path_factory):
+    """A folder for inputs shared by a whole session (convert_helpers.llama_target)."""
+    import convert_helpers
+
+    convert_helpers.SESSION_DIR = tmp_path_factory.mktemp("session")
+
+
 def load_config(name: str) -> dict:
     """A real SpecForge config from examples/configs."""
     with open(CONFIGS / name) as f:

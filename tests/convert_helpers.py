@@ -36,8 +36,21 @@ TRAINED_WITH = {
 
 # ---------------------------------------------------------------------------------------------
 # running the CLI
+SESSION_DIR: pathlib.Path | None = None  # pytest's session temp folder (conftest.py sets it)
+
+
+def llama_target() -> pathlib.Path:
+    """A 61-layer Llama target (config and embedding/head headers), written once per session."""
+    folder = SESSION_DIR / "target-llama61"
+    if not (folder / "config.json").exists():
+        write_target(folder, "llama", 61)
+    return folder
+
+
 def convert(src, out, *args):
-    """``weightcheck convert SRC OUT ARGS --json`` in-process; asserts success, returns the report."""
+    """``weightcheck convert SRC OUT ARGS --json`` in-process; asserts success, returns the report.
+    A conversion between aux-id conventions needs the target family: a test converting a drafter
+    whose config does not say it passes ``--target llama_target()`` (or another target)."""
     r = run_cli("convert", src, out, *args, "--json")
     assert r.exit_code == 0, r
     return r.json

@@ -50,7 +50,7 @@ def tiny_st(path, names=("a",), dtype="F32", numel=2) -> pathlib.Path:
 # --- checking a CLI failure -------------------------------------------------------------------
 def assert_bad_input(result, where, *fragments):
     """Exit 2, exactly one line on stderr naming ``where`` and every fragment, no traceback, not
-    an internal error, nothing on stdout."""
+    an internal error; on stdout nothing, or (``--json``) the same error as one JSON object."""
     assert result.exit_code == 2, result
     err = result.stderr
     lines = err.splitlines()
@@ -61,7 +61,9 @@ def assert_bad_input(result, where, *fragments):
     assert str(where) in line, f"{where!s} not named in {line!r}"
     for frag in fragments:
         assert frag.lower() in line.lower(), f"{frag!r} not in {line!r}"
-    assert result.stdout == "", result.stdout
+    if result.stdout:  # --json: the error as data (issue #14), the same words as stderr's
+        obj = json.loads(result.stdout)
+        assert obj["error"] == line[len("weightcheck: error: ") :] and obj["exit_status"] == 2
     return line
 
 

@@ -32,6 +32,7 @@ from convert_helpers import (
     errors_of,
     header,
     leftovers,
+    llama_target,
     refused,
     repo_files,
     snapshot,
@@ -120,7 +121,7 @@ def test_round_trip_llama_family_synthetic(tmp_path, make_drafter, via):
     src = make_drafter("src", llama_cfg(), include_embed=True, seed=3)
     before = snapshot(src)
     mid, back = tmp_path / "mid", tmp_path / "back"
-    r1 = convert(src, mid, "--to", via)
+    r1 = convert(src, mid, "--to", via, "--target", llama_target())
     assert aux_ids(config(mid)) == [3, 31, 59]  # vLLM convention for a Llama target
     assert all(t["how"] == "copy" for t in r1["tensors"])
     r2 = convert(mid, back, "--to", "sglang")
@@ -190,7 +191,7 @@ def test_every_fixture_to_every_destination(tmp_path, fixture, to):
     src = PRODUCERS / fixture
     before = snapshot(src)
     out = tmp_path / "out"
-    r = convert(src, out, "--to", to)
+    r = convert(src, out, "--to", to, "--target", llama_target())
     assert leftovers(tmp_path) == []
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md",
@@ -255,7 +256,7 @@ def test_draft_vocab_size_written_when_the_source_omits_it(tmp_path, make_drafte
     del cfg["draft_vocab_size"]  # full-vocab drafter: the head has vocab_size rows
     src = make_drafter("src", cfg)
     assert tensor_bytes(src)["lm_head.weight"][1] == (2048, 128)
-    convert(src, tmp_path / "out", "--to", to)
+    convert(src, tmp_path / "out", "--to", to, "--target", llama_target())
     assert config(tmp_path / "out")["draft_vocab_size"] == 2048
     assert check(tmp_path / "out", to)["ok"]
 
@@ -264,7 +265,7 @@ def test_speculators_layout_keeps_sliding_window(tmp_path):
     # speculators train drafters use sliding-window attention: the layer config must keep it
     src = PRODUCERS / "speculators-train"
     out = tmp_path / "out"
-    convert(src, out, "--to", "speculators")
+    convert(src, out, "--to", "speculators", "--target", llama_target())
     layer = config(out)["transformer_layer_config"]
     want = config(src)["transformer_layer_config"]
     for k in ("layer_types", "sliding_window", "use_sliding_window"):
@@ -308,12 +309,12 @@ def test_the_targets_last_layer_survives_every_conversion(tmp_path, fixture, to)
 def test_single_file_with_provenance_metadata(tmp_path, make_drafter):
     src = make_drafter("src", llama_cfg(), include_embed=True)
     out = tmp_path / "out"
-    convert(src, out, "--to", "vllm")
+    convert(src, out, "--to", "vllm", "--target", llama_target())
     assert [p.name for p in weight_files(out)] == ["model.safetensors"]
     assert not (out / "model.safetensors.index.json").exists()
     tensors, meta = header(out / "model.safetensors")
     assert meta["format"] == "pt"
-    assert meta["weightcheck_source"] == str(src)
+    assert meta["weightcheck_source"] == src.name  # the folder's name, no path of this machine
     assert meta["weightcheck_version"] == weightcheck.__version__
     assert "weightcheck_source_revision" in meta
     # tensors back to back, no holes, nothing after the last one
@@ -339,7 +340,7 @@ def test_sharded_output_like_transformers(tmp_path, make_drafter):
     total, where, alone = 0, {}, False
     for p in shards:
         tensors, meta = header(p)
-        assert meta["format"] == "pt" and meta["weightcheck_source"] == str(src)
+        assert meta["format"] == "pt" and meta["weightcheck_source"] == src.name
         sizes = [t["data_offsets"][1] - t["data_offsets"][0] for t in tensors.values()]
         assert sum(sizes) <= limit or len(sizes) == 1, (p.name, sizes)
         alone |= sizes[0] > limit  # embed_tokens (512 KB) gets a shard of its own
@@ -355,7 +356,7 @@ def test_sharded_output_like_transformers(tmp_path, make_drafter):
     assert check(out, "sglang")["ok"]
     # a sharded source converts like any other
     again = tmp_path / "again"
-    convert(out, again, "--to", "vllm")
+    convert(out, again, "--to", "vllm", "--target", llama_target())
     assert [p.name for p in weight_files(again)] == ["model.safetensors"]
     assert tensor_bytes(again) == tensor_bytes(src)
 
@@ -364,7 +365,7 @@ def test_hub_source_provenance(tmp_path, hub, make_drafter):
     src = make_drafter("src", llama_cfg())
     sha = hub.add_repo("org/drafter", repo_files(src))
     out = tmp_path / "out"
-    convert("org/drafter", out, "--to", "vllm")
+    convert("org/drafter", out, "--to", "vllm", "--target", llama_target())
     _, meta = header(out / "model.safetensors")
     assert meta["weightcheck_source"] == "org/drafter"
     assert meta["weightcheck_source_revision"] == sha
@@ -396,10 +397,28 @@ def test_aux_ids_llama_target_both_ways(tmp_path, make_drafter, llama61_target):
     assert any("[3, 31, 59]" in c and "[2, 30, 58]" in c for c in r["config_changes"])
 
 
-def test_aux_ids_without_target_say_assumed(tmp_path, make_drafter):
-    r = convert(make_drafter("src", llama_cfg()), tmp_path / "out", "--to", "vllm")
+def test_aux_ids_without_target_are_refused_when_the_family_matters(tmp_path, make_drafter):
+    """A SpecForge K2.5 drafter says model_type llama (its own layer type, not the target's): the
+    ids [2, 30, 58] mean other layers in vLLM for a Llama target than for a Kimi one, so convert
+    never guesses: exit 2, nothing written, the option that settles it named."""
+    src = make_drafter("src", llama_cfg())
+    out = tmp_path / "out"
+    msg = refused(src, out, "--to", "vllm")
+    assert "--target" in msg and "[3, 31, 59]" in msg and "[2, 30, 58]" in msg, msg
+    assert not out.exists() and not leftovers(tmp_path)
+    # a target named by another option settles it too
+    r = convert(src, out, "--to", "vllm", "--embeddings", f"from={llama_target()}", "--dry-run")
+    assert aux_ids(r["config"]) == [3, 31, 59]
+
+
+def test_aux_ids_same_for_every_family_need_no_target(tmp_path, make_drafter):
+    """[1, 29, 57] in SGLang's convention is [2, 30, 58] in vLLM's for Llama and DeepSeek/Kimi
+    targets alike: no target needed, and the output says why."""
+    src = make_drafter("src", with_aux_ids(llama_cfg(), [1, 29, 57]))
+    r = convert(src, tmp_path / "out", "--to", "vllm")
+    assert config(tmp_path / "out")["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
-    assert "[3, 31, 59]" in line and "assumed" in line
+    assert "every target family" in line
 
 
 def test_aux_ids_kimi_drafter_config(tmp_path, make_drafter, tiny_cfg, deepseek_target):
@@ -438,10 +457,12 @@ def test_aux_ids_deepseek_target(tmp_path, make_drafter, deepseek_target, sglang
     assert captured(out, "vllm", deepseek_target) == sglang_captures(sglang_ids, "deepseek")
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
     assert "deepseek_v3" in line and str(deepseek_target) in line and str(sglang_ids) in line
-    # without the target the same drafter would be read as Llama-family: ids shift by one
-    assert aux_ids(convert(src, tmp_path / "nt", "--to", "vllm", "--dry-run")["config"]) == [
-        k + 1 for k in sglang_ids
-    ]
+    # without the target: refused where the families disagree, never guessed
+    r = run_cli("convert", src, tmp_path / "nt", "--to", "vllm", "--dry-run", "--json")
+    if sglang_ids[0] == 1:  # [1, 29, 57]: [2, 30, 58] for Llama and DeepSeek targets alike
+        assert r.exit_code == 0 and aux_ids(r.json["config"]) == vllm_ids
+    else:
+        assert r.exit_code == 2 and "--target" in r.stderr, r
     # and back: ids that make SGLang capture the same layers
     convert(out, back, "--to", "sglang", "--target", deepseek_target)
     ids_back = aux_ids(config(back))
@@ -457,7 +478,7 @@ def test_refuses_norm_before_residual_to_sglang(tmp_path):
     assert "norm_before_residual" in msg and "SGLang" in msg
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
     # vLLM has the option: converted, and the flag is kept
-    convert(src, tmp_path / "v", "--to", "vllm")
+    convert(src, tmp_path / "v", "--to", "vllm", "--target", llama_target())
     assert config(tmp_path / "v")["norm_before_residual"] is True
 
 
@@ -466,11 +487,23 @@ def test_out_exists_needs_force(tmp_path, make_drafter):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("old")
-    msg = refused(src, out, "--to", "vllm")
+    msg = refused(src, out, "--to", "vllm", "--target", llama_target())
     assert "exists" in msg and "--force" in msg
     assert sorted(os.listdir(out)) == ["keep.txt"] and leftovers(tmp_path) == []
-    convert(src, out, "--to", "vllm", "--force")
-    assert not (out / "keep.txt").exists()
+    # --force replaces only what weightcheck wrote: a folder holding keep.txt is not (issue #14)
+    msg = refused(src, out, "--to", "vllm", "--target", llama_target(), "--force")
+    assert "keep.txt" in msg and "weightcheck did not write" in msg
+    assert sorted(os.listdir(out)) == ["keep.txt"] and leftovers(tmp_path) == []
+    (out / "keep.txt").unlink()
+    convert(
+        src, out, "--to", "vllm", "--target", llama_target(), "--force"
+    )  # an empty folder holds nothing of the user's
+    assert "pass --force" in refused(
+        src, out, "--to", "vllm", "--target", llama_target()
+    )  # OUT is weightcheck's now ...
+    convert(
+        src, out, "--to", "vllm", "--target", llama_target(), "--force"
+    )  # ... and --force replaces it
     assert sorted(os.listdir(out)) == ["README.md", "config.json", "model.safetensors"]
     assert compare(src, out)["verdict"] == "identical"
     assert leftovers(tmp_path) == []
@@ -482,7 +515,9 @@ def test_out_in_src_refused(tmp_path, make_drafter, where, force):
     src = make_drafter("src", llama_cfg())
     before = snapshot(src)
     out = {"src": src, "inside": src / "converted", "file": src / "model.safetensors"}[where]
-    msg = refused(src, out, "--to", "vllm", *(["--force"] if force else []))
+    msg = refused(
+        src, out, "--to", "vllm", "--target", llama_target(), *(["--force"] if force else [])
+    )
     assert "SRC" in msg and "refused" in msg
     assert snapshot(src) == before
     assert sorted(os.listdir(src)) == ["config.json", "model.safetensors"]
@@ -509,7 +544,7 @@ def test_config_from_compatible_founding_case(tmp_path, make_drafter, tiny_cfg, 
     ref = make_drafter("ref", ref_cfg, seed=2)
     assert compare(src, ref)["verdict"] == "compatible"
     out = tmp_path / "out"
-    r = convert(src, out, "--to", to, "--config-from", ref)
+    r = convert(src, out, "--to", to, "--target", llama_target(), "--config-from", ref)
     assert any(str(ref) in n and "compatible" in n for n in r["notes"])
     cfg = config(out)
     if to == "sglang":  # REF's config, key for key (dtype also spelled torch_dtype)
@@ -552,7 +587,7 @@ def test_read_only_destination_refused(tmp_path, make_drafter):
             )
             if not immutable:
                 pytest.skip("cannot make a read-only folder here (root without chattr)")
-        msg = refused(src, parent / "out", "--to", "vllm")
+        msg = refused(src, parent / "out", "--to", "vllm", "--target", llama_target())
         assert "cannot write" in msg or "permission" in msg.lower()
         assert os.listdir(parent) == []
     finally:
@@ -614,7 +649,18 @@ def test_embeddings_from_target_of_another_width_refused(tmp_path, make_drafter)
 def test_dry_run_text(tmp_path):
     src = PRODUCERS / "modelopt"
     out = tmp_path / "out"
-    r = run_cli("convert", src, out, "--to", "speculators", "--dry-run", "--max-shard-size", "50KB")
+    r = run_cli(
+        "convert",
+        src,
+        out,
+        "--to",
+        "speculators",
+        "--target",
+        llama_target(),
+        "--dry-run",
+        "--max-shard-size",
+        "50KB",
+    )
     assert r.exit_code == 0, r
     assert not out.exists() and os.listdir(tmp_path) == []
     lines = r.stdout.splitlines()
@@ -634,7 +680,19 @@ def test_dry_run_text(tmp_path):
 def test_dry_run_json(tmp_path, make_drafter):
     src = make_drafter("src", llama_cfg(), include_embed=True)
     out = tmp_path / "out"
-    j = convert(src, out, "--to", "vllm", "--dry-run", "--dtype", "fp32", "--embeddings", "drop")
+    j = convert(
+        src,
+        out,
+        "--to",
+        "vllm",
+        "--target",
+        llama_target(),
+        "--dry-run",
+        "--dtype",
+        "fp32",
+        "--embeddings",
+        "drop",
+    )
     assert not out.exists() and leftovers(tmp_path) == []
     assert "written" not in j and j["schema"] == "weightcheck.convert/1"
     src_names = set(tensor_bytes(src, canonical=False)) - {"embed_tokens.weight"}
@@ -680,7 +738,7 @@ def test_dtype_cast(tmp_path, make_drafter, flag, dtype):
 def test_embeddings_drop(tmp_path, make_drafter):
     src = make_drafter("src", llama_cfg(), include_embed=True)
     out = tmp_path / "out"
-    r = convert(src, out, "--to", "vllm", "--embeddings", "drop")
+    r = convert(src, out, "--to", "vllm", "--target", llama_target(), "--embeddings", "drop")
     got, want = tensor_bytes(out), tensor_bytes(src)
     assert "embed_tokens.weight" not in got and "embed_tokens.weight" in want
     assert got == {k: v for k, v in want.items() if k != "embed_tokens.weight"}
@@ -718,7 +776,7 @@ def test_embeddings_from_hub_target_reads_only_that_tensor(tmp_path, hub):
     assert emb <= fetched <= emb + 8192, (fetched, emb)  # the tensor's range plus a header read
     assert fetched < size / 4
     _, meta = header(out / "model.safetensors")
-    assert meta["weightcheck_source"] == str(PRODUCERS / "specforge-sglang")
+    assert meta["weightcheck_source"] == "specforge-sglang"
 
 
 def test_lm_head_from_target_gathers_d2t_rows(tmp_path):
@@ -755,7 +813,16 @@ def test_source_files_untouched_including_symlinked_run(tmp_path, to):
     assert src.is_symlink()
     before = snapshot(src.parent)
     out = tmp_path / "out"
-    convert(src, out, "--to", to, "--config-from", PRODUCERS / "specforge-sglang")
+    convert(
+        src,
+        out,
+        "--to",
+        to,
+        "--target",
+        llama_target(),
+        "--config-from",
+        PRODUCERS / "specforge-sglang",
+    )
     assert snapshot(src.parent) == before
     assert leftovers(tmp_path) == [] and leftovers(src.parent) == []
 
@@ -773,7 +840,7 @@ def test_injected_verify_failure_leaves_nothing(tmp_path, make_drafter, monkeypa
         raise RuntimeError("injected failure")
 
     monkeypatch.setattr(verify_mod, "reopen", boom)
-    r = run_cli("convert", src, out, "--to", "vllm")
+    r = run_cli("convert", src, out, "--to", "vllm", "--target", llama_target())
     assert r.exit_code == 2 and "injected failure" in r.stderr
     assert not out.exists() and leftovers(tmp_path) == []
     assert snapshot(src) == before
@@ -789,7 +856,7 @@ def test_corrupted_copy_fails_verification(tmp_path, make_drafter, monkeypatch):
             os.pwrite(out_fd, b"\x7f" * 16, out_off + n // 2)
 
     monkeypatch.setattr(produce, "copy_range", corrupt)
-    msg = refused(src, out, "--to", "vllm")
+    msg = refused(src, out, "--to", "vllm", "--target", llama_target())
     assert "verification failed" in msg and "differs from its source" in msg
     assert not out.exists() and leftovers(tmp_path) == []
     assert snapshot(src) == before
@@ -797,23 +864,23 @@ def test_corrupted_copy_fails_verification(tmp_path, make_drafter, monkeypatch):
 
 def test_disk_full_leaves_nothing_and_keeps_old_out(tmp_path, make_drafter, monkeypatch):
     src, before, out = _prepare(tmp_path, make_drafter)
-    out.mkdir()
-    (out / "keep.txt").write_text("old")
+    convert(src, out, "--to", "sglang")  # an OUT --force may replace: one weightcheck wrote
+    old = snapshot(out)
 
     def full(*a):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(produce, "copy_range", full)
-    msg = refused(src, out, "--to", "vllm", "--force")
+    msg = refused(src, out, "--to", "vllm", "--target", llama_target(), "--force")
     assert "cannot write" in msg and "No space left" in msg
-    assert sorted(os.listdir(out)) == ["keep.txt"]  # the old OUT is still there, untouched
+    assert snapshot(out) == old  # the old OUT is still there, untouched
     assert leftovers(tmp_path) == [] and snapshot(src) == before
 
 
 def test_refusal_leaves_nothing(tmp_path, make_drafter):
     src, before, out = _prepare(tmp_path, make_drafter)
     ref = make_drafter("ref", synth.scaled_config(load_config(K25), hidden=256))
-    refused(src, out, "--to", "vllm", "--config-from", ref)
+    refused(src, out, "--to", "vllm", "--target", llama_target(), "--config-from", ref)
     assert sorted(os.listdir(tmp_path)) == ["ref", "src"]
     assert snapshot(src) == before
 
@@ -829,7 +896,7 @@ def test_stale_tmp_removed_live_one_kept(tmp_path, make_drafter):
     try:
         live = tmp_path / f".out.weightcheck-tmp-{live_proc.pid}"
         live.mkdir()
-        convert(src, out, "--to", "vllm")
+        convert(src, out, "--to", "vllm", "--target", llama_target())
         assert not stale.exists()
         assert live.exists()  # another convert may be running: not ours to remove
         assert compare(src, out)["verdict"] == "identical"
@@ -852,7 +919,18 @@ def test_sigterm_removes_tmp(tmp_path):
     work.mkdir()
     out = work / "out"
     p = subprocess.Popen(
-        [sys.executable, "-m", "weightcheck", "convert", str(src), str(out), "--to", "vllm"],
+        [
+            sys.executable,
+            "-m",
+            "weightcheck",
+            "convert",
+            str(src),
+            str(out),
+            "--to",
+            "vllm",
+            "--target",
+            str(llama_target()),
+        ],
         cwd=str(ROOT),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -919,7 +997,7 @@ def test_pickled_training_state_matches_export(tmp_path, to):
     src = PRODUCERS / "specforge-run" / "tiny-step2"
     export = PRODUCERS / "specforge-sglang"
     out = tmp_path / "out"
-    r = convert(src, out, "--to", to, "--config-from", export)
+    r = convert(src, out, "--to", to, "--target", llama_target(), "--config-from", export)
     assert {t["how"] for t in r["tensors"]} == {"pickle"}
     assert tensor_bytes(out) == tensor_bytes(export)
     c = compare(export, out)

@@ -19,7 +19,15 @@ import threading
 import pytest
 import synth
 from conftest import K25, ROOT, load_config, run_cli
-from convert_helpers import convert, leftovers, refused, snapshot, tensor_bytes, weight_files
+from convert_helpers import (
+    convert,
+    leftovers,
+    llama_target,
+    refused,
+    snapshot,
+    tensor_bytes,
+    weight_files,
+)
 
 from weightcheck.commands import convert as convert_mod
 from weightcheck.commands.convert import produce, publish
@@ -106,7 +114,7 @@ def spy_checker(monkeypatch):
 def test_copies_keep_the_source_offsets_modulo_align(tmp_path, src, monkeypatch, to, extra):
     monkeypatch.setattr(produce, "ALIGN_MIN_BYTES", 0)  # the tiny drafter counts as large
     out = tmp_path / "out"
-    r = convert(src, out, "--to", to, *extra)
+    r = convert(src, out, "--to", to, "--target", llama_target(), *extra)
     copies = _copies(r)
     assert copies, r["tensors"]
     if extra:  # --dtype fp32: only d2t (I64) and t2d (BOOL) are copied; the rest is cast
@@ -174,7 +182,7 @@ def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src,
     source files or after a gap form separate classes; the heaviest eligible class wins), the
     library opens every shard, and the tensors round-trip byte for byte."""
     sharded = tmp_path / "sharded"
-    convert(src, sharded, "--to", "vllm", "--max-shard-size", "300KB")
+    convert(src, sharded, "--to", "vllm", "--target", llama_target(), "--max-shard-size", "300KB")
     assert len(weight_files(sharded)) > 2
     monkeypatch.setattr(produce, "ALIGN_MIN_BYTES", 0)
     out = tmp_path / "out"
@@ -207,7 +215,7 @@ def test_sharded_source_to_sharded_output_keeps_offsets_per_shard(tmp_path, src,
 def test_small_copy_is_not_padded(tmp_path, src):
     assert produce.ALIGN_MIN_BYTES > 1 << 20  # the tiny drafter is below it
     out = tmp_path / "out"
-    convert(src, out, "--to", "vllm")
+    convert(src, out, "--to", "vllm", "--target", llama_target())
     n, raw = _header_len_and_json(out / "model.safetensors")
     body = raw.rstrip(b" ")
     assert n % 8 == 0 and n < len(body) + 8  # the library's padding, nothing more
@@ -219,7 +227,7 @@ def test_small_copy_is_not_padded(tmp_path, src):
 # 2. chunked copies
 def test_small_copy_chunks_give_the_same_bytes(tmp_path, src, monkeypatch, spy_checker):
     default = tmp_path / "default"
-    r = convert(src, default, "--to", "vllm")
+    r = convert(src, default, "--to", "vllm", "--target", llama_target())
 
     calls = []
     real = produce.copy_range
@@ -232,7 +240,7 @@ def test_small_copy_chunks_give_the_same_bytes(tmp_path, src, monkeypatch, spy_c
     monkeypatch.setattr(produce, "copy_range", counting)
     spy_checker.chunk = 1000  # not a divisor of the copy chunk: compares straddle copy ranges
     chunked = tmp_path / "chunked"
-    convert(src, chunked, "--to", "vllm")
+    convert(src, chunked, "--to", "vllm", "--target", llama_target())
     assert len(calls) == _chunks(r, 4096) and max(calls) == 4096
     assert tensor_bytes(chunked) == tensor_bytes(default) == tensor_bytes(src)
     total = sum(t["bytes"] for t in r["tensors"])
@@ -249,7 +257,7 @@ def test_corruption_mid_tensor_stops_the_copy_early(tmp_path, src, monkeypatch, 
     copy waits until the checker has set .error (it checks chunk 3 while chunk 4 is copied)."""
     before = snapshot(src)
     out = tmp_path / "out"
-    plan = convert(src, tmp_path / "dry", "--to", "vllm", "--dry-run")
+    plan = convert(src, tmp_path / "dry", "--to", "vllm", "--target", llama_target(), "--dry-run")
     monkeypatch.setattr(produce, "COPY_CHUNK", 4096)
     spy_checker.chunk = 1024
     real = produce.copy_range
@@ -267,7 +275,7 @@ def test_corruption_mid_tensor_stops_the_copy_early(tmp_path, src, monkeypatch, 
             os.pwrite(out_fd, bytes([b[0] ^ 0x5A]), out_off + n // 2)
 
     monkeypatch.setattr(produce, "copy_range", corrupt_third)
-    msg = refused(src, out, "--to", "vllm")
+    msg = refused(src, out, "--to", "vllm", "--target", llama_target())
     assert "verification failed" in msg and "differs from its source" in msg
     assert "fc.weight" in msg  # the first tensor in the source, 24 chunks of 4 KiB
     assert 3 <= len(calls) <= 4 < _chunks(plan, 4096)
@@ -309,7 +317,9 @@ def test_fsync_flushes_every_file_and_folder(tmp_path, src, fsync_spy):
     work = tmp_path / "work"
     work.mkdir()
     out = work / "out"
-    r = convert(src, out, "--to", "vllm", "--fsync", "--max-shard-size", "300KB")
+    r = convert(
+        src, out, "--to", "vllm", "--target", llama_target(), "--fsync", "--max-shard-size", "300KB"
+    )
     assert r["written"]["fsync"] is True
     shards = [f for f in r["written"]["files"] if f.endswith(".safetensors")]
     assert len(shards) >= 2 and "model.safetensors.index.json" in r["written"]["files"]
@@ -339,7 +349,16 @@ def test_fsync_flushes_every_file_and_folder(tmp_path, src, fsync_spy):
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 def test_no_fsync_without_the_flag(tmp_path, src, fsync_spy):
     seen, ranges = fsync_spy
-    r = convert(src, tmp_path / "out", "--to", "vllm", "--max-shard-size", "300KB")
+    r = convert(
+        src,
+        tmp_path / "out",
+        "--to",
+        "vllm",
+        "--target",
+        llama_target(),
+        "--max-shard-size",
+        "300KB",
+    )
     assert r["written"]["fsync"] is False
     assert seen == [] and ranges == []
     assert tensor_bytes(tmp_path / "out") == tensor_bytes(src)
@@ -354,7 +373,7 @@ def test_sync_file_range_found_on_linux():
 # 4. what the CLI prints after a write
 def test_text_after_a_write_is_a_summary(tmp_path, src):
     out = tmp_path / "out"
-    r = run_cli("convert", src, out, "--to", "vllm")
+    r = run_cli("convert", src, out, "--to", "vllm", "--target", llama_target())
     assert r.exit_code == 0, r
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith("converted: ") and lines[0].endswith(f"-> {out} [vllm]")
@@ -362,7 +381,7 @@ def test_text_after_a_write_is_a_summary(tmp_path, src):
     assert len(wrote) == 1
     assert (
         wrote[0].startswith("wrote 15 tensors (")
-        and "; 15 renamed) in model.safetensors, "
+        and "; 10 renamed, 5 copied as they were) in model.safetensors, "
         "config.json, README.md — every byte re-read and verified"
         in wrote[0]
     )
@@ -376,14 +395,14 @@ def test_text_after_a_write_counts_each_kind_and_mentions_fsync(tmp_path, src):
     r = run_cli("convert", src, out, "--to", "sglang", "--dtype", "fp32", "--fsync")
     assert r.exit_code == 0, r
     (wrote,) = [line for line in r.stdout.splitlines() if line.startswith("wrote ")]
-    assert "; 13 cast, 2 renamed)" in wrote  # BF16 tensors cast, d2t and t2d renamed
+    assert "; 2 copied as they were, 13 cast)" in wrote  # BF16 tensors cast, d2t and t2d kept
     assert wrote.endswith("every byte re-read and verified, flushed to disk (--fsync)")
     assert "source tensor" not in r.stdout
 
 
 def test_dry_run_text_has_the_table(tmp_path, src):
     out = tmp_path / "out"
-    r = run_cli("convert", src, out, "--to", "vllm", "--dry-run")
+    r = run_cli("convert", src, out, "--to", "vllm", "--target", llama_target(), "--dry-run")
     assert r.exit_code == 0, r
     assert r.stdout.startswith("plan: ")
     assert "source tensor" in r.stdout and "output name" in r.stdout
@@ -396,8 +415,8 @@ def test_dry_run_text_has_the_table(tmp_path, src):
 
 
 def test_json_written_fsync(tmp_path, src):
-    a = convert(src, tmp_path / "a", "--to", "vllm")
-    b = convert(src, tmp_path / "b", "--to", "vllm", "--fsync")
+    a = convert(src, tmp_path / "a", "--to", "vllm", "--target", llama_target())
+    b = convert(src, tmp_path / "b", "--to", "vllm", "--target", llama_target(), "--fsync")
     assert a["written"]["fsync"] is False and b["written"]["fsync"] is True
     assert a["written"]["files"] == b["written"]["files"] == ["model.safetensors"]
     assert tensor_bytes(tmp_path / "a") == tensor_bytes(tmp_path / "b")
@@ -428,7 +447,7 @@ def test_signal_while_the_checker_starts(tmp_path, src, monkeypatch):
     previous = signal.signal(signal.SIGTERM, sentinel)
     try:
         out = tmp_path / "out"
-        r = run_cli("convert", src, out, "--to", "vllm")
+        r = run_cli("convert", src, out, "--to", "vllm", "--target", llama_target())
         assert signal.getsignal(signal.SIGTERM) is sentinel  # convert put ours back
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -465,7 +484,7 @@ def test_signal_as_the_checker_is_entered_stops_its_thread(tmp_path, src, monkey
 
     monkeypatch.setattr(verify_mod, "RangeChecker", EnteredChecker)
     out = tmp_path / "out"
-    r = run_cli("convert", src, out, "--to", "vllm")
+    r = run_cli("convert", src, out, "--to", "vllm", "--target", llama_target())
     _refused_by_signal(r, signal.SIGTERM, out, tmp_path)
     assert not verify_threads()
 
@@ -485,7 +504,7 @@ def test_signal_right_after_the_handler_is_installed(tmp_path, src, monkeypatch)
 
     monkeypatch.setattr(publish.signal, "signal", install_then_signal)
     out = tmp_path / "out"
-    r = run_cli("convert", src, out, "--to", "vllm")
+    r = run_cli("convert", src, out, "--to", "vllm", "--target", llama_target())
     monkeypatch.undo()
     _refused_by_signal(r, signal.SIGINT, out, tmp_path)
     assert signal.getsignal(signal.SIGINT) is previous
@@ -514,7 +533,19 @@ _PROBE = (
 def test_what_a_conversion_imports(tmp_path, src, args, imported):
     out = tmp_path / "out"
     p = subprocess.run(
-        [sys.executable, "-c", _PROBE, "convert", str(src), str(out), "--to", "vllm", *args],
+        [
+            sys.executable,
+            "-c",
+            _PROBE,
+            "convert",
+            str(src),
+            str(out),
+            "--to",
+            "vllm",
+            "--target",
+            str(llama_target()),
+            *args,
+        ],
         capture_output=True,
         text=True,
         cwd=str(ROOT),

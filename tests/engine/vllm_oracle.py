@@ -31,6 +31,7 @@ run it, up to the point where serving would start:
 One JSON object per drafter is printed (and appended to --jsonl), in the schema shared with the
 SGLang oracle (docs/engine-test.md, "vLLM oracle"). Exceptions are caught per drafter.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,11 +68,14 @@ class Recorder:
     def __init__(self):
         self.stage = "config"
         self.draft_model_config = None
-        self.model = None            # the draft model, once built
-        self.keys: dict[str, dict] = {}      # checkpoint key -> {"tensor", "writes": set(param)}
-        self.writes: dict[str, list] = {}    # param -> [(key, shard, changed mask)]
-        self.params: dict[str, dict] = {}    # snapshot right after load_weights
-        self.param_ids: dict[int, str] = {}
+        self.model = None  # the draft model, once built
+        # checkpoint key -> {"tensor": what vLLM's iterator yielded, "params": names it wrote}
+        self.keys: dict[str, dict] = {}
+        # parameter -> [(key, shard id, mask of the elements that write changed)]
+        self.writes: dict[str, list] = {}
+        # parameter -> {"shape", "state", "equals_checkpoint"} right after load_weights
+        self.params: dict[str, dict] = {}
+        # integer/bool parameters: their init values (restored where nothing wrote)
         self.init_values: dict[str, object] = {}
 
 
@@ -110,13 +114,15 @@ def _wrap_weight_loaders(model) -> None:
     from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
     for name, p in model.named_parameters(remove_duplicate=False):
-        REC.param_ids[id(p)] = name
         orig = getattr(p, "weight_loader", default_weight_loader)
 
         def wrapped(param, loaded_weight, *args, _orig=orig, _name=name, **kwargs):
             key = getattr(loaded_weight, "_weightcheck_key", None)
-            shard = args[0] if args else kwargs.get("loaded_shard_id",
-                                                    getattr(loaded_weight, "shard_id", None))
+            shard = (
+                args[0]
+                if args
+                else kwargs.get("loaded_shard_id", getattr(loaded_weight, "shard_id", None))
+            )
             before = _bits(param.data).clone()
             try:
                 return _orig(param, loaded_weight, *args, **kwargs)
@@ -298,6 +304,7 @@ def _captured_layers(runner, vllm_config) -> list | None:
         def hook(_m, _inp, out):
             h, r = out if isinstance(out, tuple) else (out, None)
             outputs[i] = (h + r if r is not None else h).detach().clone()
+
         return hook
 
     def zero_attention(_m, _inp, out):
@@ -322,8 +329,11 @@ def _captured_layers(runner, vllm_config) -> list | None:
         return []
     captured = []
     for aux in out[1]:
-        match = [i for i, t in sorted(outputs.items())
-                 if t.shape == aux.shape and t.dtype == aux.dtype and torch.equal(_bits(t), _bits(aux))]
+        match = [
+            i
+            for i, t in sorted(outputs.items())
+            if t.shape == aux.shape and t.dtype == aux.dtype and torch.equal(_bits(t), _bits(aux))
+        ]
         captured.append(match[0] if len(match) == 1 else None)
     return captured
 
@@ -335,19 +345,34 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
     from vllm.engine.arg_utils import EngineArgs
 
     REC = Recorder()
-    rec = {"oracle": "vllm", "engine_version": versions, "drafter": drafter, "started": False,
-           "stage": None, "error": None, "architecture": None, "config": None, "keys": {},
-           "params": {}, "d2t": {"present": False, "consumed_as": None},
-           "t2d": {"present": False, "consumed_as": None}}
+    rec = {
+        "oracle": "vllm",
+        "engine_version": versions,
+        "drafter": drafter,
+        "started": False,
+        "stage": None,
+        "error": None,
+        "architecture": None,
+        "config": None,
+        "keys": {},
+        "params": {},
+        "d2t": {"present": False, "consumed_as": None},
+        "t2d": {"present": False, "consumed_as": None},
+    }
     times = {}
     t0 = time.time()
     vllm_config = runner = None
     try:
         REC.stage = "config"
-        args = EngineArgs(model=target, dtype=dtype, enforce_eager=True, max_model_len=256,
-                          skip_tokenizer_init=True, seed=0,
-                          speculative_config={"method": "eagle3", "model": drafter,
-                                              "num_speculative_tokens": K})
+        args = EngineArgs(
+            model=target,
+            dtype=dtype,
+            enforce_eager=True,
+            max_model_len=256,
+            skip_tokenizer_init=True,
+            seed=0,
+            speculative_config={"method": "eagle3", "model": drafter, "num_speculative_tokens": K},
+        )
         vllm_config = args.create_engine_config()
         draft_mc = vllm_config.speculative_config.draft_model_config
         REC.draft_model_config = draft_mc
@@ -373,7 +398,12 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
         rec["error"] = _first_line(e)
         rec["_traceback"] = traceback.format_exc(limit=-6)
     times["total"] = time.time() - t0
-    _fill_result(rec, vllm_config, runner)
+    try:
+        _fill_result(rec, vllm_config, runner)
+    except Exception as e:  # noqa: BLE001 - the oracle's own fault: say so, keep the batch going
+        rec["started"] = False
+        rec["error"] = rec["error"] or f"OracleError: {_first_line(e)}"
+        rec["_traceback"] = rec.get("_traceback") or traceback.format_exc(limit=-6)
     rec["_seconds"] = times
     REC = None
     del runner
@@ -390,7 +420,11 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
     if draft_mc is not None:
         hf = draft_mc.hf_config
         aux = None
-        if runner is not None and rec["started"]:
+        if (
+            runner is not None
+            and rec["started"]
+            and getattr(runner, "use_aux_hidden_state_outputs", False)
+        ):
             aux = runner._get_eagle3_aux_layers_from_config()
             if not aux:
                 aux = runner.model.get_eagle3_default_aux_hidden_state_layers()
@@ -405,9 +439,10 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
             "captured_layers": captured,
             "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", False)),
         }
+    # in the order vLLM's iterator yielded them, then any it never yielded (file order)
     ckpt = _checkpoint_keys(rec["drafter"])
     keys = {}
-    for k in ckpt + [k for k in REC.keys if k not in ckpt]:
+    for k in list(REC.keys) + [k for k in ckpt if k not in REC.keys]:
         params = sorted(REC.keys.get(k, {}).get("params", ()))
         keys[k] = {"fate": "loaded" if params else "dropped", "params": params}
     rec["keys"] = keys
@@ -419,7 +454,11 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
     model = REC.model
     if model is not None and rec["stage"] in (None, "bind"):
         # after the bind step: what is now the target's own tensor
-        target = runner.model if runner is not None and getattr(runner, "model", None) is not None else None
+        target = (
+            runner.model
+            if runner is not None and getattr(runner, "model", None) is not None
+            else None
+        )
         target_ids = {id(p) for p in target.parameters()} if target is not None else set()
         final = dict(model.named_parameters(remove_duplicate=False))
         for name, p in final.items():
@@ -451,18 +490,27 @@ def main(argv=None) -> int:
     import vllm
 
     install_hooks()
+    # vLLM's loader calls gc.collect() several times per model; with the (large) imported module
+    # graph frozen out of the collector each call takes milliseconds instead of ~0.4 s
+    gc.freeze()
     t_import = time.time() - t0
     print(f"# vllm {vllm.__version__} imported in {t_import:.1f} s", file=sys.stderr, flush=True)
     out = open(a.jsonl, "a") if a.jsonl else None
     try:
         for d in a.drafters:
+            t1 = time.time()
             r = examine(a.target, d, a.dtype, vllm.__version__)
             tb = r.pop("_traceback", None)
             secs = r.pop("_seconds")
             if a.traceback and tb:
                 r["traceback"] = tb
-            print(f"# {d}: {secs['total']:.2f} s (config {secs.get('config', 0):.2f} s)"
-                  f" {r['stage'] or 'started'}", file=sys.stderr, flush=True)
+            print(
+                f"# {d}: {time.time() - t1:.2f} s (config {secs.get('config', 0):.2f} s,"
+                f" build+load+bind {secs['total'] - secs.get('config', 0):.2f} s)"
+                f" {r['stage'] or 'started'}",
+                file=sys.stderr,
+                flush=True,
+            )
             line = json.dumps(r)
             print(line, file=result_out, flush=True)
             if out:

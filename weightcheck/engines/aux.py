@@ -137,18 +137,29 @@ def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_laye
     raise WeightcheckError(None, f"cannot express aux layers {layers} in {dst_engine}'s convention")
 
 
-def target_family(drafter, target) -> tuple[str, str]:
-    """(model_type, how we know) of the target, for aux-id conventions."""
-    if target is not None and target.model_type:
-        return target.model_type, f"target {target.source.spec}"
+def target_family(drafter, targets=()) -> tuple[str | None, str]:
+    """(model_type, the evidence) of the target a drafter serves, for aux-id conventions: a target
+    given on the command line (``--target``, else one named by another option), else the drafter
+    config's own model_type when it names a target family other than Llama (SpecForge copies the
+    target's, e.g. kimi_k2), else what an earlier ``weightcheck convert`` recorded in the weights'
+    metadata, else a speculators verifier architecture. (None, why) when nothing
+    says: the caller decides whether the answer depends on it."""
+    for t in targets:
+        if t is not None and t.model_type:
+            return t.model_type, f"target {t.source.spec}"
+    for f in drafter.source.files.values():  # an earlier `weightcheck convert` recorded it
+        mt = f.header.metadata.get("weightcheck_target_model_type") if f.header else None
+        if mt:
+            return mt, f"{f.name} metadata (recorded by weightcheck convert)"
     known = set()
     for e in ("sglang", "vllm"):
         for c in load(e).get("aux_layers", {}).get("convention", []):
             known.update(c.get("target_model_types", []))
-    mt = drafter.config.get("model_type")
-    if mt in known and mt != "llama":
+    cfg = drafter.config or {}
+    mt = cfg.get("model_type")
+    if mt in known and mt != LLAMA:
         return mt, f"the drafter config's model_type {mt!r}"
-    sc = drafter.config.get("speculators_config")
+    sc = cfg.get("speculators_config")
     archs = (sc.get("verifier") or {}).get("architectures") if isinstance(sc, dict) else None
     by_arch = {}
     for fam, arch in load("speculators")["output"].get("family_architectures", {}).items():
@@ -156,4 +167,28 @@ def target_family(drafter, target) -> tuple[str, str]:
     for a in archs or []:
         if a in by_arch:
             return by_arch[a], f"the speculators verifier architecture {a}"
-    return LLAMA, "assumed (no --target; pass one to be sure)"
+    return None, "nothing names the target"
+
+
+def family_representatives() -> dict[str, str]:
+    """One model type per distinct aux-id convention (the first each convention lists), for
+    asking whether an answer depends on the target family."""
+    out: dict[str, str] = {}
+    for e in ("sglang", "vllm"):
+        for c in load(e).get("aux_layers", {}).get("convention", []):
+            types = c.get("target_model_types", [])
+            if types and not any(m in out.values() for m in types):
+                out[types[0]] = types[0]
+    return out
+
+
+def conversions_by_family(ids, src_engine: str, dst_engine: str, num_layers) -> dict[str, list]:
+    """For each target family with its own convention: the ids ``dst_engine`` needs (families
+    whose convention cannot express them are left out)."""
+    out = {}
+    for fam in family_representatives():
+        try:
+            out[fam] = convert_ids(ids, src_engine, dst_engine, fam, num_layers)
+        except WeightcheckError:
+            continue
+    return out

@@ -9,11 +9,13 @@ ids in ``eagle_config`` or at top level, ``dtype`` vs ``torch_dtype`` and ``rope
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from weightcheck import expr, mappings
 
 _MISSING = object()
+INVALID = "invalid"  # the provenance of a field whose value has the wrong type (see problems)
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,10 @@ class FieldSpec:
 @dataclass
 class NormalizedConfig:
     values: dict = field(default_factory=dict)  # name -> value (None when unknown)
-    provenance: dict = field(default_factory=dict)  # name -> path | "default" | "absent"
-    problems: list = field(default_factory=list)  # (field, message) for values of the wrong type
+    provenance: dict = field(default_factory=dict)  # name -> path | default | absent | invalid
+    # (field, message): values of the wrong type, objects that are not objects, defaults that
+    # cannot be computed; each message names the field, the JSON type found and the one expected
+    problems: list = field(default_factory=list)
 
     def get(self, name, default=None):
         v = self.values.get(name)
@@ -79,6 +83,25 @@ def lookup(raw: dict, path: str):
     return node
 
 
+# the JSON types, in the words of JSON (a config is JSON, its reader may not know Python)
+_JSON_NAMES = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+    dict: "an object",
+}
+# what each config.toml type accepts, and how it is called in a message
+EXPECTED = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean (true or false)",
+    "str": "a string",
+    "list": "an array",
+    "object": "an object",
+}
 _TYPES = {
     "int": lambda v: type(v) is int,
     "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
@@ -87,6 +110,55 @@ _TYPES = {
     "list": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
 }
+# lists whose items weightcheck reads with a type (aux layer ids are WC403's to judge, item by item)
+ITEM_TYPES = {"architectures": "str"}
+
+
+def json_type(v) -> str:
+    """The JSON type of a parsed JSON value, as a message says it: ``a string``, ``null``, ..."""
+    return _JSON_NAMES.get(type(v), "a value of unknown type")
+
+
+def json_excerpt(v, limit: int = 40) -> str:
+    """A value as JSON, cut to ``limit`` characters: what a message quotes."""
+    text = json.dumps(v, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def type_problem(path: str, v, expected: str) -> str:
+    """``PATH is a string ("256"), expected an integer``: the field, the type found, the type
+    expected, in JSON's words."""
+    found = json_type(v)
+    shown = "" if v is None else f" ({json_excerpt(v)})"
+    return f"{path} is {found}{shown}, expected {expected}"
+
+
+def _container_problems(raw: dict, specs) -> list[tuple[str, str]]:
+    """An object the config.toml paths look inside (``transformer_layer_config``, ``eagle_config``,
+    ``text_config``, ``rope_parameters``, ...) that is there but is not an object: every field
+    inside it is unreadable, which is worth one message, not silence."""
+    out, seen = [], set()
+    for spec in specs:
+        for path in spec.paths:
+            parts = path.split(".")
+            node = raw
+            for i, part in enumerate(parts[:-1]):
+                if not isinstance(node, dict) or part not in node:
+                    break
+                node = node[part]
+                where = ".".join(parts[: i + 1])
+                if node is not None and not isinstance(node, dict):
+                    if where not in seen:
+                        seen.add(where)
+                        out.append(
+                            (
+                                where,
+                                type_problem(where, node, "an object")
+                                + ": the fields inside it cannot be read",
+                            )
+                        )
+                    break
+    return out
 
 
 def normalize(raw: dict | None) -> NormalizedConfig:
@@ -94,25 +166,35 @@ def normalize(raw: dict | None) -> NormalizedConfig:
     out = NormalizedConfig()
     specs = field_specs()
     pending = []
+    out.problems.extend(_container_problems(raw, specs))
     for spec in specs:
+        invalid = None
         for path in spec.paths:
             v = lookup(raw, path)
-            if v is _MISSING or v is None:
+            if v is _MISSING or v is None:  # null is how transformers writes "not set"
                 continue
             if spec.type == "float" and type(v) is int:
                 v = float(v)
             if not _TYPES[spec.type](v):
-                out.problems.append(
-                    (spec.name, f"{path} should be {spec.type}, is {type(v).__name__} {v!r}")
-                )
+                out.problems.append((spec.name, type_problem(path, v, EXPECTED[spec.type])))
+                invalid = invalid or path
                 continue
+            item = ITEM_TYPES.get(spec.name)
+            if item is not None:
+                for i, x in enumerate(v):
+                    if not _TYPES[item](x):
+                        out.problems.append(
+                            (spec.name, type_problem(f"{path}[{i}]", x, EXPECTED[item]))
+                        )
             out.values[spec.name] = v
             out.provenance[spec.name] = path
             break
         else:
             out.values[spec.name] = None
-            out.provenance[spec.name] = "absent"
-            if spec.default is not None:
+            # a value of the wrong type is not a value, and no default stands in for it: the
+            # engine would read what is written, not our default
+            out.provenance[spec.name] = INVALID if invalid else "absent"
+            if spec.default is not None and not invalid:
                 pending.append(spec)
     # defaults may refer to other fields, including other defaults: resolve until stable
     for _ in range(len(pending) + 1):
@@ -124,8 +206,13 @@ def normalize(raw: dict | None) -> NormalizedConfig:
                 continue
             except (ArithmeticError, TypeError) as e:
                 # e.g. head_dim = hidden_size // num_attention_heads with 0 heads: no value
+                why = "a division by zero" if isinstance(e, ZeroDivisionError) else "no number"
                 out.problems.append(
-                    (spec.name, f"default {spec.default!r} cannot be computed: {e}")
+                    (
+                        spec.name,
+                        f"{spec.name} is absent and its default {spec.default} gives {why} "
+                        "with this config",
+                    )
                 )
                 pending.remove(spec)
                 progressed = True

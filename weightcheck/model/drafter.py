@@ -147,7 +147,9 @@ def from_source(src: Source, extra_dialects=()) -> Drafter:
     if d.looks_like_target and not naming.evidence:
         # no drafter dialect explains these names: the fallback layout is no finding of ours
         naming.dialect = None
-        naming.evidence = ["no drafter dialect explains these names: they look like a target model's"]
+        naming.evidence = [
+            "no drafter dialect explains these names: they look like a target model's"
+        ]
     if src.config is None:
         d.notes.append("no config.json: shapes cannot be checked against a config")
     return d

@@ -15,7 +15,14 @@ from weightcheck.commands.convert.plan import (
     plan,
     plan_report,
 )
-from weightcheck.commands.convert.publish import TMP_MARK, check_paths, clean_stale, write
+from weightcheck.commands.convert.publish import (
+    TMP_MARK,
+    check_paths,
+    clean,
+    clean_stale,
+    not_replaceable,
+    write,
+)
 
 __all__ = [
     "DESTINATIONS",
@@ -26,6 +33,8 @@ __all__ = [
     "plan_report",
     "TMP_MARK",
     "check_paths",
+    "clean",
     "clean_stale",
+    "not_replaceable",
     "write",
 ]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
+from weightcheck.errors import UsageError
 from weightcheck.model import config as config_mod
 
 if TYPE_CHECKING:
@@ -75,8 +76,23 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     ids = norm.get("aux_layer_ids")
     src_conv = aux.convention_of(src) if base is src.config else aux.config_convention(base)
     dst_conv = out_spec["aux_convention"]
-    model_type, how = aux.target_family(src, plan.target)
-    L = plan.target.num_layers if plan.target is not None else None
+    targets = (plan.target, plan.head_target, plan.embed_target)
+    model_type, how = aux.target_family(src, targets)
+    L = next((t.num_layers for t in targets if t is not None and t.num_layers), None)
+    if model_type is None:  # never assumed: fine only when every family gives the same ids
+        options = aux.conversions_by_family(ids, src_conv, dst_conv, L) if ids else {}
+        spellings = {tuple(v) for v in options.values()}
+        if len(spellings) > 1:
+            each = "; ".join(f"{fam}: {new}" for fam, new in options.items())
+            raise UsageError(
+                src.source.spec,
+                f"aux layer ids {ids} ({src_conv} convention): which ids capture the same "
+                f"target layers in {dst_conv} depends on the target family ({each}), and "
+                "nothing names the target: pass --target TARGET",
+            )
+        model_type, how = aux.LLAMA, "every target family gives the same ids"
+    else:
+        plan.target_family = model_type
     new_ids = aux.convert_ids(ids, src_conv, dst_conv, model_type, L)
     if ids is not None and new_ids != ids:
         plan.config_changes.append(

@@ -9,6 +9,7 @@ The destination layouts are data: the ``[output]`` section of mappings/engines/<
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -50,6 +51,8 @@ def parse_size(text: str) -> int:
     }.get(unit)
     if scale is None:
         raise UsageError(None, f"--max-shard-size {text!r}: unknown unit {unit!r}")
+    if int(num * scale) < 1:
+        raise UsageError(None, f"--max-shard-size {text!r}: a shard holds at least one byte")
     return int(num * scale)
 
 
@@ -90,6 +93,7 @@ class Plan:
     embed_target: object | None = None  # --embeddings from=TARGET
     head_target: object | None = None  # --lm-head-from TARGET
     metadata: dict = field(default_factory=dict)
+    target_family: str | None = None  # the target model type the aux ids were written for
 
     def shard_name(self, i: int) -> str:
         return (
@@ -240,15 +244,66 @@ def plan(
         size += it.nbytes
     p.shards = shard + 1
     p.config = config_out.build_config(p, base, out_dtype)
+    if config_from is not None and not src.config:
+        # SRC has no config: every field is REF's, which one line says (not one per field)
+        fields = {f.name for f in config_mod.field_specs()}
+        news = [c for c in p.config_changes if c.split(": ", 1)[0] in fields and ": None -> " in c]
+        p.config_changes = [c for c in p.config_changes if c not in news]
+        p.config_changes.insert(
+            0,
+            f"SRC has no config.json: every field is {config_from.source.spec}'s "
+            f"({len(news)} fields set)",
+        )
+    verifier_name(p)
     s = src.source
     p.metadata = {
         "format": "pt",
         "weightcheck_version": __version__,
-        "weightcheck_source": s.location if s.kind != "hub" else s.spec.split("@")[0],
+        "weightcheck_source": source_label(s),
         "weightcheck_source_revision": s.commit or "",
-        "weightcheck_converted_to": to,
+        "weightcheck_converted_to": to,  # the mark --force looks for (publish.not_replaceable)
     }
+    if p.target_family:  # what the aux ids were converted for: a later convert reads it back
+        p.metadata["weightcheck_target_model_type"] = p.target_family
     return p
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def source_label(s) -> str:
+    """How an output names its source: a Hub id as the user gave it (the revision is its own
+    key), a local source by its folder's name only (no path of the writer's machine)."""
+    if s.kind == "hub":
+        return s.spec.split("@")[0]
+    folder = s.location if s.kind == "folder" else os.path.dirname(s.location)
+    name = os.path.basename(os.path.normpath(os.path.abspath(folder)))
+    return name if s.kind == "folder" else f"{name}/{os.path.basename(s.location)}"
+
+
+def verifier_name(p: Plan) -> None:
+    """The speculators ``verifier.name_or_path`` is a Hub id or nothing: a local ``--target``
+    (relative or absolute) names a folder of this machine only, so the target config's own
+    ``_name_or_path`` is used when it is a Hub id, else the field is left empty, with a note."""
+    if p.to != "speculators" or p.target is None:
+        return
+    verifier = (p.config.get("speculators_config") or {}).get("verifier")
+    if not isinstance(verifier, dict):
+        return
+    t = p.target.source
+    if t.kind == "hub":
+        verifier["name_or_path"] = t.spec.split("@")[0]
+        return
+    own = p.target.config.get("_name_or_path")
+    if isinstance(own, str) and HUB_ID.fullmatch(own) and not os.path.exists(own):
+        verifier["name_or_path"] = own
+        p.notes.append(f"verifier.name_or_path: {own} (the target's config names it)")
+        return
+    verifier["name_or_path"] = None
+    p.notes.append(
+        f"verifier.name_or_path left empty: --target {t.spec} is a local folder, not a Hub id "
+        "(the serving engine takes the target from its own command line)"
+    )
 
 
 def plan_report(p: Plan) -> dict:

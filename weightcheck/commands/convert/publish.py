@@ -1,11 +1,14 @@
 """``convert``: publishing. The output is written into a temporary folder beside OUT, verified,
 then renamed into place; Ctrl-C or SIGTERM removes the temporary folder, a killed run's leftovers
-are removed by the next run (never those of a process still alive). SRC is never written to.
-``--fsync`` flushes every file and folder before OUT appears."""
+are removed by the next convert into the same folder and by ``weightcheck clean`` (never those of
+a process still alive). ``--force`` replaces only an OUT weightcheck wrote, or an empty folder.
+Missing parent folders of OUT are made. SRC is never written to. ``--fsync`` flushes every file
+and folder before OUT appears."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 
@@ -56,36 +59,112 @@ def pid_alive(pid_text: str) -> bool:
     return True
 
 
-def clean_stale(out: str) -> list[str]:
-    """Tidy what a killed run left beside OUT (its process is gone):
+def _leftover(entry: str) -> tuple[str, bool, str] | None:
+    """``.NAME.weightcheck-tmp-[old-]PID`` -> (NAME, set aside by --force?, PID), else None."""
+    if not entry.startswith(".") or TMP_MARK not in entry:
+        return None
+    name, _, rest = entry[1:].rpartition(TMP_MARK)
+    old = rest.startswith("old-")
+    pid = rest[4:] if old else rest
+    if not name or not pid.isdigit():
+        return None
+    return name, old, pid
+
+
+def clean(folder: str) -> dict:
+    """Tidy what killed converts left in ``folder``, whatever OUT they were writing (their process
+    is gone; a leftover of a process still alive is never touched):
 
     * ``.OUT.weightcheck-tmp-<pid>``: an unfinished output — removed;
-    * ``.OUT.weightcheck-tmp-old-<pid>``: the previous OUT, set aside by ``--force`` just before
-      the new one was renamed in — put back as OUT if OUT is missing (the kill fell between the
-      two renames), else removed.
-    """
-    parent, name = os.path.split(os.path.abspath(out))
-    removed = []
-    prefix = f".{name}{TMP_MARK}"
+    * ``.OUT.weightcheck-tmp-old-<pid>``: a previous OUT, set aside by ``--force`` just before the
+      new one was renamed in — put back as OUT if OUT is missing (the kill fell between the two
+      renames), else removed.
+
+    Returns ``{"folder", "removed": [entry, ...], "kept": [{"name", "pid"}, ...]}``."""
+    removed, kept = [], []
     try:
-        entries = sorted(os.listdir(parent))
+        entries = sorted(os.listdir(folder))
     except OSError:
-        return removed
+        entries = []
     for e in entries:
-        if not e.startswith(prefix):
+        parsed = _leftover(e)
+        if parsed is None:
             continue
-        rest = e[len(prefix) :]
-        old = rest.startswith("old-")
-        if pid_alive((rest[4:] if old else rest).split(".")[0]):
+        name, old, pid = parsed
+        path = os.path.join(folder, e)
+        if pid_alive(pid):
+            kept.append({"name": e, "pid": int(pid)})
             continue
-        path = os.path.join(parent, e)
-        if old and not os.path.lexists(out):
-            os.rename(path, out)
+        target = os.path.join(folder, name)
+        if old and not os.path.lexists(target):
+            os.rename(path, target)
             removed.append(f"{e} (restored as {name})")
             continue
         remove(path)
         removed.append(e)
-    return removed
+    return {"folder": folder, "removed": removed, "kept": kept}
+
+
+def clean_stale(out: str) -> list[str]:
+    """Tidy the killed converts' leftovers beside OUT (:func:`clean` of OUT's folder): any later
+    convert writing into a folder cleans it, whichever OUT the killed run was writing."""
+    return clean(os.path.dirname(os.path.abspath(out)))["removed"]
+
+
+# what convert writes into OUT, and nothing else (produce.py, plan.shard_name)
+WRITTEN = re.compile(
+    r"model(-\d{5}-of-\d{5})?\.safetensors|model\.safetensors\.index\.json|config\.json|README\.md"
+)
+MARK = "weightcheck_converted_to"  # in every shard's __metadata__ (plan.py): weightcheck wrote it
+
+
+def not_replaceable(out: str) -> str | None:
+    """Why ``--force`` must not replace OUT, or None when it may: OUT is an empty folder, or a
+    folder holding only what convert writes, each safetensors file carrying weightcheck's mark in
+    its metadata. Anything else — a file of the user's, a subfolder, a link, a folder someone
+    else wrote — is not ours to delete (cp, save_pretrained and hf download never delete what
+    they did not write)."""
+    from weightcheck.storage.header import read_local_header
+
+    if os.path.islink(out):
+        return "is a symbolic link"
+    if not os.path.isdir(out):
+        return "is a file, not a folder weightcheck wrote"
+    try:
+        entries = sorted(os.listdir(out))
+    except OSError as e:
+        return f"cannot be listed ({e.strerror or e})"
+    if not entries:
+        return None
+    foreign = [
+        e
+        for e in entries
+        if not WRITTEN.fullmatch(e)
+        or os.path.islink(os.path.join(out, e))
+        or not os.path.isfile(os.path.join(out, e))
+    ]
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        return f"holds {foreign[0]}{more}, which weightcheck did not write"
+    shards = [e for e in entries if e.endswith(".safetensors")]
+    if not shards:
+        return "holds no safetensors file written by weightcheck"
+    for e in shards:
+        try:
+            meta = read_local_header(os.path.join(out, e)).metadata
+        except WeightcheckError:
+            return f"holds {e}, which is not a safetensors file weightcheck wrote"
+        if MARK not in meta:
+            return f"holds {e}, which weightcheck did not write (no {MARK} in its metadata)"
+    return None
+
+
+def _refusal(out: str, why: str) -> UsageError:
+    return UsageError(
+        out,
+        f"exists and {why}: refused, even with --force (it replaces only a folder weightcheck "
+        "wrote, or an empty one); choose another OUT or remove it yourself",
+    )
 
 
 def check_paths(src: Drafter, out: str, force: bool) -> None:
@@ -109,13 +188,44 @@ def check_paths(src: Drafter, out: str, force: bool) -> None:
         for f in s.files.values():
             if f.local_path and os.path.realpath(f.local_path) == out_abs:
                 raise UsageError(out, "OUT is a file of SRC: refused")
-    if os.path.lexists(out) and not force:
-        raise UsageError(out, "exists: pass --force to replace it")
-    parent = os.path.dirname(out_abs) or "."
+    if os.path.lexists(out):
+        why = not_replaceable(out)
+        if why is not None:
+            raise _refusal(out, why)
+        if not force:
+            raise UsageError(out, "exists: pass --force to replace it")
+    # missing parent folders are made, as mkdir -p, save_pretrained and hf download do
+    parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise UsageError(out, f"parent folder {parent} does not exist")
+        raise UsageError(out, f"{parent} is not a folder")
     if not os.access(parent, os.W_OK):
         raise UsageError(out, f"cannot write in {parent} (permission denied)")
+
+
+def make_parents(out: str) -> list[str]:
+    """Make OUT's missing parent folders; returns those made, deepest last."""
+    made = []
+    parent = os.path.dirname(os.path.abspath(out))
+    missing = []
+    while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for p in reversed(missing):
+        os.mkdir(p)
+        made.append(p)
+    return made
+
+
+def unmake(folders: list[str]) -> None:
+    """Remove the parent folders :func:`make_parents` made, if still empty (a failed write leaves
+    the tree as it found it)."""
+    for p in reversed(folders):
+        try:
+            os.rmdir(p)
+        except OSError:
+            return
 
 
 def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -> dict:
@@ -126,8 +236,9 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
     when it appears either way; only a crash of the machine before the kernel's own writeback
     (~30 s) could lose it then."""
     out = os.path.abspath(plan.out)
-    clean_stale(out)
+    cleaned = clean_stale(out)
     tmp = tmp_dir(out)
+    made: list[str] = []
     old_handlers = {}
     state = {"publishing": False, "deferred": None, "starting": False, "held": None}
 
@@ -147,6 +258,7 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
                 signal.signal(sig, on_signal)
             except ValueError:  # not the main thread
                 del old_handlers[sig]
+        made = make_parents(out)
         os.makedirs(tmp)  # only once the handlers are in place: a signal now removes it
         state["starting"] = True  # until the with below owns the thread, a signal is held
         checker = verify_mod.RangeChecker()
@@ -184,6 +296,7 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
             "tensors": len(plan.items),
             "bytes": sum(it.nbytes for it in plan.items),
             "fsync": fsync,
+            "cleaned": cleaned,
         }
         if state["deferred"] is not None:
             summary["note"] = (
@@ -193,14 +306,17 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
         return summary
     except Interrupted as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        unmake(made)
         raise WeightcheckError(
             plan.out, f"interrupted by signal {e.args[0]}: nothing written"
         ) from None
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        unmake(made)
         raise WeightcheckError(plan.out, f"cannot write: {e.strerror or e}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        unmake(made)
         raise
     finally:
         for sig, h in old_handlers.items():
@@ -217,6 +333,9 @@ def fsync_path(path: str) -> None:
 
 def publish(tmp: str, out: str, force: bool) -> None:
     if os.path.lexists(out):
+        why = not_replaceable(out)  # again: something may have appeared in OUT since the start
+        if why is not None:
+            raise _refusal(out, why)
         if not force:
             raise UsageError(out, "exists: pass --force to replace it")
         aside = tmp_dir(out, "old-")

@@ -1,0 +1,611 @@
+"""SGLang oracle: load EAGLE-3 drafters with SGLang 0.5.23's own loader code, on CPU, and say
+what every checkpoint tensor became.
+
+Runs INSIDE the side venv built by tests/engine/setup_sglang_venv.sh (imports only sglang, torch,
+safetensors and the standard library; never weightcheck)::
+
+    python sglang_oracle.py --target TARGET_DIR [--jsonl OUT] DRAFTER_DIR [DRAFTER_DIR ...]
+
+SGLang is imported and the target model loaded once; then each drafter goes, in isolation (every
+exception caught and reported per drafter), through the path an SGLang server with
+``--speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFTER --device cpu`` takes:
+
+* config: ``ServerArgs`` resolved and published (sglang 0.5.23 python/sglang/srt/runtime_context.py
+  ``publish``; the speculative hooks read the draft config there), the target runner's aux-state
+  resolution (model_executor/model_runner_components/spec_aux_hidden_state.py
+  ``resolve_spec_aux_hidden_state_config``), the draft ``ModelConfig`` (configs/model_config.py
+  ``ModelConfig.from_server_args(..., is_draft_model=True)``: draft-arch rewrites, dtype rule),
+  and the target's ``set_eagle3_layers_to_capture`` (attention_backend_setup.py
+  ``configure_aux_hidden_state_capture``) on the real tiny target model;
+* build: draft placement (speculative/draft_parallel.py, model-class resolution), then inside the
+  draft scopes EagleDraftWorker uses (speculative/eagle_worker_v2.py ``EagleDraftWorker.__init__``)
+  ``build_load_config`` + ``load_model_with_memory_saver`` (model_runner.py ``load_model``):
+  loader selection, ``_initialize_model`` (the model class's constructor);
+* load: the loader's weight iterator and the model's ``load_weights``
+  (e.g. models/llama_eagle3.py ``LlamaForCausalLMEagle3.load_weights``);
+* bind: ``EagleDraftWorker.init_token_map`` + ``init_lm_head`` (set_embed / set_embed_and_head
+  from the target model, hot_token_id), SGLang's own methods run on a bare worker object.
+
+Instrumentation (observes, never changes what SGLang does): just before ``load_weights`` every
+floating-point parameter is filled with NaN, every parameter's ``weight_loader`` is wrapped (a
+parameter without one gets ``default_weight_loader``, exactly what ``getattr(param,
+"weight_loader", default_weight_loader)`` would return) to record which checkpoint key wrote
+which parameter (and shard), and the weight iterator is wrapped to know the current key. What is
+still NaN after ``load_weights`` was written by nothing. A checkpoint tensor that itself holds NaN
+would look unwritten there.
+
+Output: one JSON object per drafter (stdout, and ``--jsonl`` if given), schema in
+docs/engine-test.md "SGLang oracle". Extra engine details sit under the key ``"sglang"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import traceback
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "0")
+os.environ.setdefault("TQDM_DISABLE", "1")
+warnings.filterwarnings("ignore")
+
+ENGINE_VERSION = "0.5.23"
+
+
+def _first_line(e: BaseException) -> str:
+    """``"<ExceptionType>: <first line of its message>"`` (just the type if there is no message)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
+class Engine:
+    """SGLang imported once, the process group and the target model built once."""
+
+    def __init__(self, target: str, verbose: bool = False):
+        t0 = time.perf_counter()
+        logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
+        import torch
+        from sglang.srt.configs.model_config import ModelConfig
+        from sglang.srt.configs.update_config import adjust_config_with_unaligned_cpu_tp
+        from sglang.srt.distributed import bootstrap
+        from sglang.srt.layers.moe.utils import (
+            draft_model_build_scope,
+            speculative_moe_a2a_backend_context,
+            speculative_moe_backend_context,
+        )
+        from sglang.srt.model_executor.model_runner_components import load_model_utils as lmu
+        from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
+            configure_aux_hidden_state_capture,
+        )
+        from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+            resolve_spec_aux_hidden_state_config,
+        )
+        from sglang.srt.model_loader import loader as loader_mod
+        from sglang.srt.model_loader.weight_utils import default_weight_loader
+        from sglang.srt.runtime_context import (
+            SpawnRanks,
+            get_exec,
+            get_model,
+            get_spec,
+            publish,
+            spawn_world_rank,
+        )
+        from sglang.srt.server_args import ServerArgs
+        from sglang.srt.speculative.draft_parallel import (
+            model_draft_parallel_spec,
+            resolve_draft_parallel_layout,
+        )
+        from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+        from sglang.srt.speculative.spec_utils import draft_pp_context, draft_tp_context
+        from sglang.srt.utils.torch_memory_saver_adapter import TorchMemorySaverAdapter
+
+        self.torch = torch
+        self.m = dict(
+            publish=publish,
+            SpawnRanks=SpawnRanks,
+            spawn_world_rank=spawn_world_rank,
+            ServerArgs=ServerArgs,
+            ModelConfig=ModelConfig,
+            loader_mod=loader_mod,
+            default_weight_loader=default_weight_loader,
+            lmu=lmu,
+            resolve_spec_aux_hidden_state_config=resolve_spec_aux_hidden_state_config,
+            configure_aux_hidden_state_capture=configure_aux_hidden_state_capture,
+            SpeculativeAlgorithm=SpeculativeAlgorithm,
+            EagleDraftWorker=EagleDraftWorker,
+            draft_pp_context=draft_pp_context,
+            draft_tp_context=draft_tp_context,
+            model_draft_parallel_spec=model_draft_parallel_spec,
+            resolve_draft_parallel_layout=resolve_draft_parallel_layout,
+            draft_model_build_scope=draft_model_build_scope,
+            speculative_moe_a2a_backend_context=speculative_moe_a2a_backend_context,
+            speculative_moe_backend_context=speculative_moe_backend_context,
+            TorchMemorySaverAdapter=TorchMemorySaverAdapter,
+            get_exec=get_exec,
+            get_model=get_model,
+            get_spec=get_spec,
+            adjust_config_with_unaligned_cpu_tp=adjust_config_with_unaligned_cpu_tp,
+        )
+        self.import_seconds = time.perf_counter() - t0
+        self.target = os.path.abspath(target)
+        self.algo = SpeculativeAlgorithm.from_string("EAGLE3")
+        self.recorder: _Recorder | None = None
+        self._install_hook()
+
+        t1 = time.perf_counter()
+        # Publish once with the target only to bring up the process group (gloo, world of 1):
+        # sglang 0.5.23 distributed/bootstrap.py init_parallel_runtime, as a scheduler does.
+        sa = self._server_args(None)
+        self._publish(sa)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        bootstrap.init_parallel_runtime(server_args=sa, device="cpu", dist_port=port)
+        # The target: its own ModelConfig (managers/tp_worker.py _init_model_config) and load.
+        target_config = ModelConfig.from_server_args(sa)
+        loaded, self.target_config, self.target_load_config = self._load(
+            sa, target_config, None, is_draft=False
+        )
+        self.target_model = loaded.model
+        self.target_ptrs = {p.data_ptr(): n for n, p in self.target_model.named_parameters()}
+        self.target_seconds = time.perf_counter() - t1
+
+    # -- helpers around SGLang's own entry points ----------------------------------------------
+    def _server_args(self, drafter):
+        kw = dict(model_path=self.target, device="cpu", tp_size=1, skip_tokenizer_init=True)
+        if drafter is not None:
+            kw.update(speculative_algorithm="EAGLE3", speculative_draft_model_path=drafter)
+        return self.m["ServerArgs"](**kw)
+
+    def _publish(self, sa):
+        m = self.m
+        m["publish"](
+            sa,
+            role="scheduler",
+            ranks=m["SpawnRanks"](
+                world_rank=m["spawn_world_rank"](sa, tp_rank=0, pp_rank=0), dp_rank=None, gpu_id=0
+            ),
+        )
+
+    def _memory_saver(self):
+        return self.m["TorchMemorySaverAdapter"].create(
+            enable=self.m["get_exec"]().features.enable_memory_saver
+        )
+
+    def _load_config(self, sa, load_format):
+        gm = self.m["get_model"]()
+        return self.m["lmu"].build_load_config(
+            server_args=sa,
+            tp_rank=0,
+            load_format=load_format,
+            remote_instance_weight_transporter_engine=None,
+            remote_instance_weight_transporter_session_id="",
+            draft_model_idx=None,
+            weight_cache_mode=gm.weight_cache_mode,
+            weight_cache_socket=gm.weight_cache_socket,
+        )
+
+    def _load(self, sa, model_config, load_format, is_draft):
+        """What sglang 0.5.23 model_executor/model_runner.py ``ModelRunner.load_model`` does on
+        a CPU device before and around the loader: load config, IPC weight cache (off), the CPU
+        TP config adjustment, the runner's load-format scope, load_model_with_memory_saver."""
+        m = self.m
+        load_config = self._load_config(sa, load_format)
+        m["lmu"].maybe_enable_ipc_weight_cache(load_config=load_config)
+        model_config = m["adjust_config_with_unaligned_cpu_tp"](model_config, load_config, 1)
+        scope = (
+            m["get_model"]().override(load_format=load_format)
+            if load_format is not None
+            else contextlib.nullcontext()
+        )
+        with scope:
+            loaded = m["lmu"].load_model_with_memory_saver(
+                model_config=model_config,
+                load_config=load_config,
+                device="cpu",
+                gpu_id=0,
+                memory_saver_adapter=self._memory_saver(),
+                is_draft_worker=is_draft,
+            )
+        return loaded, model_config, load_config
+
+    def _install_hook(self):
+        """Wrap DefaultModelLoader.load_weights_only: the instrumentation runs right around the
+        model's own load_weights, whatever class the loader built."""
+        DML = self.m["loader_mod"].DefaultModelLoader
+        original = DML.__dict__["load_weights_only"].__func__
+        engine = self
+
+        def load_weights_only(model, weights, target_device):
+            rec = engine.recorder
+            if rec is None or rec.model is not None:  # the target, or not ours
+                return original(model, weights, target_device)
+            rec.begin(model)
+            try:
+                original(model, rec.iterate(weights), target_device)
+            finally:  # also when load_weights raises: what was written until then
+                rec.end()
+
+        DML.load_weights_only = staticmethod(load_weights_only)
+
+    # -- one drafter ---------------------------------------------------------------------------
+    def run(self, drafter: str) -> dict:
+        m = self.m
+        t0 = time.perf_counter()
+        out = {
+            "oracle": "sglang",
+            "engine_version": ENGINE_VERSION,
+            "drafter": drafter,
+            "started": False,
+            "stage": None,
+            "error": None,
+            "architecture": None,
+            "config": None,
+            "keys": {},
+            "params": {},
+            "d2t": {"present": False, "consumed_as": None},
+            "t2d": {"present": False, "consumed_as": None},
+            "sglang": {},
+        }
+        extra = out["sglang"]
+        rec = self.recorder = _Recorder(self)
+        stage = "config"
+        try:
+            path = os.path.abspath(drafter)
+            sa = self._server_args(path)
+            self._publish(sa)
+            spec = m["get_spec"]()
+            # target runner: the draft config read in draft mode + the aux ids to capture
+            aux = m["resolve_spec_aux_hidden_state_config"](
+                server_args=sa,
+                model_config=self.target_config,
+                spec_algorithm=self.algo,
+                is_draft_worker=False,
+            )
+            draft_config = aux.draft_model_config  # the draft read in draft mode
+            if draft_config is None:
+                raise RuntimeError("oracle: SGLang resolved no draft model config")
+            hf = draft_config.hf_config
+            out["architecture"] = (getattr(hf, "architectures", None) or [None])[0]
+            out["config"] = _config_summary(hf, draft_config, aux)
+            self.target_model.model.layers_to_capture = []
+            m["configure_aux_hidden_state_capture"](
+                model=self.target_model,
+                eagle_use_aux_hidden_state=aux.eagle_use_aux_hidden_state,
+                eagle_aux_hidden_state_layer_ids=aux.eagle_aux_hidden_state_layer_ids,
+                dflash_use_aux_hidden_state=aux.dflash_use_aux_hidden_state,
+                dflash_target_layer_ids=aux.dflash_target_layer_ids,
+                is_dspark=aux.is_dspark,
+            )
+            tm = self.target_model.model
+            ltc = list(getattr(tm, "layers_to_capture", []) or [])
+            extra["layers_to_capture"] = ltc
+            extra["aux_ids_from"] = (
+                "eagle_config" if aux.eagle_aux_hidden_state_layer_ids is not None else "default"
+            )
+            extra["use_aux_hidden_state"] = bool(aux.eagle_use_aux_hidden_state)
+            if aux.eagle_aux_hidden_state_layer_ids is None and ltc:
+                # no ids in the draft config: set_eagle3_layers_to_capture(None) sets
+                # layers_to_capture = [2, L//2, L-3] itself; in SGLang's id convention
+                # (layers_to_capture = id + 1) that is:
+                out["config"]["aux_layer_ids"] = [i - 1 for i in ltc]
+            # sglang 0.5.23 models/llama.py LlamaModel.forward: layer i gets capture_output
+            # `if i in self.layers_to_capture`, i.e. the residual stream ENTERING layer i = the
+            # output of layer i-1 (-1: the embedding output); once per layer, in layer order.
+            start = getattr(tm, "start_layer", 0)
+            end = getattr(tm, "end_layer", self.target_config.hf_text_config.num_hidden_layers)
+            captured = [i - 1 for i in range(start, end) if i in ltc]
+            out["config"]["captured_layers"] = captured or None
+
+            stage = "build"
+            layout = m["resolve_draft_parallel_layout"](
+                m["model_draft_parallel_spec"](draft_config, spec_algorithm=self.algo)
+            )
+            with (
+                m["draft_tp_context"](layout),
+                m["draft_pp_context"](),
+                m["speculative_moe_backend_context"](),
+                m["speculative_moe_a2a_backend_context"](),
+                m["draft_model_build_scope"](),
+            ):
+                try:
+                    # the draft TpModelWorker's own ModelConfig (managers/tp_worker.py
+                    # _init_model_config), then ModelRunner.load_model
+                    runner_config = m["ModelConfig"].from_server_args(
+                        sa,
+                        model_path=spec.speculative_draft_model_path,
+                        model_revision=spec.speculative_draft_model_revision,
+                        is_draft_model=True,
+                        context_length=self.target_config.context_len,
+                    )
+                    loaded, _, _ = self._load(
+                        sa, runner_config, spec.speculative_draft_load_format, is_draft=True
+                    )
+                except BaseException:
+                    if rec.model is not None:
+                        stage = "load"
+                    raise
+            model = loaded.model
+            out["architecture"] = type(model).__name__
+            if rec.model is None:
+                raise RuntimeError("oracle: the loader never called load_weights_only")
+
+            stage = "bind"
+            worker = object.__new__(m["EagleDraftWorker"])
+            worker.speculative_algorithm = self.algo
+            worker.target_worker = _NS(
+                model_runner=_NS(
+                    model=self.target_model,
+                    model_config=self.target_config,
+                    load_config=self.target_load_config,
+                )
+            )
+            worker.draft_runner = _NS(model=model)
+            worker.init_token_map()
+            worker.init_lm_head()
+            hot = getattr(worker, "hot_token_id", None)
+            extra["hot_token_id_len"] = None if hot is None else int(hot.shape[0])
+            extra["load_lm_head_from_target"] = bool(
+                getattr(model, "load_lm_head_from_target", False)
+            )
+            stage = None
+            out["started"] = True
+        except BaseException as e:  # one bad drafter must not stop the batch
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            out["stage"] = stage
+            out["error"] = _first_line(e)
+            extra["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
+        finally:
+            self.recorder = None
+        try:
+            rec.report(out, bound=out["started"])
+        except Exception as e:  # the report must not hide the engine's verdict
+            extra["report_error"] = _first_line(e)
+        extra["seconds"] = round(time.perf_counter() - t0, 3)
+        return out
+
+
+class _NS:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _config_summary(hf, draft_config, aux) -> dict:
+    torch_dtype = str(draft_config.dtype).replace("torch.", "")
+    ids = aux.eagle_aux_hidden_state_layer_ids
+    dvs = getattr(hf, "draft_vocab_size", None) if "draft_vocab_size" in hf.__dict__ else None
+    return {
+        "hidden_size": getattr(hf, "hidden_size", None),
+        "num_hidden_layers": getattr(hf, "num_hidden_layers", None),
+        "vocab_size": getattr(hf, "vocab_size", None),
+        "draft_vocab_size": dvs,
+        "dtype": torch_dtype,
+        "aux_layer_ids": list(ids) if ids is not None else None,
+        "captured_layers": None,
+        "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", False)),
+    }
+
+
+class _Recorder:
+    """What each checkpoint key wrote during the model's load_weights."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.model = None
+        self.keys: dict[str, dict] = {}  # key -> {"fate", "params"}
+        self.order: list[str] = []
+        self.tensors: dict[str, object] = {}  # key -> the tensor SGLang's iterator yielded
+        self.writes: dict[str, list] = {}  # param name -> [(key, shard_id)] in call order
+        self.current: str | None = None
+        self.nan_state: dict[str, str] = {}
+        self.names: dict[int, str] = {}
+
+    def begin(self, model):
+        torch = self.engine.torch
+        self.model = model
+        self.names = {id(p): n for n, p in model.named_parameters()}
+        dwl = self.engine.m["default_weight_loader"]
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if p.is_floating_point():
+                    p.data.fill_(float("nan"))
+                inner = getattr(p, "weight_loader", dwl)
+                p.weight_loader = self._wrap(name, inner)
+
+    def _wrap(self, pname, inner):
+        rec = self
+        torch = self.engine.torch
+
+        def weight_loader(param, loaded_weight, *args, **kwargs):
+            shard = args[0] if args else kwargs.get("shard_id", kwargs.get("loaded_shard_id"))
+            before = param.data.clone() if shard is not None else None
+            result = inner(param, loaded_weight, *args, **kwargs)
+            rows = None
+            if before is not None:  # which rows (dim 0) this shard's write changed
+                after = param.data
+                same = (before == after) | (torch.isnan(before) & torch.isnan(after))
+                changed = (~same).reshape(same.shape[0], -1).any(dim=1).nonzero()
+                if len(changed):
+                    rows = (int(changed.min()), int(changed.max()) + 1)
+            key = rec.current
+            rec.writes.setdefault(pname, []).append((key, shard, rows))
+            if key is not None:
+                ent = rec.keys[key]
+                ent["fate"] = "loaded"
+                if pname not in ent["params"]:
+                    ent["params"].append(pname)
+            return result
+
+        weight_loader.__wrapped__ = inner
+        return weight_loader
+
+    def iterate(self, weights):
+        model = self.model
+        for name, tensor in weights:
+            hot_before = getattr(model, "hot_token_id", None)
+            self.current = name
+            self.keys.setdefault(name, {"fate": "dropped", "params": []})
+            if name in self.order:
+                self.keys[name]["repeated"] = True
+            self.order.append(name)
+            self.tensors[name] = tensor
+            yield name, tensor
+            hot_after = getattr(model, "hot_token_id", None)
+            if hot_after is not None and hot_after is not hot_before:
+                self.keys[name]["fate"] = "loaded"
+                self.keys[name]["params"].append("hot_token_id")
+            self.current = None
+
+    def end(self):
+        torch = self.engine.torch
+        for name, p in self.model.named_parameters():
+            if not p.is_floating_point():
+                self.nan_state[name] = "loaded" if name in self.writes else "init"
+                continue
+            nan = torch.isnan(p.data)
+            n = int(nan.sum())
+            self.nan_state[name] = "init" if n == p.numel() else "partial" if n else "loaded"
+
+    # -- the per-drafter JSON ------------------------------------------------------------------
+    def report(self, out: dict, bound: bool):
+        out["keys"] = {
+            k: {"fate": v["fate"], "params": list(v["params"])} for k, v in self.keys.items()
+        }
+        extra = out["sglang"]
+        extra["key_order"] = list(self.order)  # as SGLang's weight iterator yielded them
+        extra["writers"] = {p: [k for k, _, _ in w] for p, w in self.writes.items()}
+        extra["shards"] = {k: s for w in self.writes.values() for k, s, _ in w if s is not None}
+        for which in ("d2t", "t2d"):
+            present = [k for k in self.keys if k.split(".")[-1] == which]
+            out[which]["present"] = bool(present)
+            consumed = None
+            for k in present:
+                if self.keys[k]["params"]:
+                    consumed = self.keys[k]["params"][0]
+            out[which]["consumed_as"] = consumed
+        if self.model is None:
+            return
+        params = {}
+        target_ptrs = self.engine.target_ptrs
+        for name, p in self.model.named_parameters():
+            state = self.nan_state.get(name, "init")
+            if bound and p.data_ptr() in target_ptrs:
+                state = "from_target"
+            params[name] = {
+                "shape": list(p.shape),
+                "state": state,
+                "equals_checkpoint": self._equals(name, p, state),
+            }
+        out["params"] = params
+
+    def _equals(self, name, p, state):
+        """The parameter vs the checkpoint tensor(s) that wrote it, cast to its dtype. A stacked
+        parameter (q/k/v, gate/up) is compared slice by slice, each shard's last write against
+        the rows it changed, so a partial one can still be True. None: nothing wrote it."""
+        torch = self.engine.torch
+        writes = self.writes.get(name)
+        if not writes:
+            return None
+        got = p.data
+        with torch.no_grad():
+            if writes[-1][1] is None:  # a whole-parameter write came last
+                if state in ("partial", "init"):
+                    return False
+                expected = self.tensors[writes[-1][0]].to(dtype=got.dtype)
+                if tuple(expected.shape) == tuple(got.shape):
+                    return bool(torch.equal(got, expected))
+                # vocab padding: the loader zero-fills rows past the checkpoint's
+                if (
+                    expected.dim() == got.dim() >= 1
+                    and tuple(expected.shape[1:]) == tuple(got.shape[1:])
+                    and expected.shape[0] < got.shape[0]
+                ):
+                    n = expected.shape[0]
+                    return bool(torch.equal(got[:n], expected)) and not bool(got[n:].any())
+                return False
+            last: dict = {}
+            for key, shard, rows in writes:
+                if shard is not None:
+                    last[shard] = (key, rows)
+            for key, rows in last.values():
+                if rows is None:  # wrote what was already there
+                    continue
+                expected = self.tensors[key].to(dtype=got.dtype)
+                a, b = rows
+                if b - a != expected.shape[0] or tuple(got[a:b].shape) != tuple(expected.shape):
+                    return False
+                if not torch.equal(got[a:b], expected):
+                    return False
+            return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", required=True, help="the target model directory")
+    ap.add_argument("--jsonl", help="also write one JSON object per line to this file")
+    ap.add_argument("--verbose", action="store_true", help="SGLang's INFO logs on stderr")
+    ap.add_argument(
+        "--details",
+        action="store_true",
+        help='add a "sglang" object: layers_to_capture, the iterator\'s key order, '
+        "which keys wrote each parameter, shard ids, timings, traceback tail",
+    )
+    ap.add_argument("drafters", nargs="+")
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    # SGLang prints warnings at import and publish; keep stdout for the JSON lines
+    with contextlib.redirect_stdout(sys.stderr):
+        engine = Engine(args.target, verbose=args.verbose)
+    print(
+        json.dumps(
+            {
+                "oracle": "sglang",
+                "engine_version": ENGINE_VERSION,
+                "event": "ready",
+                "import_seconds": round(engine.import_seconds, 3),
+                "target_seconds": round(engine.target_seconds, 3),
+            }
+        ),
+        file=sys.stderr,
+    )
+    sink = open(args.jsonl, "w") if args.jsonl else None
+    try:
+        for d in args.drafters:
+            with contextlib.redirect_stdout(sys.stderr):
+                res = engine.run(d)
+            if not args.details:
+                res.pop("sglang", None)
+            line = json.dumps(res, sort_keys=False)
+            print(line, flush=True)
+            if sink:
+                sink.write(line + "\n")
+                sink.flush()
+    finally:
+        if sink:
+            sink.close()
+    print(
+        json.dumps(
+            {
+                "event": "done",
+                "drafters": len(args.drafters),
+                "seconds": round(time.perf_counter() - t0, 3),
+            }
+        ),
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""Issue #14, items 3 and 4: one ``--format`` (text, json, markdown, concise, github), text that
+fits the terminal and is coloured on a terminal only (NO_COLOR, FORCE_COLOR), valid GitHub tables,
+and progress drawn on a terminal only — never a ``\\r`` in a pipe.
+
+A real terminal is a pseudo-terminal here (``pty``): the program runs in a subprocess whose stdout
+(or stderr) is the terminal, with the window size set on it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+from conftest import PRODUCERS, ROOT, run_cli
+
+from weightcheck import render
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SPEC_TRAIN = PRODUCERS / "speculators-train"  # 3 errors, a warning and an info with sglang
+
+
+def run_tty(*args, cols=80, env=None, tty="stdout"):
+    """Run ``python -m weightcheck ARGS`` with ``tty`` (stdout or stderr) on a pseudo-terminal of
+    ``cols`` columns; returns (exit code, the terminal's text, the other stream's text)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TERM")
+    }
+    e.update({"TERM": "xterm", **(env or {})})
+    other = subprocess.PIPE
+    p = subprocess.Popen(
+        [sys.executable, "-m", "weightcheck", *map(str, args)],
+        stdin=subprocess.DEVNULL,
+        stdout=slave if tty == "stdout" else other,
+        stderr=slave if tty == "stderr" else other,
+        env=e,
+        cwd=str(ROOT),
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the program closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    rest = (p.stderr if tty == "stdout" else p.stdout).read().decode()
+    p.wait(timeout=120)
+    os.close(master)
+    return p.returncode, b"".join(chunks).decode().replace("\r\n", "\n"), rest
+
+
+def _long_config_drafter(make_drafter, tiny_cfg):
+    """A drafter whose rope_scaling value alone is ~180 characters (the report's ~200 columns)."""
+    cfg = dict(
+        tiny_cfg,
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "type": "yarn",
+        },
+        num_hidden_layers=3,
+    )
+    return make_drafter("long", cfg)
+
+
+# =============================================================================================
+# text fits the terminal; a pipe gets whole lines
+@pytest.mark.parametrize("cols", [80, 120])
+def test_text_fits_the_terminal(make_drafter, tiny_cfg, cols):
+    d = _long_config_drafter(make_drafter, tiny_cfg)
+    for args in (["inspect", d], ["check", SPEC_TRAIN, "--engine", "sglang"], ["compare", d, SPEC_TRAIN]):
+        code, text, _ = run_tty(*args, cols=cols)
+        assert code in (0, 1), text
+        widest = max(len(ANSI.sub("", line)) for line in text.splitlines())
+        assert widest <= cols, (args[0], widest, text)
+
+
+def test_columns_overrides_the_terminal_width(make_drafter, tiny_cfg):
+    d = _long_config_drafter(make_drafter, tiny_cfg)
+    _, text, _ = run_tty("inspect", d, cols=200, env={"COLUMNS": "90"})
+    assert max(len(ANSI.sub("", line)) for line in text.splitlines()) <= 90
+
+
+def test_a_pipe_gets_whole_lines(make_drafter, tiny_cfg):
+    d = _long_config_drafter(make_drafter, tiny_cfg)
+    r = run_cli("inspect", d, env={"COLUMNS": "60"})  # a test runner's COLUMNS: no terminal here
+    row = next(line for line in r.stdout.splitlines() if line.startswith("rope_scaling "))
+    assert '"mscale_all_dim": 1.0' in row and row.rstrip().endswith("rope_scaling")
+
+
+def test_wrapped_cells_break_names_between_their_parts():
+    out = render.Output("text", width=50)
+    rows = [("WC101", "error", "midlayer.self_attn.q_proj.weight: " + "word " * 30)]
+    text = render.table(["code", "severity", "message"], rows, out, prose=(2,))
+    assert max(map(len, text.splitlines())) <= 50
+    assert render.wrap_cell("midlayer.self_attn.q_proj.weight", 20).splitlines() == [
+        "midlayer.self_attn.",
+        "q_proj.weight",
+    ]
+
+
+# =============================================================================================
+# colour: a terminal only, NO_COLOR, FORCE_COLOR
+def test_colour_on_a_terminal_and_not_with_no_color():
+    code, text, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang")
+    assert code == 1 and ANSI.search(text), text
+    code, text, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang", env={"NO_COLOR": "1"})
+    assert code == 1 and not ANSI.search(text)
+    _, text, _ = run_tty(
+        "check", SPEC_TRAIN, "--engine", "sglang", env={"NO_COLOR": "1", "FORCE_COLOR": "1"}
+    )
+    assert not ANSI.search(text)  # NO_COLOR wins
+    _, text, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang", "--json")
+    assert not ANSI.search(text) and json.loads(text)["ok"] is False
+
+
+def test_no_colour_in_a_pipe_unless_forced():
+    r = run_cli("check", SPEC_TRAIN, "--engine", "sglang")
+    assert r.exit_code == 1 and not ANSI.search(r.stdout)
+    forced = run_cli("check", SPEC_TRAIN, "--engine", "sglang", env={"FORCE_COLOR": "1"})
+    assert "\x1b[1;31merror\x1b[0m" in forced.stdout
+    for fmt in ("json", "markdown", "github"):
+        r = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--format", fmt, env={"FORCE_COLOR": "1"})
+        assert not ANSI.search(r.stdout), fmt
+
+
+def test_use_color_rules(monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    for k in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        monkeypatch.delenv(k, raising=False)
+    assert render.use_color(Tty()) and not render.use_color(io.StringIO())
+    monkeypatch.setenv("FORCE_COLOR", "0")
+    assert not render.use_color(io.StringIO())
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert render.use_color(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not render.use_color(Tty())
+
+
+# =============================================================================================
+# markdown: valid GitHub tables
+def _cells(line: str) -> list[str]:
+    parts = re.split(r"(?<!\\)\|", line)
+    assert parts[0].strip() == "" and parts[-1].strip() == "", line
+    return parts[1:-1]
+
+
+def _tables(md: str):
+    """Each table of a Markdown text as its rows of cells (header first)."""
+    tables, cur = [], []
+    for line in md.splitlines():
+        if line.startswith("|"):
+            cur.append(_cells(line))
+        elif cur:
+            tables.append(cur)
+            cur = []
+    if cur:
+        tables.append(cur)
+    return tables
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", SPEC_TRAIN, "--engine", "sglang", "--explain"],
+        ["check", SPEC_TRAIN, "--markdown"],
+        ["inspect", SPEC_TRAIN],
+        ["compare", SPEC_TRAIN, PRODUCERS / "modelopt"],
+        ["convert", SPEC_TRAIN, "/nonexistent/out", "--to", "vllm", "--dry-run"],
+        ["rule", "WC305"],
+    ],
+)
+def test_markdown_tables_are_valid(args, make_drafter, tiny_cfg):
+    r = run_cli(*args, *([] if "--markdown" in args else ["--format", "markdown"]))
+    assert r.exit_code in (0, 1), r
+    for t in _tables(r.stdout):
+        assert len(t) >= 2 and all(set(c.strip()) <= {"-"} for c in t[1]), t[:2]
+        assert all(len(row) == len(t[0]) for row in t), t
+
+
+def test_markdown_cells_escape_pipes_and_line_breaks():
+    md = render.md_table(["a", "b"], [["x | y", "one\ntwo"], ["only one"]])
+    rows = [_cells(line) for line in md.splitlines()]
+    assert all(len(r) == 2 for r in rows)
+    assert "x \\| y" in md and "one<br>two" in md
+
+
+# =============================================================================================
+# concise and github
+def test_concise_is_one_line_per_finding():
+    r = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--format", "concise")
+    assert r.exit_code == 1
+    lines = r.stdout.splitlines()
+    j = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--json").json
+    assert len(lines) == len(j["findings"]) + 1
+    for line, f in zip(lines, j["findings"]):
+        assert line == f"{SPEC_TRAIN}: {f['code']} {f['message']}"
+    assert lines[-1] == f"Found 3 error(s), 1 warning(s), 1 info in {SPEC_TRAIN}."
+    clean = run_cli("check", PRODUCERS / "specforge-sglang", "--format", "concise")
+    assert clean.exit_code == 0 and clean.stdout.startswith("All checks passed")
+
+
+def test_github_workflow_commands_annotate_each_finding():
+    r = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--format", "github")
+    assert r.exit_code == 1
+    cmds = [line for line in r.stdout.splitlines() if line.startswith("::")]
+    j = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--json").json
+    assert len(cmds) == len(j["findings"])
+    level = {"error": "error", "warning": "warning", "info": "notice"}
+    for c, f in zip(cmds, j["findings"]):
+        m = re.fullmatch(r"::(\w+) file=([^,]+),title=(WC\d{3}) ([a-z0-9-]+)::(.*)", c)
+        assert m, c
+        assert m.group(1) == level[f["severity"]] and m.group(3) == f["code"]
+        assert m.group(2) == os.path.relpath(SPEC_TRAIN / "config.json", ROOT)
+        assert "\n" not in m.group(5) and str(SPEC_TRAIN) in m.group(5)
+
+
+def test_github_escapes_what_would_end_a_command():
+    line = render.gh_command("warning", "WC1: a,b", "50% done\nnext line")
+    assert line == "::warning title=WC1%3A a%2Cb::50%25 done%0Anext line"
+
+
+def test_compare_concise_and_github(make_drafter, tiny_cfg):
+    a = make_drafter("a", tiny_cfg, seed=1)
+    b = make_drafter("b", tiny_cfg, seed=1, skip=("lm_head.weight", "norm.weight"))
+    r = run_cli("compare", a, b, "--format", "concise")
+    assert r.exit_code == 1
+    assert r.stdout.splitlines()[0] == (
+        f"{a} vs {b}: error: {{lm_head.weight, norm.weight}} missing in B (its config requires it)"
+    )
+    assert r.stdout.splitlines()[-1] == f"{a} vs {b}: verdict: incompatible"
+    g = run_cli("compare", a, b, "--format", "github").stdout.splitlines()
+    assert g[0].startswith("::error title=weightcheck compare%3A incompatible::")
+
+
+# =============================================================================================
+# progress: a terminal only
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_draws_on_a_terminal_only():
+    tty = _Tty()
+    p = render.Progress("convert", 1000, stream=tty, delay=0)
+    p.update(500)
+    p.close()
+    assert tty.getvalue().startswith("\rconvert:  50% 500 B of 1.00 KB")
+    assert tty.getvalue().endswith("\r\x1b[K")  # the line is cleared when done
+    pipe = io.StringIO()
+    q = render.Progress("convert", 1000, stream=pipe, delay=0)
+    q.update(500)
+    q.watch_io()
+    q.close()
+    assert pipe.getvalue() == "" and not q.enabled
+
+
+def test_progress_waits_before_drawing_a_short_job():
+    tty = _Tty()
+    p = render.Progress("check", 10, stream=tty, delay=3600)
+    p.update(10)
+    p.close()
+    assert tty.getvalue() == ""
+
+
+class _Recorder:
+    """render.Progress, recording how a command uses it (and drawing nothing)."""
+
+    made: list = []
+
+    def __init__(self, desc, total=None, stream=None, enabled=None, delay=0.5):
+        self.desc, self.total, self.done, self.watched, self.closed = desc, total, 0, False, False
+        self.enabled = True
+        _Recorder.made.append(self)
+
+    def update(self, n):
+        self.done += n
+
+    def watch_io(self):
+        self.watched = True
+        return self
+
+    def close(self):
+        self.closed = True
+
+
+def test_every_command_that_reads_weights_has_progress(make_drafter, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    src = make_drafter("src")
+    monkeypatch.setattr(render, "Progress", _Recorder)
+    _Recorder.made = []
+    assert run_cli("check", src, "--values").exit_code in (0, 1)
+    (bar,) = _Recorder.made
+    assert bar.desc.startswith("check --values") and bar.watched and bar.closed
+    _Recorder.made = []
+    assert run_cli("convert", src, tmp_path / "out", "--to", "vllm").exit_code == 0
+    (bar,) = _Recorder.made
+    assert bar.desc == "convert" and bar.done == bar.total > 0 and bar.closed
+
+
+def test_no_carriage_return_in_a_pipe(make_drafter, tmp_path):
+    pytest.importorskip("torch")
+    src = make_drafter("src")
+    other = make_drafter("other", seed=5)
+    for args in (
+        ["compare", src, other, "--values"],
+        ["check", src, "--values"],
+        ["convert", src, tmp_path / "out", "--to", "vllm"],
+    ):
+        r = run_cli(*args)
+        assert r.exit_code in (0, 1), r
+        assert "\r" not in r.stderr and "\x1b" not in r.stderr and "\r" not in r.stdout, args

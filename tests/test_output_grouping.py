@@ -1,0 +1,120 @@
+"""Issue #14, item 5: say it once. Near-identical findings of one code are shown as one finding
+listing what varies; each compare mismatch is listed once; a config taken whole from --config-from
+is one line, not one per field. ``--json`` and the API keep every finding."""
+
+from __future__ import annotations
+
+import json
+
+import synth
+from check_builders import read_tensors, write_sharded
+from conftest import K2, load_config, run_cli
+
+from weightcheck.rules.grouping import group
+
+
+def _f(code, message, subject=None, severity="error"):
+    return {"code": code, "severity": severity, "message": message, "subject": subject, "rule": "r"}
+
+
+def test_group_merges_findings_that_differ_in_one_word():
+    fs = [_f("WC101", f"{n}: no dialect explains this name", n) for n in ("a.x", "b.y", "c.z")]
+    fs.append(_f("WC206", "a.x: shape [1], config implies [2]", "a.x"))
+    out = group(fs)
+    assert len(out) == 2
+    assert out[0]["message"] == "{a.x, b.y, c.z}: no dialect explains this name"
+    assert out[0]["count"] == 3 and out[0]["subjects"] == ["a.x", "b.y", "c.z"]
+    assert out[0]["subject"] is None  # the subjects vary: the message names them
+    assert out[1]["count"] == 1 and out[1]["message"] == fs[3]["message"]
+
+
+def test_group_keeps_findings_whose_details_differ():
+    fs = [
+        _f("WC901", "fc.weight: [128, 384] here, the training config builds [256, 768]", "fc.weight"),
+        _f("WC901", "lm_head.weight: [400, 128] here, the training config builds [300, 256]", "lm_head.weight"),
+    ]
+    assert [g["count"] for g in group(fs)] == [1, 1]
+    # another code or severity is never merged
+    fs = [_f("WC101", "a: x"), _f("WC102", "b: x"), _f("WC101", "c: x", severity="warning")]
+    assert [g["count"] for g in group(fs)] == [1, 1, 1]
+
+
+def test_group_keeps_a_common_subject_and_lists_the_varying_word():
+    fs = [
+        _f("WC210", f"index.json maps '{n}' to model-1.safetensors, but it is in model-2.safetensors", "index.json")
+        for n in ("a", "b")
+    ]
+    (g,) = group(fs)
+    assert g["subject"] == "index.json" and g["count"] == 2
+    assert g["message"] == (
+        "index.json maps {'a', 'b'} to model-1.safetensors, but it is in model-2.safetensors"
+    )
+
+
+def test_a_shuffled_index_is_one_wc210_line(tmp_path):
+    cfg = synth.scaled_config(load_config(K2))
+    clean = tmp_path / "clean"
+    synth.write_drafter(str(clean), cfg)
+    tensors = read_tensors(clean)
+    first = [t.name for t in tensors[:8]]
+
+    def lie(weight_map):  # the index says shard 2 for every tensor of shard 1
+        for n in first:
+            weight_map[n] = "model-00002-of-00002.safetensors"
+
+    src = write_sharded(tmp_path / "sharded", cfg, tensors, 8, weight_map_edit=lie)
+    j = run_cli("check", src, "--json").json
+    wc210 = [f for f in j["findings"] if f["code"] == "WC210"]
+    assert len(wc210) == 9  # JSON keeps every finding: 8 tensors, and the index's total_size
+    text = run_cli("check", src).stdout
+    rows = [line for line in text.splitlines() if line.startswith("WC210")]
+    assert len(rows) == 2, text  # the 8 as one line, and the total_size
+    (listed,) = [line for line in rows if "which does not hold it" in line]
+    assert all(f"'{n}'" in listed for n in first)
+    for fmt in ("concise", "github"):
+        out = run_cli("check", src, "--format", fmt).stdout
+        assert sum("WC210" in line for line in out.splitlines()) == 2, (fmt, out)
+
+
+def test_compare_lists_each_mismatch_once(make_drafter, tiny_cfg, tmp_path):
+    a = make_drafter("a", tiny_cfg, seed=1)
+    b_cfg = synth.scaled_config(load_config(K2), hidden=256)
+    b = make_drafter("b", b_cfg, seed=1)
+    j = run_cli("compare", a, b, "--json").json
+    assert j["shape_mismatches"] and j["config_differences"]
+    text = run_cli("compare", a, b).stdout
+    for m in j["shape_mismatches"]:
+        # the tensor's name: once in the shape table, not again among the reasons
+        assert sum(line.split()[:1] == [m["canonical"]] for line in text.splitlines()) == 1
+        assert f"{m['canonical']}: shape" not in text
+    assert f"{len(j['shape_mismatches'])} tensor shape(s) differ (table below)" in text
+    for d in j["config_differences"]:
+        assert f"config {d['field']}:" not in text  # in the config table only
+
+
+def test_compare_dtype_mismatch_once(make_drafter, tiny_cfg, tmp_path):
+    a = make_drafter("a", tiny_cfg, seed=1)
+    b_cfg = dict(tiny_cfg, torch_dtype="float32")
+    b = make_drafter("b", b_cfg, seed=1)
+    j = run_cli("compare", a, b, "--json").json
+    assert j["dtype_mismatches"]
+    text = run_cli("compare", a, b).stdout
+    assert "dtype BF16 in A" not in text
+    assert f"{len(j['dtype_mismatches'])} tensor dtype(s) differ (table below)" in text
+
+
+def test_config_from_a_folder_without_config_is_one_line(tmp_path, make_drafter):
+    src = make_drafter("src")
+    (src / "config.json").unlink()
+    ref = make_drafter("ref")
+    r = run_cli("convert", src, tmp_path / "out", "--to", "sglang", "--config-from", ref, "--dry-run")
+    assert r.exit_code == 0, r
+    changes = [line for line in r.stdout.splitlines() if line.startswith("config: ")]
+    assert len(changes) == 1 and "SRC has no config.json: every field is" in changes[0]
+    assert "None ->" not in r.stdout
+    plan = json.loads(
+        run_cli(
+            "convert", src, tmp_path / "out", "--to", "sglang", "--config-from", ref, "--dry-run", "--json"
+        ).stdout
+    )
+    assert len(plan["config_changes"]) == 1
