@@ -578,9 +578,22 @@ def t_training_ignored(w):
 
 @trigger("WC904", "aux_layer_ids")
 def t_training_config_differs(w):
+    # [3, 31, 59]: other layers than [2, 30, 58] for every target family ([1, 29, 57] would be the
+    # same layers for a Kimi target under SGLang >= 0.5.13, and is no finding: see below)
+    cfg = json.loads(json.dumps(w.cfg))
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [3, 31, 59]
+    return _training(w, cfg)
+
+
+def test_wc904_compares_aux_ids_by_the_layers_they_capture(w):
+    """The founding pair's ids [2, 30, 58] and [1, 29, 57] capture the same layers of a Kimi
+    target in SGLang (>= 0.5.13 adds 1 only when the first id is 1): no WC904."""
+    assert w.cfg["model_type"] == "kimi_k2"
     cfg = json.loads(json.dumps(w.cfg))
     cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 29, 57]
-    return _training(w, cfg)
+    src, args = _training(w, cfg)
+    _, rep = check(src, *args)
+    assert "WC904" not in codes(rep), rep["findings"]
 
 
 # --- the table is complete, and each entry fires --------------------------------------------------

@@ -113,7 +113,7 @@ def test_optional_tensor_only_fails_strict(make_drafter, tiny_cfg):
 
 def test_serving_difference_fails_only_strict(make_drafter, tiny_cfg):
     cfg2 = json.loads(json.dumps(tiny_cfg))
-    cfg2["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 29, 57]
+    cfg2["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [3, 31, 59]
     a = make_drafter("a", tiny_cfg, seed=1)
     b = make_drafter("b", cfg2, seed=1)
     r = run_cli("compare", a, b, "--json")
@@ -121,6 +121,20 @@ def test_serving_difference_fails_only_strict(make_drafter, tiny_cfg):
     d = {x["field"]: x for x in r.json["config_differences"]}
     assert d["aux_layer_ids"]["category"] == "serving"
     assert run_cli("compare", a, b, "--strict").exit_code == 1
+
+
+def test_kimi_ids_one_apart_capture_the_same_layers(make_drafter, tiny_cfg):
+    """For a DeepSeek/Kimi target SGLang (>= 0.5.13) adds 1 only when the first id is 1: [2, 30, 58]
+    and [1, 29, 57] both capture the outputs of layers 1, 29, 57 — no difference, even --strict."""
+    assert tiny_cfg["model_type"] == "kimi_k2"
+    cfg2 = json.loads(json.dumps(tiny_cfg))
+    cfg2["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 29, 57]
+    a = make_drafter("a", tiny_cfg, seed=1)
+    b = make_drafter("b", cfg2, seed=1)
+    r = run_cli("compare", a, b, "--strict", "--json")
+    assert r.exit_code == 0, r.json["strict_failures"]
+    d = {x["field"]: x for x in r.json["config_differences"]}
+    assert "[1, 29, 57]" in d["aux_layer_ids"]["note"]
 
 
 def test_dtype_difference_fails_only_strict(make_drafter, tiny_cfg):

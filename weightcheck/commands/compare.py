@@ -12,6 +12,7 @@ are local or when ``--values`` asks for it.
 
 from __future__ import annotations
 
+from weightcheck.engines import aux
 from weightcheck.model.compatibility import Comparison, judge, presence, verdict
 from weightcheck.model.drafter import Drafter, Tensor, source_report
 from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS
@@ -103,7 +104,7 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
 
 
 def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True) -> Comparison:
-    c = judge(a, b)
+    c = judge(a, b, aux.same_aux_layers)
     both_local = a.source.kind != "hub" and b.source.kind != "hub"
     paired = [
         p

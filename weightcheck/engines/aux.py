@@ -151,10 +151,7 @@ def target_family(drafter, targets=()) -> tuple[str | None, str]:
         mt = f.header.metadata.get("weightcheck_target_model_type") if f.header else None
         if mt:
             return mt, f"{f.name} metadata (recorded by weightcheck convert)"
-    known = set()
-    for e in ("sglang", "vllm"):
-        for c in load(e).get("aux_layers", {}).get("convention", []):
-            known.update(c.get("target_model_types", []))
+    known = family_model_types()
     cfg = drafter.config or {}
     mt = cfg.get("model_type")
     if mt in known and mt != LLAMA:
@@ -168,6 +165,15 @@ def target_family(drafter, targets=()) -> tuple[str | None, str]:
         if a in by_arch:
             return by_arch[a], f"the speculators verifier architecture {a}"
     return None, "nothing names the target"
+
+
+def family_model_types() -> set[str]:
+    """Every target model type some engine's aux-id convention covers."""
+    known: set[str] = set()
+    for e in ("sglang", "vllm"):
+        for c in load(e).get("aux_layers", {}).get("convention", []):
+            known.update(c.get("target_model_types", []))
+    return known
 
 
 def family_representatives() -> dict[str, str]:
@@ -192,3 +198,43 @@ def conversions_by_family(ids, src_engine: str, dst_engine: str, num_layers) -> 
         except WeightcheckError:
             continue
     return out
+
+
+def same_layers(ids_a, conv_a: str, ids_b, conv_b: str, family: str | None) -> list | None:
+    """The target layers both id lists capture, each read in its own convention, when they are the
+    same — for ``family``, or for every family when it is None; else None."""
+    if not isinstance(ids_a, list) or not isinstance(ids_b, list) or len(ids_a) != len(ids_b):
+        return None
+    if not all(type(x) is int for x in ids_a + ids_b):
+        return None
+    L = max(ids_a + ids_b) + 2
+    layers = None
+    for f in [family] if family else list(family_representatives()):
+        got = []
+        for ids, conv in ((ids_a, conv_a), (ids_b, conv_b)):
+            version = newest(load(conv))
+            g = captured(ids, conv, version, f, L)
+            if g is None and f != LLAMA:
+                g = captured(ids, conv, version, LLAMA, L)
+            got.append(g)
+        if got[0] is None or got[0] != got[1]:
+            return None
+        layers = got[0]
+    return layers
+
+
+def same_aux_layers(field: str, a, b, ids_a, ids_b) -> str | None:
+    """A compatibility Equivalence (model/compatibility.py): two drafters' aux ids mean the same when
+    each, read in its own convention, captures the same target layers — for the target family the
+    drafters name, or for every family when neither names one."""
+    if field != "aux_layer_ids":
+        return None
+    conv_a, conv_b = convention_of(a), convention_of(b)
+    fam = target_family(a)[0] or target_family(b)[0]
+    layers = same_layers(ids_a, conv_a, ids_b, conv_b, fam)
+    if layers is None:
+        return None
+    return (
+        f"same layers, other spelling: both capture the outputs of target layers {layers} "
+        f"(A in {conv_a}'s convention, B in {conv_b}'s)"
+    )

@@ -13,7 +13,7 @@ Verdicts:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 from weightcheck.model import config as config_mod
 from weightcheck.model.drafter import Drafter, Tensor
@@ -72,7 +72,13 @@ def pair_tensors(a: Drafter, b: Drafter) -> list[Pair]:
     ]
 
 
-def config_differences(a: Drafter, b: Drafter) -> list[dict]:
+# (field, a, b, value in A, value in B) -> a note when the two values mean the same to the engines
+# (e.g. aux ids spelled in two conventions that capture the same target layers), else None. The
+# engines layer supplies it (engines/aux.py same_aux_layers); the model layer knows no engine.
+Equivalence = Callable[[str, Drafter, Drafter, object, object], "str | None"]
+
+
+def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> list[dict]:
     out = []
     fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
     for f in fields:
@@ -87,21 +93,25 @@ def config_differences(a: Drafter, b: Drafter) -> list[dict]:
         else:
             same = va == vb
         if not same:
+            note = equivalent(f, a, b, va, vb) if equivalent else None
             out.append(
                 {
                     "field": f,
-                    "category": config_mod.category_of(f),
+                    # the same meaning in another spelling is no difference to serving
+                    "category": "informational" if note else config_mod.category_of(f),
                     "a": va,
                     "b": vb,
                     "a_from": a.normalized.provenance.get(f),
                     "b_from": b.normalized.provenance.get(f),
+                    **({"note": note} if note else {}),
                 }
             )
     return out
 
 
-def judge(a: Drafter, b: Drafter) -> Comparison:
-    """Pair the tensors and judge shapes, presence and configs: everything but the bytes."""
+def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comparison:
+    """Pair the tensors and judge shapes, presence and configs: everything but the bytes.
+    ``equivalent`` says when two config values differ in spelling only (see Equivalence)."""
     c = Comparison(a, b, pairs=pair_tensors(a, b))
     for label, d in (("A", a), ("B", b)):
         if d.looks_like_target:
@@ -149,7 +159,7 @@ def judge(a: Drafter, b: Drafter) -> Comparison:
             )
         )
     else:
-        diffs = config_differences(a, b)
+        diffs = config_differences(a, b, equivalent)
     for dif in diffs:
         if dif["category"] == "architecture":
             c.reasons.append(f"config {dif['field']}: {dif['a']!r} in A, {dif['b']!r} in B")

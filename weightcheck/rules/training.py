@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from weightcheck.engines import aux
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.model.drafter import Drafter
@@ -90,6 +91,19 @@ def training_gate(d: Drafter, training_cfg: dict) -> TrainingGate:
         if spec.category != "serving":
             continue
         a, b = d.normalized.get(spec.name), norm.get(spec.name)
-        if a != b:
-            fields.append((spec.name, a, b))
+        if a == b:
+            continue
+        if spec.name == "aux_layer_ids":  # by meaning: the target layers each captures
+            fam = aux.target_family(d)[0] or _family_of(training_cfg)
+            conv_b = aux.config_convention(training_cfg)
+            if aux.same_layers(a, aux.convention_of(d), b, conv_b, fam) is not None:
+                continue
+        fields.append((spec.name, a, b))
     return TrainingGate(training_cfg, mism, reinit, ignored, fields)
+
+
+def _family_of(cfg: dict) -> str | None:
+    """A training config's own word on the target family (SpecForge copies the target's
+    model_type, e.g. kimi_k2), if it names a family other than Llama."""
+    mt = cfg.get("model_type")
+    return mt if mt in aux.family_model_types() and mt != aux.LLAMA else None

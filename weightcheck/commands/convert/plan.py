@@ -16,6 +16,7 @@ from typing import Literal
 
 from weightcheck import __version__
 from weightcheck.commands.convert import config as config_out
+from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model import compatibility, dialects
@@ -144,7 +145,7 @@ def plan(
         )
     base = src.config
     if config_from is not None:
-        c = compatibility.judge(src, config_from)
+        c = compatibility.judge(src, config_from, aux.same_aux_layers)
         if compatibility.verdict(c) == "incompatible":
             raise WeightcheckError(
                 config_from.source.spec,
