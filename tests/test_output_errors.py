@@ -53,7 +53,9 @@ def test_a_refused_convert_is_data_too(tmp_path, make_drafter):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    obj = _error_object(run_cli("convert", src, out, "--to", "vllm", "--force", "--json"), "convert")
+    obj = _error_object(
+        run_cli("convert", src, out, "--to", "vllm", "--force", "--json"), "convert"
+    )
     assert obj["file"] == str(out) and "notes.txt" in obj["error"]
 
 

@@ -56,7 +56,7 @@ def test_force_refuses_a_weightcheck_folder_the_user_added_to(tmp_path, src):
     convert(src, out, "--to", "sglang")
     (out / "notes.txt").write_text("mine")
     before = _tree(out)
-    msg = refused(src, out, "--to", "vllm", "--force")
+    msg = refused(src, out, "--to", "sglang", "--force")
     assert "notes.txt" in msg
     assert _tree(out) == before
 
@@ -90,10 +90,10 @@ def test_force_replaces_an_empty_folder_and_a_weightcheck_output(tmp_path, src):
     assert "pass --force" in refused(src, out, "--to", "sglang")
     convert(src, out, "--to", "sglang", "--force")
     first = snapshot(out)
-    r = convert(src, out, "--to", "vllm", "--force")  # weightcheck's own OUT, sharded next
+    r = convert(src, out, "--to", "sglang", "--force", "--dtype", "fp32")  # weightcheck's own
     assert r["written"]["out"] == str(out)
     assert snapshot(out) != first
-    convert(src, out, "--to", "vllm", "--force", "--max-shard-size", "300KB")
+    convert(src, out, "--to", "sglang", "--force", "--max-shard-size", "300KB")
     names = sorted(os.listdir(out))
     assert "model.safetensors.index.json" in names and len(names) > 4
     convert(src, out, "--to", "sglang", "--force")  # a sharded weightcheck output is ours too
@@ -105,11 +105,11 @@ def test_every_output_carries_the_mark(tmp_path, src):
     from weightcheck.storage.header import read_local_header
 
     out = tmp_path / "out"
-    convert(src, out, "--to", "speculators", "--max-shard-size", "300KB")
+    convert(src, out, "--to", "sglang", "--max-shard-size", "300KB")
     shards = [p for p in out.iterdir() if p.suffix == ".safetensors"]
     assert len(shards) > 1
     for p in shards:
-        assert read_local_header(p).metadata["weightcheck_converted_to"] == "speculators"
+        assert read_local_header(p).metadata["weightcheck_converted_to"] == "sglang"
 
 
 # ---------------------------------------------------------------------------------------------

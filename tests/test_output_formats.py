@@ -88,7 +88,11 @@ def _long_config_drafter(make_drafter, tiny_cfg):
 @pytest.mark.parametrize("cols", [80, 120])
 def test_text_fits_the_terminal(make_drafter, tiny_cfg, cols):
     d = _long_config_drafter(make_drafter, tiny_cfg)
-    for args in (["inspect", d], ["check", SPEC_TRAIN, "--engine", "sglang"], ["compare", d, SPEC_TRAIN]):
+    for args in (
+        ["inspect", d],
+        ["check", SPEC_TRAIN, "--engine", "sglang"],
+        ["compare", d, SPEC_TRAIN],
+    ):
         code, text, _ = run_tty(*args, cols=cols)
         assert code in (0, 1), text
         widest = max(len(ANSI.sub("", line)) for line in text.splitlines())
@@ -140,7 +144,9 @@ def test_no_colour_in_a_pipe_unless_forced():
     forced = run_cli("check", SPEC_TRAIN, "--engine", "sglang", env={"FORCE_COLOR": "1"})
     assert "\x1b[1;31merror\x1b[0m" in forced.stdout
     for fmt in ("json", "markdown", "github"):
-        r = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--format", fmt, env={"FORCE_COLOR": "1"})
+        r = run_cli(
+            "check", SPEC_TRAIN, "--engine", "sglang", "--format", fmt, env={"FORCE_COLOR": "1"}
+        )
         assert not ANSI.search(r.stdout), fmt
 
 
@@ -316,7 +322,7 @@ def test_every_command_that_reads_weights_has_progress(make_drafter, tmp_path, m
     (bar,) = _Recorder.made
     assert bar.desc.startswith("check --values") and bar.watched and bar.closed
     _Recorder.made = []
-    assert run_cli("convert", src, tmp_path / "out", "--to", "vllm").exit_code == 0
+    assert run_cli("convert", src, tmp_path / "out", "--to", "sglang").exit_code == 0
     (bar,) = _Recorder.made
     assert bar.desc == "convert" and bar.done == bar.total > 0 and bar.closed
 
@@ -328,7 +334,7 @@ def test_no_carriage_return_in_a_pipe(make_drafter, tmp_path):
     for args in (
         ["compare", src, other, "--values"],
         ["check", src, "--values"],
-        ["convert", src, tmp_path / "out", "--to", "vllm"],
+        ["convert", src, tmp_path / "out", "--to", "sglang"],
     ):
         r = run_cli(*args)
         assert r.exit_code in (0, 1), r

@@ -30,8 +30,16 @@ def test_group_merges_findings_that_differ_in_one_word():
 
 def test_group_keeps_findings_whose_details_differ():
     fs = [
-        _f("WC901", "fc.weight: [128, 384] here, the training config builds [256, 768]", "fc.weight"),
-        _f("WC901", "lm_head.weight: [400, 128] here, the training config builds [300, 256]", "lm_head.weight"),
+        _f(
+            "WC901",
+            "fc.weight: [128, 384] here, the training config builds [256, 768]",
+            "fc.weight",
+        ),
+        _f(
+            "WC901",
+            "lm_head.weight: [400, 128] here, the training config builds [300, 256]",
+            "lm_head.weight",
+        ),
     ]
     assert [g["count"] for g in group(fs)] == [1, 1]
     # another code or severity is never merged
@@ -41,7 +49,11 @@ def test_group_keeps_findings_whose_details_differ():
 
 def test_group_keeps_a_common_subject_and_lists_the_varying_word():
     fs = [
-        _f("WC210", f"index.json maps '{n}' to model-1.safetensors, but it is in model-2.safetensors", "index.json")
+        _f(
+            "WC210",
+            f"index.json maps '{n}' to model-1.safetensors, but it is in model-2.safetensors",
+            "index.json",
+        )
         for n in ("a", "b")
     ]
     (g,) = group(fs)
@@ -107,14 +119,24 @@ def test_config_from_a_folder_without_config_is_one_line(tmp_path, make_drafter)
     src = make_drafter("src")
     (src / "config.json").unlink()
     ref = make_drafter("ref")
-    r = run_cli("convert", src, tmp_path / "out", "--to", "sglang", "--config-from", ref, "--dry-run")
+    r = run_cli(
+        "convert", src, tmp_path / "out", "--to", "sglang", "--config-from", ref, "--dry-run"
+    )
     assert r.exit_code == 0, r
     changes = [line for line in r.stdout.splitlines() if line.startswith("config: ")]
     assert len(changes) == 1 and "SRC has no config.json: every field is" in changes[0]
     assert "None ->" not in r.stdout
     plan = json.loads(
         run_cli(
-            "convert", src, tmp_path / "out", "--to", "sglang", "--config-from", ref, "--dry-run", "--json"
+            "convert",
+            src,
+            tmp_path / "out",
+            "--to",
+            "sglang",
+            "--config-from",
+            ref,
+            "--dry-run",
+            "--json",
         ).stdout
     )
     assert len(plan["config_changes"]) == 1

@@ -9,7 +9,7 @@ the same reports ``--json`` prints::
     if not r.ok:
         raise SystemExit([f"{f.code} {f.message}" for f in r.errors])
 
-``inspect``, ``compare``, ``check``, ``convert``, ``clean``, ``rule`` and ``rules``; bad input
+``inspect``, ``compare``, ``check``, ``convert``, ``clean``, ``rule`` and ``rule_pages``; bad input
 raises :class:`WeightcheckError`. The names are loaded on first use: ``import weightcheck`` itself
 imports nothing else (no torch, no huggingface_hub, no tabulate).
 
@@ -31,7 +31,7 @@ _API = (
     "convert",
     "clean",
     "rule",
-    "rules",
+    "rule_pages",
     "InspectResult",
     "CompareResult",
     "CheckResult",

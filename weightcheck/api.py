@@ -31,7 +31,7 @@ __all__ = [
     "convert",
     "clean",
     "rule",
-    "rules",
+    "rule_pages",
     "InspectResult",
     "CompareResult",
     "CheckResult",
@@ -416,7 +416,7 @@ def rule(code: str) -> dict:
     return rule_mod.page(code)
 
 
-def rules() -> list[dict]:
+def rule_pages() -> list[dict]:
     """Every rule's page, in code order."""
     from weightcheck.commands import rule as rule_mod
 

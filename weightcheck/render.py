@@ -544,6 +544,8 @@ def compare_text(r: dict, out: Output) -> str:
 
 def _said_once(texts: list[str]) -> list[str]:
     """Reasons that differ in one word only (``X missing in B``) as one line listing the words."""
+    if len(texts) < 2:
+        return list(texts)
     from weightcheck.rules.grouping import group
 
     items = [{"code": "", "severity": "", "message": t, "subject": None} for t in texts]
@@ -942,9 +944,10 @@ class Progress:
             return
         self._last = now
         took = now - self.start
-        if self.total:
-            pct = min(99, int(100 * self.done / self.total)) if self.done < self.total else 100
-            text = f"{self.desc}: {pct:3d}% {human_bytes(self.done)} of {human_bytes(self.total)}"
+        if self.total:  # 100% is for close(): bytes read besides the weights must not reach it
+            done = min(self.done, self.total)
+            pct = min(99, int(100 * done / self.total))
+            text = f"{self.desc}: {pct:3d}% {human_bytes(done)} of {human_bytes(self.total)}"
         else:
             text = f"{self.desc}: {human_bytes(self.done)}"
         text += f" ({took:.0f} s)"
