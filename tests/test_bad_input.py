@@ -55,9 +55,9 @@ MALFORMED = [
     ("data-cut-short", st_bytes({"a": entry("F32", [4], 0, 16)}, b"\0" * 9), "truncated", True),
     ("header-not-utf8", st_bytes(b'{"\xff\xfe": 1}'), "not UTF-8", True),
     ("header-invalid-json", st_bytes(b'{"a": {"dtype": '), "not valid JSON", True),
-    ("header-json-list", st_bytes(b"[1, 2, 3]"), "JSON list, not an object", True),
-    ("header-json-number", st_bytes(b"42"), "JSON int, not an object", True),
-    ("header-json-string", st_bytes(b'"abc"'), "JSON str, not an object", True),
+    ("header-json-list", st_bytes(b"[1, 2, 3]"), "is an array, not an object", True),
+    ("header-json-number", st_bytes(b"42"), "is an integer, not an object", True),
+    ("header-json-string", st_bytes(b'"abc"'), "is a string, not an object", True),
     ("header-json-null", st_bytes(b"null"), "not an object", True),
     (
         "header-nested-100000-lists",
@@ -529,9 +529,9 @@ def test_index_given_as_the_path(tmp_path):
     [
         (b'{"hidden_size": 128,', "config.json is not valid JSON"),
         (b"", "config.json is not valid JSON"),
-        (b"[1, 2, 3]", "config.json is a JSON list, not an object"),
-        (b'"LlamaForCausalLMEagle3"', "JSON str, not an object"),
-        (b"null", "JSON NoneType, not an object"),
+        (b"[1, 2, 3]", "config.json is an array, not an object"),
+        (b'"LlamaForCausalLMEagle3"', "is a string, not an object"),
+        (b"null", "config.json is null, not an object"),
         (b'{"hidden_size": "\xff"}', "not UTF-8"),
         (b'{"a":' * 20_000 + b"1" + b"}" * 20_000, "nested deeper"),
     ],
@@ -674,6 +674,6 @@ def test_bad_paths_in_a_real_process(tmp_path):
     (tmp_path / "cfgdir").mkdir()
     cfg = write_bytes(tmp_path / "cfgdir" / "config.json", b"[]")
     tiny_st(tmp_path / "cfgdir" / "model.safetensors")
-    assert_bad_input(run_subprocess("inspect", tmp_path / "cfgdir"), cfg, "JSON list")
+    assert_bad_input(run_subprocess("inspect", tmp_path / "cfgdir"), cfg, "is an array")
     idx = _index(tmp_path, {"a": "../../etc/passwd.safetensors"})
     assert_bad_input(run_subprocess("inspect", tmp_path), idx, "refused")

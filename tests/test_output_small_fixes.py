@@ -128,10 +128,6 @@ def test_a_relative_source_is_named_by_its_folder_too(make_drafter, tmp_path, mo
     assert meta["weightcheck_source"] == "rel"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the README model card (commands/convert/produce.py) still quotes SRC as given",
-)
 def test_no_file_of_out_names_the_writers_folder(make_drafter, tmp_path):
     src = make_drafter("src")
     out = tmp_path / "out"

@@ -26,3 +26,19 @@ class WeightcheckError(Exception):
 
 class UsageError(WeightcheckError):
     """The command line itself asks for something impossible (e.g. OUT inside SRC)."""
+
+
+_JSON_NAMES = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+    dict: "an object",
+}
+
+
+def json_type(v) -> str:
+    """The JSON type of a parsed JSON value, as a message says it: ``a string``, ``null``, ..."""
+    return _JSON_NAMES.get(type(v), "a value of unknown type")

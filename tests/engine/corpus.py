@@ -21,7 +21,7 @@ import json
 import os
 import struct
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -360,9 +360,7 @@ def variants() -> list[Variant]:
     ):
         for n in names:
             v(Draft(b).drop(n).variant(f"{b}.miss.{n}", f"{BASES[b]} without {n}", "missing"))
-    v(
-        Draft("sf").drop("d2t", "t2d").variant("sf.miss.maps", "no d2t and no t2d", "missing")
-    )
+    v(Draft("sf").drop("d2t", "t2d").variant("sf.miss.maps", "no d2t and no t2d", "missing"))
     v(Draft("sf").variant("sf.miss.config", "no config.json at all", "missing", no_config=True))
 
     # extra keys (flags off: the config does not ask for them)
@@ -441,7 +439,11 @@ def variants() -> list[Variant]:
         ("mid_layer", "midlayer.mlp.up_proj.weight", "mid_layer.mlp.up_proj.weight"),
         ("layer0", "midlayer.mlp.gate_proj.weight", "layer.0.mlp.gate_proj.weight"),
         ("layers00", "midlayer.mlp.gate_proj.weight", "layers.00.mlp.gate_proj.weight"),
-        ("case", "midlayer.post_attention_layernorm.weight", "Midlayer.post_attention_layernorm.weight"),
+        (
+            "case",
+            "midlayer.post_attention_layernorm.weight",
+            "Midlayer.post_attention_layernorm.weight",
+        ),
         ("d2t", "d2t", "d2t_map"),
         ("t2d", "t2d", "t2d_mask"),
         ("d2t_case", "d2t", "D2T"),
@@ -467,7 +469,10 @@ def variants() -> list[Variant]:
         .unset("eagle_config.eagle_aux_hidden_state_layer_ids")
         .set("eagle_config.eagle_aux_hidden_states_layer_ids", [0, 1, 2])
         .variant(
-            "sf.typo.cfg_aux", "eagle_config key eagle_aux_hidden_states_layer_ids", "typo", "aux_ids"
+            "sf.typo.cfg_aux",
+            "eagle_config key eagle_aux_hidden_states_layer_ids",
+            "typo",
+            "aux_ids",
         )
     )
     v(
@@ -478,11 +483,15 @@ def variants() -> list[Variant]:
     )
 
     # duplicates: two names for one parameter, one name in two shard files
-    for rest in ("mlp.down_proj.weight", "self_attn.q_proj.weight", "input_layernorm.weight"):
+    for tag, rest in (
+        ("down", "mlp.down_proj.weight"),
+        ("q", "self_attn.q_proj.weight"),
+        ("input_ln", "input_layernorm.weight"),
+    ):
         d = Draft("sf").add("layers.0." + rest, dt, Draft("sf").find(rest).shape)
         v(
             d.variant(
-                f"sf.dup.{rest.split('.')[1]}",
+                f"sf.dup.{tag}",
                 f"midlayer.{rest} and layers.0.{rest} (other values)",
                 "duplicate",
             )
@@ -499,20 +508,21 @@ def variants() -> list[Variant]:
     v(d.variant("sh.dup.embed", "embed_tokens.weight and model.embed_tokens.weight", "duplicate"))
     d = Draft("sf").add("model.d2t", "I64", (VD,))
     v(d.variant("sf.dup.d2t", "d2t and model.d2t (another map)", "duplicate"))
-    for tag, first in (("shards", False), ("shards_rev", True)):
-        d = Draft("sf")
-        d.split(["midlayer.mlp.down_proj.weight"])
-        # the same name again in the other file, other values
-        f, ts = d.files[0]
+    for tag, orig_second in (("shards", True), ("shards_rev", False)):
+        # the same name in both files (no index): the original tensor in one, other values in
+        # the other; "shards": the original is in the second file
+        d = Draft("sf").split(["midlayer.mlp.down_proj.weight"])
+        (n1, rest), (n2, orig) = d.files
         d.seed += 1
-        ts = ts + [new_tensor("midlayer.mlp.down_proj.weight", dt, (H, I), d.seed)]
-        d.files[0] = (f, ts)
-        if first:
-            d.files = list(reversed(d.files))
+        other = [new_tensor("midlayer.mlp.down_proj.weight", dt, (H, I), d.seed)]
+        d.files = (
+            [(n1, rest + other), (n2, orig)] if orig_second else [(n1, rest + orig), (n2, other)]
+        )
+        where = "second" if orig_second else "first"
         v(
             d.variant(
                 f"sf.dup.{tag}",
-                "midlayer.mlp.down_proj.weight in both shard files (no index)",
+                f"midlayer.mlp.down_proj.weight in both shard files, the original in the {where}",
                 "duplicate",
             )
         )
@@ -535,7 +545,9 @@ def variants() -> list[Variant]:
             Draft(b)
             .set("draft_vocab_size", 100)
             .variant(
-                f"{b}.vd.small", f"{BASES[b]}: draft_vocab_size 100 (tensors: 128)", "draft_vocab_size"
+                f"{b}.vd.small",
+                f"{BASES[b]}: draft_vocab_size 100 (tensors: 128)",
+                "draft_vocab_size",
             )
         )
     v(
@@ -682,7 +694,9 @@ def variants() -> list[Variant]:
         Draft("st")
         .set("tie_word_embeddings", True)
         .variant(
-            "st.tie.top", "speculators: tie_word_embeddings true at top level", "tie_word_embeddings"
+            "st.tie.top",
+            "speculators: tie_word_embeddings true at top level",
+            "tie_word_embeddings",
         )
     )
     v(
@@ -700,11 +714,17 @@ def variants() -> list[Variant]:
         v(
             Draft("sf")
             .set("num_hidden_layers", n)
-            .variant(f"sf.nl.{n}", f"num_hidden_layers {n}, one layer of weights", "num_hidden_layers")
+            .variant(
+                f"sf.nl.{n}", f"num_hidden_layers {n}, one layer of weights", "num_hidden_layers"
+            )
         )
     d = Draft("sf").set("num_hidden_layers", 2)
     _second_layer(d, "layers.1.")
-    v(d.variant("sf.nl.2_weights", "num_hidden_layers 2 with layers.1.* weights", "num_hidden_layers"))
+    v(
+        d.variant(
+            "sf.nl.2_weights", "num_hidden_layers 2 with layers.1.* weights", "num_hidden_layers"
+        )
+    )
     d = Draft("mo").set("num_hidden_layers", 2)
     _second_layer(d, "layers.1.")
     v(
@@ -721,7 +741,9 @@ def variants() -> list[Variant]:
         Draft("st")
         .layer_cfg("num_hidden_layers", 2)
         .variant(
-            "st.nl.2", "speculators: transformer_layer_config.num_hidden_layers 2", "num_hidden_layers"
+            "st.nl.2",
+            "speculators: transformer_layer_config.num_hidden_layers 2",
+            "num_hidden_layers",
         )
     )
     v(
@@ -795,9 +817,24 @@ def variants() -> list[Variant]:
         ("top_null", {tk: None}, None, "nested [0, 1, 2], top-level null"),
         ("num_aux2", {"num_aux_hidden_states": 2, ek: [0, 1]}, fc2, "num_aux_hidden_states 2"),
         ("num_aux2_noids", {"num_aux_hidden_states": 2, ek: "UNSET"}, fc2, "num_aux 2, no ids"),
-        ("layer_ids", {ek: "UNSET", "eagle_config.layer_ids": [0, 1, 2]}, None, "eagle_config.layer_ids"),
-        ("dflash", {ek: "UNSET", "dflash_config.target_layer_ids": [0, 1, 2]}, None, "dflash_config.target_layer_ids"),
-        ("no_aux", {"eagle_config.use_aux_hidden_state": False}, None, "use_aux_hidden_state false"),
+        (
+            "layer_ids",
+            {ek: "UNSET", "eagle_config.layer_ids": [0, 1, 2]},
+            None,
+            "eagle_config.layer_ids",
+        ),
+        (
+            "dflash",
+            {ek: "UNSET", "dflash_config.target_layer_ids": [0, 1, 2]},
+            None,
+            "dflash_config.target_layer_ids",
+        ),
+        (
+            "no_aux",
+            {"eagle_config.use_aux_hidden_state": False},
+            None,
+            "use_aux_hidden_state false",
+        ),
         ("string", {ek: ["0", "1", "2"]}, None, 'eagle_config ids ["0", "1", "2"] (strings)'),
     ]
     for tag, sets, fc, desc in aux:
@@ -811,13 +848,25 @@ def variants() -> list[Variant]:
             d.replace("fc.weight", shape=fc)
         v(d.variant(f"sf.aux.{tag}", desc, "aux_ids"))
     for b, tag, sets, fc, desc in (
-        ("st", "nested", {"eagle_config.eagle_aux_hidden_state_layer_ids": [0, 1, 2]}, None, "speculators: + nested [0, 1, 2]"),
+        (
+            "st",
+            "nested",
+            {"eagle_config.eagle_aux_hidden_state_layer_ids": [0, 1, 2]},
+            None,
+            "speculators: + nested [0, 1, 2]",
+        ),
         ("st", "top_two", {tk: [1, 2]}, fc2, "speculators: top-level [1, 2], fc 2H"),
         ("st", "top_null", {tk: None}, None, "speculators-train: ids null"),
         ("sc", "top123", {tk: [1, 2, 3]}, None, "speculators-convert: ids [1, 2, 3] restored"),
         ("mo", "top", {tk: [1, 2, 3]}, None, "modelopt: + top-level [1, 2, 3]"),
         ("ma", "top", {tk: [1, 2]}, None, "modelopt 2 aux: + top-level [1, 2]"),
-        ("ma", "num_aux", {"num_aux_hidden_states": 2}, None, "modelopt 2 aux: + num_aux_hidden_states 2"),
+        (
+            "ma",
+            "num_aux",
+            {"num_aux_hidden_states": 2},
+            None,
+            "modelopt 2 aux: + num_aux_hidden_states 2",
+        ),
     ):
         d = Draft(b)
         for k, val in sets.items():
@@ -830,7 +879,13 @@ def variants() -> list[Variant]:
     for cdt in ("bfloat16", "float16", "float32"):
         for tdt in ("BF16", "F16", "F32"):
             d = Draft("sf").set("dtype", cdt).retype(tdt)
-            v(d.variant(f"sf.dt.{cdt[:2]}{cdt[-2:]}_{tdt.lower()}", f"config dtype {cdt}, tensors {tdt}", "dtype"))
+            v(
+                d.variant(
+                    f"sf.dt.{cdt[:2]}{cdt[-2:]}_{tdt.lower()}",
+                    f"config dtype {cdt}, tensors {tdt}",
+                    "dtype",
+                )
+            )
     v(
         Draft("sf")
         .unset("dtype")
@@ -845,27 +900,89 @@ def variants() -> list[Variant]:
     v(Draft("sf").unset("dtype").variant("sf.dt.absent", "no dtype key at all", "dtype"))
     d = Draft("sf").replace("fc.weight", dtype="F32").replace("norm.weight", dtype="F16")
     v(d.variant("sf.dt.mixed", "BF16 tensors with fc F32 and norm F16", "dtype"))
-    v(Draft("mo").set("torch_dtype", "float32").variant("mo.dt.fp32", "modelopt: torch_dtype float32", "dtype"))
-    v(Draft("mo").set("torch_dtype", "float16").retype("F16").variant("mo.dt.fp16", "modelopt: float16 everywhere", "dtype"))
-    v(Draft("st").set("dtype", "float16").variant("st.dt.fp16", "speculators-train: dtype float16", "dtype"))
-    v(Draft("sc").set("dtype", "bfloat16").variant("sc.dt.bf16", "speculators-convert: dtype bfloat16 (F32 tensors)", "dtype"))
+    v(
+        Draft("mo")
+        .set("torch_dtype", "float32")
+        .variant("mo.dt.fp32", "modelopt: torch_dtype float32", "dtype")
+    )
+    v(
+        Draft("mo")
+        .set("torch_dtype", "float16")
+        .retype("F16")
+        .variant("mo.dt.fp16", "modelopt: float16 everywhere", "dtype")
+    )
+    v(
+        Draft("st")
+        .set("dtype", "float16")
+        .variant("st.dt.fp16", "speculators-train: dtype float16", "dtype")
+    )
+    v(
+        Draft("sc")
+        .set("dtype", "bfloat16")
+        .variant("sc.dt.bf16", "speculators-convert: dtype bfloat16 (F32 tensors)", "dtype")
+    )
 
     # config flags that add or remove parameters
     h = (H,)
     flags = [
-        ("bias_on", {"bias": True}, [("fc.bias", h), ("midlayer.self_attn.o_proj.bias", h)], "bias true with fc.bias and o_proj.bias"),
+        (
+            "bias_on",
+            {"bias": True},
+            [("fc.bias", h), ("midlayer.self_attn.o_proj.bias", h)],
+            "bias true with fc.bias and o_proj.bias",
+        ),
         ("bias_on_missing", {"bias": True}, [], "bias true, no bias tensors"),
-        ("attn_bias", {"attention_bias": True}, [("midlayer.self_attn.q_proj.bias", (64,)), ("midlayer.self_attn.k_proj.bias", (32,)), ("midlayer.self_attn.v_proj.bias", (32,)), ("midlayer.self_attn.o_proj.bias", h)], "attention_bias true with q/k/v/o biases"),
-        ("nbf_nested", {"eagle_config.norm_before_fc": True}, [("input_norm.weight", (3 * H,))], "eagle_config.norm_before_fc with input_norm"),
-        ("nbf_top", {"norm_before_fc": True}, [("input_norm.weight", (3 * H,))], "top-level norm_before_fc with input_norm"),
+        (
+            "attn_bias",
+            {"attention_bias": True},
+            [
+                ("midlayer.self_attn.q_proj.bias", (64,)),
+                ("midlayer.self_attn.k_proj.bias", (32,)),
+                ("midlayer.self_attn.v_proj.bias", (32,)),
+                ("midlayer.self_attn.o_proj.bias", h),
+            ],
+            "attention_bias true with q/k/v/o biases",
+        ),
+        (
+            "nbf_nested",
+            {"eagle_config.norm_before_fc": True},
+            [("input_norm.weight", (3 * H,))],
+            "eagle_config.norm_before_fc with input_norm",
+        ),
+        (
+            "nbf_top",
+            {"norm_before_fc": True},
+            [("input_norm.weight", (3 * H,))],
+            "top-level norm_before_fc with input_norm",
+        ),
         ("nbf_missing", {"norm_before_fc": True}, [], "norm_before_fc true, no input_norm"),
-        ("fc_norm", {"fc_norm": True}, [(f"fc_norm.{i}.weight", h) for i in range(3)], "fc_norm true with fc_norm.{0,1,2}"),
-        ("use_aux_norm", {"use_aux_norm": True}, [(f"aux_norm_{k}.weight", h) for k in ("low", "mid", "high")], "use_aux_norm true with aux_norm_*"),
-        ("fc_norm_legacy", {"fc_norm": True}, [(f"aux_norm_{k}.weight", h) for k in ("low", "mid", "high")], "fc_norm true with legacy aux_norm_* names"),
+        (
+            "fc_norm",
+            {"fc_norm": True},
+            [(f"fc_norm.{i}.weight", h) for i in range(3)],
+            "fc_norm true with fc_norm.{0,1,2}",
+        ),
+        (
+            "use_aux_norm",
+            {"use_aux_norm": True},
+            [(f"aux_norm_{k}.weight", h) for k in ("low", "mid", "high")],
+            "use_aux_norm true with aux_norm_*",
+        ),
+        (
+            "fc_norm_legacy",
+            {"fc_norm": True},
+            [(f"aux_norm_{k}.weight", h) for k in ("low", "mid", "high")],
+            "fc_norm true with legacy aux_norm_* names",
+        ),
         ("fc_norm_missing", {"fc_norm": True}, [], "fc_norm true, no fc_norm tensors"),
         ("norm_output", {"norm_output": True}, [], "norm_output true"),
         ("nbr", {"norm_before_residual": True}, [], "norm_before_residual true"),
-        ("th32", {"target_hidden_size": 32}, [("embed_tokens.weight", (V, H))], "target_hidden_size 32, fc [64, 96], own embedding"),
+        (
+            "th32",
+            {"target_hidden_size": 32},
+            [("embed_tokens.weight", (V, H))],
+            "target_hidden_size 32, fc [64, 96], own embedding",
+        ),
         ("th64", {"target_hidden_size": 64}, [], "target_hidden_size 64 (= hidden)"),
         ("th_null", {"target_hidden_size": None}, [], "target_hidden_size null"),
     ]
@@ -886,7 +1003,9 @@ def variants() -> list[Variant]:
     v(
         Draft("st")
         .set("norm_before_fc", False)
-        .variant("st.flag.nbf_off", "speculators: norm_before_fc false, input_norm kept", "config_flags")
+        .variant(
+            "st.flag.nbf_off", "speculators: norm_before_fc false, input_norm kept", "config_flags"
+        )
     )
     v(
         Draft("st")
@@ -922,7 +1041,9 @@ def variants() -> list[Variant]:
         d = Draft(b).set("architectures", ["LlamaForCausalLM"])
         cases.append((d, "llama", "architectures LlamaForCausalLM", "architectures"))
         d = Draft(b).retype("F16" if b in ("sc", "mf") else "F32")
-        cases.append((d, "retype", "tensors re-typed " + ("F16" if b in ("sc", "mf") else "F32"), "dtype"))
+        cases.append(
+            (d, "retype", "tensors re-typed " + ("F16" if b in ("sc", "mf") else "F32"), "dtype")
+        )
         d = Draft(b).layer_cfg("num_hidden_layers", 2)
         cases.append((d, "nl2", "num_hidden_layers 2", "num_hidden_layers"))
         d = Draft(b).rename(lambda n: "model." + n)

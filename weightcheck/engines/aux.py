@@ -146,7 +146,7 @@ def target_family(drafter, targets=()) -> tuple[str | None, str]:
     says: the caller decides whether the answer depends on it."""
     for t in targets:
         if t is not None and t.model_type:
-            return t.model_type, f"target {t.source.spec}"
+            return t.model_type, f"target {t.source.label}"
     for f in drafter.source.files.values():  # an earlier `weightcheck convert` recorded it
         mt = f.header.metadata.get("weightcheck_target_model_type") if f.header else None
         if mt:

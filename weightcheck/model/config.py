@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from weightcheck import expr, mappings
+from weightcheck.errors import json_type
 
 _MISSING = object()
 INVALID = "invalid"  # the provenance of a field whose value has the wrong type (see problems)
@@ -84,15 +85,6 @@ def lookup(raw: dict, path: str):
 
 
 # the JSON types, in the words of JSON (a config is JSON, its reader may not know Python)
-_JSON_NAMES = {
-    type(None): "null",
-    bool: "a boolean",
-    int: "an integer",
-    float: "a number",
-    str: "a string",
-    list: "an array",
-    dict: "an object",
-}
 # what each config.toml type accepts, and how it is called in a message
 EXPECTED = {
     "int": "an integer",
@@ -112,11 +104,6 @@ _TYPES = {
 }
 # lists whose items weightcheck reads with a type (aux layer ids are WC403's to judge, item by item)
 ITEM_TYPES = {"architectures": "str"}
-
-
-def json_type(v) -> str:
-    """The JSON type of a parsed JSON value, as a message says it: ``a string``, ``null``, ..."""
-    return _JSON_NAMES.get(type(v), "a value of unknown type")
 
 
 def json_excerpt(v, limit: int = 40) -> str:

@@ -124,9 +124,20 @@ def default() -> Architecture:
     return next(a for a in architectures() if a.default)
 
 
+def declared(cfg: dict) -> list[str] | None:
+    """A config's ``architectures``: the list as written when it is a list of strings, [] when
+    absent, None when it is anything else (a rule says so; nothing reads it as names)."""
+    names = cfg.get("architectures")
+    if names is None:
+        return []
+    if isinstance(names, list) and all(isinstance(n, str) for n in names):
+        return names
+    return None
+
+
 def named_by(cfg: dict) -> Architecture | None:
     """The architecture a config's ``architectures[0]`` names, if any."""
-    names = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    names = declared(cfg) or []
     for a in architectures():
         if names and names[0] in a.config_architectures:
             return a

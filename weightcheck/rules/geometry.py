@@ -18,7 +18,22 @@ TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
 def architectures(ctx):
     if ctx.d.source.config is None:
         return
-    names = ctx.d.config.get("architectures")
+    names = inventory.declared(ctx.d.config)
+    if names is None:
+        found = type(ctx.d.config.get("architectures")).__name__
+        found = {
+            "dict": "an object",
+            "str": "a string",
+            "bool": "a boolean",
+            "list": "a list of non-strings",
+        }.get(found, f"a {found}")
+        yield ctx.f(
+            "WC401",
+            f"config `architectures` is {found}, not a list of class names: engines cannot pick "
+            "the EAGLE-3 loader",
+            "architectures",
+        )
+        return
     if not names:
         yield ctx.f(
             "WC401",

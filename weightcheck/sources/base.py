@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from weightcheck.errors import WeightcheckError
+from weightcheck.errors import WeightcheckError, json_type
 from weightcheck.storage.header import MAX_JSON_DEPTH, Header, json_depth_ok
 
 # config.json we accept (a real drafter config is a few KB)
@@ -77,6 +77,12 @@ class Source:
     # pickled files' tensors once loaded for their bytes (sources/tensors.py), by file name
     pickle_cache: dict[str, dict] = field(default_factory=dict, repr=False)
 
+    @property
+    def label(self) -> str:
+        """How messages and outputs name this source: a Hub id as given, a local one by its file
+        or folder name only (no path of the machine that read it)."""
+        return self.spec if self.kind == "hub" else os.path.basename(self.location.rstrip("/\\"))
+
     def local_path(self, fname: str) -> str:
         """A local path to a weight file, downloading it through the HF cache for Hub sources."""
         wf = self.files[fname]
@@ -114,7 +120,7 @@ def parse_json(raw: bytes, where: str, what: str) -> object:
 def read_config(path: str) -> dict:
     cfg = read_json_file(path, "config.json", MAX_CONFIG_BYTES)
     if not isinstance(cfg, dict):
-        raise WeightcheckError(path, f"config.json is a JSON {type(cfg).__name__}, not an object")
+        raise WeightcheckError(path, f"config.json is {json_type(cfg)}, not an object")
     return cfg
 
 

@@ -17,7 +17,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-from weightcheck.errors import WeightcheckError
+from weightcheck.errors import WeightcheckError, json_type
 
 # The safetensors library refuses headers over 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
 MAX_HEADER_BYTES = 100_000_000
@@ -222,7 +222,7 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
     except (ValueError, RecursionError) as e:
         raise WeightcheckError(where, f"header is not valid JSON ({e})") from None
     if not isinstance(obj, dict):
-        raise WeightcheckError(where, f"header is a JSON {type(obj).__name__}, not an object")
+        raise WeightcheckError(where, f"header is {json_type(obj)}, not an object")
 
     metadata = obj.pop("__metadata__", None)
     if metadata is None:

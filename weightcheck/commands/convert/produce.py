@@ -260,13 +260,15 @@ def write_config_and_card(plan: Plan, tmp: str) -> list:
     lines = [
         f"# EAGLE-3 drafter for {plan.to}",
         "",
-        f"Converted by weightcheck {__version__} from `{s.spec}`{rev} "
+        f"Converted by weightcheck {__version__} from `{plan.metadata['weightcheck_source']}`{rev} "
         f"({plan.src.dialect} dialect, {s.layout}) to the {plan.to} layout "
         f"(mappings/engines/{plan.to}.toml).",
         "",
         f"- tensors: {len(plan.items)} in {plan.shards} file(s), "
         f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against its source",
-        f"- renamed only: {sum(1 for it in plan.items if it.kind == 'copy')}; cast: "
+        f"- copied byte for byte: {sum(1 for it in plan.items if it.kind == 'copy')} "
+        f"({sum(1 for it in plan.items if it.kind == 'copy' and it.out_name != it.src_name)} "
+        "of them renamed); cast: "
         f"{sum(1 for it in plan.items if it.kind == 'cast')}; taken from a target: "
         f"{sum(1 for it in plan.items if it.kind.endswith('from-target'))}",
     ]

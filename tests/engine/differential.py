@@ -1,0 +1,640 @@
+"""The differential test: weightcheck's replay of each engine's loader against the engine's own
+loader, variant by variant, fact by fact (docs/differential.md).
+
+    python tests/engine/differential.py [--out DIR] [--report FILE.json] [--only ID ...]
+                                        [--engines sglang,vllm] [--records DIR]
+
+1. writes the corpus (tests/engine/corpus.py) under DIR (a temporary folder by default);
+2. starts one subprocess per engine oracle for the whole corpus (tests/engine/sglang_oracle.py
+   in the SGLang side venv, tests/engine/vllm_oracle.py in the vLLM one; both run at once), with
+   the interpreters found as the engine tests find them: WEIGHTCHECK_SGLANG_PYTHON /
+   WEIGHTCHECK_VLLM_PYTHON, else ${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/<engine>/bin/python;
+3. meanwhile replays each variant in-process through the CLI's stable JSON interface
+   (``weightcheck check SRC --engine E --target target-llama --explain --json``, click's runner);
+4. normalizes both sides to one vocabulary of facts and prints one row per (variant, engine,
+   fact) where they differ: ``replay says X, engine says Y``. A fact the replay has no notion of
+   at all is its own category, "replay does not model F".
+
+The facts, and how each side is read (the rules are also in docs/differential.md):
+
+* ``starts`` — engine: the oracle's ``started`` (else ``fails at <stage>: <error>``). Replay: it
+  does NOT start when a tensor's fate is ``error``, or a finding says the engine cannot read the
+  config: WC701 (architectures[0] selects no EAGLE-3 loader), WC705 (a required config field is
+  absent), WC706 on ``transformer_layer_config`` (a speculators config the engine cannot parse),
+  WC201 (no config.json); otherwise it starts. Shape findings (WC206) are engine-independent
+  and are not counted.
+* ``key <name>`` — what became of each checkpoint tensor: ``loaded:<param>`` (the engine
+  parameter, q/k/v and gate/up shards folded into the fused parameter; d2t -> ``hot_token_id`` in
+  SGLang, ``draft_id_to_target_id`` in vLLM), ``dropped`` (silently, or skipped like t2d), or
+  ``error`` (loading stops on it). Compared when the engine reached its load step. On a load
+  failure the engine's failing tensor is ``error`` and the tensors it never processed are not
+  compared: SGLang processes one tensor at a time, so the failing one is the last of its
+  iterator (``--details`` key_order); vLLM first collects every tensor and then loads them in
+  that order, so the failing one is found from the error (the module path it names, or the
+  tensor shape of a size assertion) and the ones after it are not compared.
+* ``param <name>`` — each engine parameter's final state: ``loaded`` | ``partial`` | ``init`` |
+  ``from_target``. Replay: ``random`` and ``optional-absent`` are ``init``; a fused parameter is
+  ``partial`` when some of its shards are loaded and some not. Compared when the engine started.
+  A parameter the replay does not list at all is "replay does not model".
+* ``draft_vocab_size`` — the draft vocabulary the built model uses. Engine: the oracle's
+  ``config.draft_vocab_size``; SGLang reports null for absent or null, and builds V on null, so a
+  null from a model that was built reads ``null``. Replay: its engine config value (a number,
+  ``null`` when the config says null, the engine default when absent). Compared when the engine
+  built the model.
+* ``dtype`` — the dtype the engine builds the draft in. The replay has no such fact.
+* ``aux_ids`` — the ids the engine passes to the target. Replay: ``aux_layers.ids``; none read ->
+  ``default`` for SGLang (the oracle says ``aux_ids_from: default``), and for vLLM the default
+  ids it would use, ``weightcheck.engines.aux.default_ids(L)`` (the vLLM oracle reports the ids,
+  not where they came from).
+* ``captured_layers`` — the target layers captured, in the order the drafter receives them:
+  replay ``aux_layers.captures_output_of_layers``, engine ``config.captured_layers``. Compared
+  as lists (order and repeats matter: fc's input slots follow them).
+* ``tied_head`` — whether the draft head is the embedding module: engine, the built model has no
+  ``lm_head.weight`` parameter; replay, its parameters have no ``lm_head.weight``.
+
+Library use: :func:`run` returns a :class:`Report`; tests/test_engine_differential.py asserts
+that its ``disagreements`` list is empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(TESTS)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import corpus  # noqa: E402
+
+ENGINES = ("sglang", "vllm")
+ORACLES = {"sglang": "sglang_oracle.py", "vllm": "vllm_oracle.py"}
+ENV_PYTHON = {"sglang": "WEIGHTCHECK_SGLANG_PYTHON", "vllm": "WEIGHTCHECK_VLLM_PYTHON"}
+SETUP = {"sglang": "setup_sglang_venv.sh", "vllm": "setup_vllm_venv.sh"}
+ORACLE_TIMEOUT = 1800
+NOT_MODELED = "replay does not model"
+DISAGREE = "disagree"
+# replay findings that mean "the engine does not start" (see the module docstring)
+FATAL_FINDINGS = {"WC701", "WC705", "WC201"}
+
+
+def engine_python(engine: str) -> str:
+    """The side venv's interpreter (may not exist: callers check)."""
+    p = os.environ.get(ENV_PYTHON[engine])
+    if p:
+        return p
+    venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser("~/.cache/weightcheck/venvs")
+    return os.path.join(venvs, engine, "bin", "python")
+
+
+def have_engine(engine: str) -> bool:
+    p = engine_python(engine)
+    return os.path.isfile(p) and os.access(p, os.X_OK)
+
+
+@dataclass
+class Row:
+    variant: str
+    engine: str
+    fact: str
+    replay: str
+    engine_says: str
+    category: str  # DISAGREE | NOT_MODELED
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Report:
+    variants: list
+    engines: tuple
+    rows: list = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)
+    records: dict = field(default_factory=dict)  # (engine, id) -> oracle record
+    replays: dict = field(default_factory=dict)  # (engine, id) -> CLI JSON
+
+    @property
+    def disagreements(self) -> list:
+        return self.rows
+
+    def counts(self) -> dict:
+        out: dict = {}
+        for r in self.rows:
+            k = (r.category, r.engine, r.fact.split(" ")[0])
+            out[k] = out.get(k, 0) + 1
+        return out
+
+
+# --- running the two sides -------------------------------------------------------------------------
+
+
+def start_oracle(engine: str, paths: list[str], jsonl: str, cwd: str) -> subprocess.Popen:
+    cmd = [engine_python(engine), os.path.join(HERE, ORACLES[engine]), "--target", corpus.TARGET]
+    if engine == "sglang":
+        cmd.append("--details")  # key_order, aux_ids_from
+    cmd += ["--jsonl", jsonl, *paths]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("PYTHONPATH", None)  # the venv's own packages only
+    err = open(jsonl + ".stderr", "w")
+    return subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd, start_new_session=True
+    )
+
+
+def read_oracle(engine: str, proc, jsonl: str, n: int) -> dict[str, dict]:
+    if proc is not None:
+        try:
+            proc.wait(timeout=ORACLE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    recs = {}
+    if os.path.exists(jsonl):
+        with open(jsonl) as f:
+            for line in f:
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    recs[r["drafter"]] = r
+    if proc is not None and (proc.returncode != 0 or len(recs) != n):
+        with open(jsonl + ".stderr") as f:
+            tail = "".join(f.readlines()[-30:])
+        raise RuntimeError(
+            f"the {engine} oracle failed (exit {proc.returncode}, {len(recs)}/{n} records):\n{tail}"
+        )
+    return recs
+
+
+def replay(path: str, engine: str) -> dict:
+    """``weightcheck check PATH --engine E --target target-llama --explain --json`` in-process."""
+    from click.testing import CliRunner
+
+    from weightcheck.cli import main
+
+    args = ["check", path, "--engine", engine, "--target", corpus.TARGET, "--explain", "--json"]
+    r = CliRunner().invoke(main, args, catch_exceptions=True)
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        err = getattr(r, "stderr", "") or repr(r.exception)
+        return {"_cli_failed": r.exit_code, "_stderr": err.strip().splitlines()[-1:]}
+
+
+# --- normalization ---------------------------------------------------------------------------------
+
+
+def _base_param(p: str | None) -> str | None:
+    return p.split("[")[0].split(" ")[0] if p else p
+
+
+def _fmt(v) -> str:
+    if isinstance(v, str):
+        return v
+    return json.dumps(v)
+
+
+def target_layers() -> int:
+    with open(os.path.join(corpus.TARGET, "config.json")) as f:
+        return json.load(f)["num_hidden_layers"]
+
+
+def replay_facts(j: dict, engine: str) -> dict:
+    """The replay's facts (see the module docstring); ``{"view": ...}`` when there is no view."""
+    if "_cli_failed" in j:
+        return {"view": f"check could not run (exit {j['_cli_failed']}: {j['_stderr']})"}
+    if j.get("schema") == "weightcheck.error/1":
+        return {"view": f"check could not run (exit {j.get('exit_status')}: {j.get('error')})"}
+    e = j.get("engine")
+    if not e:
+        codes = [f["code"] for f in j.get("findings", [])]
+        return {"view": f"no engine view (architecture {j.get('architecture')}, findings {codes})"}
+    facts: dict = {}
+    findings = j.get("findings", [])
+    why = []
+    for t in e["tensors"]:
+        if t["fate"] == "error":
+            why.append(f"{t['name']}: error")
+    for f in findings:
+        if f["code"] in FATAL_FINDINGS or (
+            f["code"] == "WC706" and f.get("subject") == "transformer_layer_config"
+        ):
+            why.append(f["code"])
+    facts["starts"] = "starts" if not why else "fails (" + ", ".join(why) + ")"
+
+    d2t_params = {
+        _base_param(p["param"]) for p in e["parameters"] if p["canonical"] == "d2t" and p["param"]
+    }
+    keys: dict = {}
+    for t in e["tensors"]:
+        fate = t["fate"]
+        if fate == "loaded":
+            val = "loaded:" + _base_param(t["param"])
+        elif fate == "special":
+            tok = re.match(r"[A-Za-z_]\w*", t.get("why") or "")
+            tok = tok.group(0) if tok else ""
+            val = (
+                "loaded:" + tok
+                if tok in d2t_params
+                or tok
+                in (
+                    "hot_token_id",
+                    "draft_id_to_target_id",
+                )
+                else "dropped"
+            )
+        elif fate == "error":
+            val = "error"
+        else:  # dropped, skipped, warned
+            val = "dropped"
+        prev = keys.get(t["name"])
+        keys[t["name"]] = val if prev in (None, val) else f"{prev} | {val}"
+    facts["keys"] = keys
+
+    shards: dict = {}
+    for p in e["parameters"]:
+        name = _base_param(p["param"])
+        if not name or name == "hot_token_id":  # SGLang's d2t: not a parameter (keys say it)
+            continue
+        st = {"random": "init", "optional-absent": "init"}.get(p["state"], p["state"])
+        shards.setdefault(name, []).append(st)
+    params = {}
+    for name, states in shards.items():
+        s = set(states)
+        if len(s) == 1:
+            params[name] = states[0]
+        elif s <= {"loaded", "init"}:
+            params[name] = "partial"
+        else:
+            params[name] = "/".join(sorted(s))
+    facts["params"] = params
+    facts["tied_head"] = not any(p["canonical"] == "lm_head.weight" for p in e["parameters"])
+
+    vd = e["config"].get("draft_vocab_size") or {}
+    if "value" in vd:
+        v = vd["value"]
+        if v is None:
+            facts["draft_vocab_size"] = (
+                "null" if vd.get("from") == "draft_vocab_size" else f"none ({vd.get('from')})"
+            )
+        else:
+            facts["draft_vocab_size"] = v
+    aux = e.get("aux_layers") or {}
+    ids = aux.get("ids")
+    if ids is None:
+        if engine == "sglang":
+            ids = "default"
+        else:
+            from weightcheck.engines.aux import default_ids
+
+            ids = default_ids(target_layers())
+    facts["aux_ids"] = ids
+    facts["captured_layers"] = aux.get("captures_output_of_layers")
+    return facts
+
+
+def _vllm_mapped(name: str) -> str | None:
+    """The name vLLM 0.32's Eagle3LlamaForCausalLM.load_weights hands to its AutoWeightsLoader
+    (t2d / mask_hidden never get there), with LlamaModel's mapper applied below ``model.``."""
+    if "t2d" in name or "mask_hidden" in name:
+        return None
+    if "d2t" in name:
+        name = name.replace("d2t", "draft_id_to_target_id")
+    elif "lm_head" not in name:
+        name = "model." + name
+    if name.startswith("model."):
+        rest = name[len("model.") :].replace("midlayer.", "layers.0.", 1)
+        for a, b in (
+            (".q_proj", ".qkv_proj"),
+            (".k_proj", ".qkv_proj"),
+            (".v_proj", ".qkv_proj"),
+            (".gate_proj", ".gate_up_proj"),
+            (".up_proj", ".gate_up_proj"),
+        ):
+            if a in rest:
+                rest = rest.replace(a, b, 1)
+                break
+        name = "model." + rest
+    return name
+
+
+_SIZE = re.compile(r"torch\.Size\(\[([\d, ]*)\]\)")
+
+
+def _failing_key(engine: str, rec: dict, order: list[str], shapes: dict) -> str | None:
+    err = rec.get("error") or ""
+    keys = rec["keys"]
+    if engine == "sglang":
+        ko = (rec.get("sglang") or {}).get("key_order") or []
+        return ko[-1] if ko else None
+    m = re.search(r"no module or parameter named '([^']+)' in (\w+)", err)
+    if m:
+        rel, where = m.groups()
+        full = rel if where.startswith("Eagle3") else "model." + rel
+        for k in order:
+            mk = _vllm_mapped(k)
+            if mk and (mk == full or mk.startswith(full + ".")) and not keys[k]["params"]:
+                return k
+        return None
+    sizes = _SIZE.findall(err)
+    if sizes:
+        want = [int(x) for x in sizes[0].split(",") if x.strip()]
+        for k in order:
+            if list(shapes.get(k, ())) == want and rec["params"]:
+                ps = keys[k]["params"]
+                if ps and all(rec["params"].get(p, {}).get("state") == "init" for p in ps):
+                    return k
+        for k in order:
+            if list(shapes.get(k, ())) == want:
+                return k
+    return None
+
+
+_SHARD = {".q_proj": "q", ".k_proj": "k", ".v_proj": "v", ".gate_proj": "0", ".up_proj": "1"}
+
+
+def _shard(key: str) -> str:
+    return next((s for sub, s in _SHARD.items() if sub in key), "")
+
+
+def _winners(engine: str, rec: dict, order: list[str]) -> dict:
+    """param[shard] -> the tensor that wrote it last, where two or more tensors wrote the same
+    slice (e.g. midlayer.X and layers.0.X). SGLang: its writers list; vLLM: the last of its
+    iterator order (it loads every collected tensor in that order)."""
+    out = {}
+    if engine == "sglang":
+        shards = (rec.get("sglang") or {}).get("shards") or {}
+        for p, ks in ((rec.get("sglang") or {}).get("writers") or {}).items():
+            by: dict = {}
+            for k in ks:
+                if k is None:
+                    continue
+                by.setdefault(str(shards.get(k, "")), []).append(k)
+            for sh, ks2 in by.items():
+                if len(set(ks2)) > 1:
+                    out[f"{p}[{sh}]" if sh else p] = ks2[-1]
+        return out
+    by = {}
+    for k in order:
+        for p in rec["keys"].get(k, {}).get("params") or []:
+            by.setdefault((p, _shard(k)), []).append(k)
+    for (p, sh), ks in by.items():
+        if len(set(ks)) > 1:
+            out[f"{p}[{sh}]" if sh else p] = ks[-1]
+    return out
+
+
+def engine_facts(rec: dict, engine: str, v: corpus.Variant) -> dict:
+    facts: dict = {}
+    if rec["started"]:
+        facts["starts"] = "starts"
+    else:
+        facts["starts"] = f"fails at {rec['stage']}: {(rec['error'] or '')[:160]}"
+    stage = rec["stage"]
+    reached_load = rec["started"] or stage in ("load", "bind")
+    built = reached_load and bool(rec["params"])
+    shapes = {t.name: t.shape for _, ts in v.files for t in ts}
+    order: list[str] = []
+    if reached_load:
+        if engine == "sglang":
+            order = list((rec.get("sglang") or {}).get("key_order") or rec["keys"])
+        else:
+            order = list(rec["keys"])
+        keys = {}
+        failing = (
+            None if rec["started"] or stage != "load" else _failing_key(engine, rec, order, shapes)
+        )
+        stop = order.index(failing) if failing in order else None
+        for i, k in enumerate(order):
+            if k in keys:
+                continue
+            if stop is not None and i > stop:
+                continue  # never processed: not compared
+            if k == failing:
+                keys[k] = "error"
+                continue
+            e = rec["keys"].get(k)
+            if e is None:
+                continue
+            if e["params"]:
+                ps = sorted(set(e["params"]))
+                keys[k] = "loaded:" + " + ".join(ps)
+            else:
+                keys[k] = "dropped"
+        if not rec["started"] and stage == "load" and failing is None:
+            # the failing tensor is unknown: keep only what certainly loaded
+            keys = {k: x for k, x in keys.items() if x != "dropped"}
+        facts["keys"] = keys
+        facts["keys_complete"] = rec["started"] or stage == "bind"
+    if rec["started"]:
+        facts["params"] = {n: p["state"] for n, p in rec["params"].items()}
+        facts["winners"] = _winners(engine, rec, order)
+    if built:
+        facts["tied_head"] = "lm_head.weight" not in rec["params"]
+        cfg = rec.get("config") or {}
+        vd = cfg.get("draft_vocab_size")
+        facts["draft_vocab_size"] = "null" if vd is None else vd
+        facts["dtype"] = cfg.get("dtype")
+    cfg = rec.get("config") or {}
+    if engine == "sglang" and cfg:
+        if (rec.get("sglang") or {}).get("aux_ids_from") == "default":
+            facts["aux_ids"] = "default"
+        elif cfg.get("aux_layer_ids") is not None:
+            facts["aux_ids"] = cfg["aux_layer_ids"]
+        if (
+            "captured_layers" in cfg
+            and (rec.get("sglang") or {}).get("layers_to_capture") is not None
+        ):
+            facts["captured_layers"] = cfg["captured_layers"]
+    elif engine == "vllm" and rec["started"] and cfg:
+        facts["aux_ids"] = cfg.get("aux_layer_ids") if cfg.get("aux_layer_ids") else "none"
+        facts["captured_layers"] = cfg.get("captured_layers")
+    return facts
+
+
+def compare(vid: str, engine: str, rf: dict, ef: dict) -> list[Row]:
+    rows: list[Row] = []
+
+    def add(fact, r, e, cat=DISAGREE):
+        rows.append(Row(vid, engine, fact, _fmt(r), _fmt(e), cat))
+
+    if "view" in rf:
+        add("view", rf["view"], ef["starts"], NOT_MODELED)
+        return rows
+    if (rf["starts"] == "starts") != (ef["starts"] == "starts"):
+        add("starts", rf["starts"], ef["starts"])
+    if "keys" in ef:
+        for k, ev in ef["keys"].items():
+            rv = rf["keys"].get(k)
+            if rv is None:
+                add(f"key {k}", "(no such tensor)", ev)
+            elif rv != ev:
+                add(f"key {k}", rv, ev)
+    if "params" in ef:
+        for p, ev in ef["params"].items():
+            rv = rf["params"].get(p)
+            if rv is None:
+                add(f"param {p}", "-", ev, NOT_MODELED)
+            elif rv != ev:
+                add(f"param {p}", rv, ev)
+        for p, rv in rf["params"].items():
+            if p not in ef["params"]:
+                add(f"param {p}", rv, "(no such parameter)")
+    for p, k in (ef.get("winners") or {}).items():
+        add(f"winner {p}", "-", k, NOT_MODELED)
+    for fact in ("tied_head", "draft_vocab_size", "aux_ids", "captured_layers"):
+        if fact in ef and ef[fact] != rf.get(fact):
+            add(fact, rf.get(fact), ef[fact])
+    if "dtype" in ef:
+        add("dtype", "-", ef["dtype"], NOT_MODELED)
+    return rows
+
+
+# --- the whole run ---------------------------------------------------------------------------------
+
+
+def run(
+    out_dir: str | None = None,
+    engines=ENGINES,
+    only=None,
+    keep: bool = False,
+    progress=None,
+    reuse: bool = False,
+) -> Report:
+    """``reuse``: take an oracle's records from OUT_DIR/<engine>.jsonl when a previous run left
+    one record per variant there (for working on the comparison without re-running engines)."""
+    say = progress or (lambda *_: None)
+    vs = [v for v in corpus.variants() if not only or v.id in only]
+    tmp = out_dir or tempfile.mkdtemp(prefix="wc-differential-")
+    rep = Report(variants=vs, engines=tuple(engines))
+    try:
+        t0 = time.time()
+        root = os.path.join(tmp, "corpus")
+        paths = {v.id: corpus.write(v, os.path.join(root, v.id)) for v in vs}
+        rep.seconds["write"] = round(time.time() - t0, 2)
+        say(f"corpus: {len(vs)} variants in {rep.seconds['write']} s")
+        procs = {}
+        for e in engines:
+            jsonl = os.path.join(tmp, f"{e}.jsonl")
+            if reuse and os.path.exists(jsonl):
+                with open(jsonl) as f:
+                    old = {json.loads(x)["drafter"] for x in f if x.startswith("{")}
+                if old >= set(paths.values()):
+                    procs[e] = (None, jsonl, time.time())
+                    continue
+            if os.path.exists(jsonl):
+                os.unlink(jsonl)
+            procs[e] = (start_oracle(e, [paths[v.id] for v in vs], jsonl, tmp), jsonl, time.time())
+        t1 = time.time()
+        for e in engines:
+            for v in vs:
+                rep.replays[(e, v.id)] = replay(paths[v.id], e)
+        rep.seconds["replay"] = round(time.time() - t1, 2)
+        say(f"replay: {len(vs) * len(engines)} checks in {rep.seconds['replay']} s")
+        for e, (proc, jsonl, ts) in procs.items():
+            recs = read_oracle(e, proc, jsonl, len(vs))
+            rep.seconds[f"oracle_{e}"] = round(time.time() - ts, 2)
+            say(f"{e} oracle: {len(vs)} drafters, {rep.seconds[f'oracle_{e}']} s wall")
+            for v in vs:
+                rep.records[(e, v.id)] = recs[paths[v.id]]
+        for v in vs:
+            for e in engines:
+                rf = replay_facts(rep.replays[(e, v.id)], e)
+                ef = engine_facts(rep.records[(e, v.id)], e, v)
+                rep.rows.extend(compare(v.id, e, rf, ef))
+        rep.seconds["total"] = round(time.time() - t0, 2)
+    finally:
+        if not keep and out_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return rep
+
+
+def table(rows: list[Row], width: int = 70) -> str:
+    def cut(s: str) -> str:
+        s = s.replace("|", "/").replace("\n", " ")
+        return s if len(s) <= width else s[: width - 1] + "…"
+
+    lines = [
+        "| category | variant | engine | fact | replay says | engine says |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in sorted(
+        rows, key=lambda r: (r.category, r.fact.split(" ")[0], r.engine, r.variant, r.fact)
+    ):
+        lines.append(
+            f"| {r.category} | {r.variant} | {r.engine} | {cut(r.fact)} | {cut(r.replay)} | {cut(r.engine_says)} |"
+        )
+    return "\n".join(lines)
+
+
+def summary(rep: Report) -> str:
+    lines = [f"{len(rep.variants)} variants x {len(rep.engines)} engines: {len(rep.rows)} rows"]
+    for (cat, eng, kind), n in sorted(rep.counts().items()):
+        lines.append(f"  {n:5d}  {cat:22s} {eng:7s} {kind}")
+    lines.append(f"  seconds: {rep.seconds}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="keep the corpus and the oracle output in this folder")
+    ap.add_argument("--report", help="write every row, replay and oracle record as JSON here")
+    ap.add_argument("--only", nargs="*", help="variant ids")
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--table", action="store_true", help="print the full table (markdown)")
+    ap.add_argument(
+        "--reuse", action="store_true", help="with --out: reuse the oracle records left there"
+    )
+    a = ap.parse_args(argv)
+    engines = tuple(e for e in a.engines.split(",") if e)
+    for e in engines:
+        if not have_engine(e):
+            print(
+                f"no {e} interpreter: {engine_python(e)} is absent "
+                f"(bash tests/engine/{SETUP[e]}, or set {ENV_PYTHON[e]})",
+                file=sys.stderr,
+            )
+            return 2
+    rep = run(
+        a.out,
+        engines,
+        set(a.only) if a.only else None,
+        keep=bool(a.out),
+        progress=lambda m: print("#", m, file=sys.stderr),
+        reuse=a.reuse,
+    )
+    print(summary(rep))
+    if a.table:
+        print(table(rep.rows))
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(
+                {
+                    "seconds": rep.seconds,
+                    "variants": [
+                        {"id": v.id, "axes": v.axes, "description": v.description}
+                        for v in rep.variants
+                    ],
+                    "rows": [r.as_dict() for r in rep.rows],
+                    "records": {f"{e}/{i}": r for (e, i), r in rep.records.items()},
+                    "replays": {f"{e}/{i}": r for (e, i), r in rep.replays.items()},
+                },
+                f,
+                indent=1,
+            )
+    return 1 if rep.rows else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

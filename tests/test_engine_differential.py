@@ -1,0 +1,182 @@
+"""The differential test: weightcheck's replay of SGLang's and vLLM's drafter loaders against the
+engines' own loaders, over a generated corpus of drafter variants (docs/differential.md).
+
+Opt-in group (marker ``engine``; setup.cfg deselects it by default):
+``python -m pytest -m engine tests/test_engine_differential.py``. The engines run in their side
+venvs (tests/engine/setup_sglang_venv.sh, setup_vllm_venv.sh; WEIGHTCHECK_SGLANG_PYTHON /
+WEIGHTCHECK_VLLM_PYTHON or ${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/<engine>/bin/python);
+an engine whose interpreter is absent has its tests skipped, with the reason.
+WEIGHTCHECK_DIFFERENTIAL_REPORT=FILE keeps every row, replay and oracle record (JSON).
+
+The corpus is tests/engine/corpus.py (>= 200 variants over every axis below); the comparison is
+tests/engine/differential.py (one oracle subprocess per engine for the whole corpus, the replay
+in-process through ``weightcheck check --engine E --explain --json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.engine
+
+ENGINE_DIR = ROOT / "tests" / "engine"
+if str(ENGINE_DIR) not in sys.path:
+    sys.path.insert(0, str(ENGINE_DIR))
+
+import corpus  # noqa: E402
+import differential  # noqa: E402
+
+MIN_VARIANTS = 200
+# every axis of the issue, and at least this many variants each
+MIN_PER_AXIS = {
+    "dialect": 14,  # every producer fixture as written and re-laid-out, + dialect x defect
+    "wrapper": 10,  # model., draft_model., module., eagle_module., HF-style
+    "missing": 15,
+    "extra": 10,
+    "typo": 10,
+    "duplicate": 8,
+    "draft_vocab_size": 10,  # absent, null, wrong
+    "tie_word_embeddings": 8,
+    "num_hidden_layers": 6,
+    "architectures": 12,  # every spelling
+    "aux_ids": 20,  # nested, top level, both, none, null, count, order, range
+    "dtype": 12,  # fp32 / fp16 / bf16 config x tensors, key spellings
+    "config_flags": 8,
+    "combination": 40,  # a dialect and a defect together
+}
+
+
+def _skip_reason(engine: str) -> str:
+    return (
+        f"no {engine} interpreter: {differential.engine_python(engine)} is absent (run "
+        f"`bash tests/engine/{differential.SETUP[engine]}` or set "
+        f"{differential.ENV_PYTHON[engine]})"
+    )
+
+
+# --- the corpus itself (no engine needed) ----------------------------------------------------------
+
+
+def test_corpus_size_and_axes():
+    vs = corpus.variants()
+    counts = corpus.axis_counts(vs)
+    print(f"\n{len(vs)} variants; per axis: {counts}")
+    assert len(vs) >= MIN_VARIANTS, len(vs)
+    assert set(counts) == set(MIN_PER_AXIS), counts
+    low = {a: (counts[a], n) for a, n in MIN_PER_AXIS.items() if counts[a] < n}
+    assert not low, low
+    ids = [v.id for v in vs]
+    assert len(set(ids)) == len(ids)
+    for v in vs:
+        assert v.description and v.axes, v.id
+        assert v.id.startswith(v.base + "."), v.id
+    # every producer fixture is a base, and every dialect is exercised with a defect
+    assert {v.base for v in vs} == set(corpus.BASES)
+    assert {v.base for v in vs if "combination" in v.axes} == set(corpus.BASES)
+
+
+def test_corpus_is_deterministic():
+    def digest():
+        h = hashlib.sha256()
+        for v in corpus.variants():
+            h.update(json.dumps([v.id, v.config], sort_keys=True).encode())
+            for fname, ts in v.files:
+                h.update(fname.encode())
+                for t in ts:
+                    h.update(f"{t.name}{t.dtype}{t.shape}".encode())
+                    h.update(t.data)
+        return h.hexdigest()
+
+    corpus._CACHE.clear()
+    a = digest()
+    corpus._CACHE.clear()
+    assert digest() == a
+
+
+def test_corpus_covers_every_architectures_spelling():
+    archs = set()
+    for v in corpus.variants():
+        if v.config is not None:
+            a = v.config.get("architectures", "<absent>")
+            archs.add(json.dumps(a))
+    for spelling in (
+        "LlamaForCausalLMEagle3",
+        "Eagle3LlamaForCausalLM",
+        "LlamaForCausalLMEagle",
+        "Eagle3DraftModel",
+        "Eagle3Speculator",
+        "LlamaForCausalLM",
+    ):
+        assert json.dumps([spelling]) in archs, spelling
+    assert {'"<absent>"', "[]", "null"} <= archs
+
+
+# --- the differential run --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    engines = tuple(e for e in differential.ENGINES if differential.have_engine(e))
+    if not engines:
+        pytest.skip("; ".join(_skip_reason(e) for e in differential.ENGINES))
+    out = tmp_path_factory.mktemp("differential")
+    rep = differential.run(str(out), engines, keep=True)
+    print("\n" + differential.summary(rep))
+    path = os.environ.get("WEIGHTCHECK_DIFFERENTIAL_REPORT")
+    if path:
+        with open(path, "w") as f:
+            json.dump(
+                {
+                    "seconds": rep.seconds,
+                    "rows": [r.as_dict() for r in rep.rows],
+                    "records": {f"{e}/{i}": r for (e, i), r in rep.records.items()},
+                    "replays": {f"{e}/{i}": r for (e, i), r in rep.replays.items()},
+                },
+                f,
+                indent=1,
+            )
+    return rep
+
+
+def _rows(report, engine, category):
+    if engine not in report.engines:
+        pytest.skip(_skip_reason(engine))
+    return [r for r in report.rows if r.engine == engine and r.category == category]
+
+
+@pytest.mark.parametrize("engine", differential.ENGINES)
+def test_every_variant_has_an_engine_record(report, engine):
+    """A sanity check on the oracle run: one record per variant, and the corpus really splits
+    into drafters that start and drafters that fail (a broken oracle fails everything alike)."""
+    if engine not in report.engines:
+        pytest.skip(_skip_reason(engine))
+    recs = [report.records[(engine, v.id)] for v in report.variants]
+    assert len(recs) == len(report.variants)
+    started = sum(r["started"] for r in recs)
+    assert started >= len(recs) // 2, started
+    assert len(recs) - started >= 20, started
+
+
+@pytest.mark.parametrize("engine", differential.ENGINES)
+def test_replay_agrees_with_the_engine(report, engine):
+    """Zero disagreements: for every variant, the replay and the engine's own loader agree on
+    whether the engine starts, each tensor's fate, each parameter's final state, the draft
+    vocabulary, the aux ids and captured layers, and head tying."""
+    rows = _rows(report, engine, differential.DISAGREE)
+    assert not rows, f"{len(rows)} disagreement(s) with {engine}:\n" + differential.table(rows)
+
+
+@pytest.mark.parametrize("engine", differential.ENGINES)
+def test_replay_models_every_fact(report, engine):
+    """Facts the engine has and the replay has no notion of at all (the built dtype, parameters
+    it does not list, which duplicate wins, drafters it cannot view)."""
+    rows = _rows(report, engine, differential.NOT_MODELED)
+    assert not rows, f"{len(rows)} fact(s) the replay does not model ({engine}):\n" + (
+        differential.table(rows)
+    )
