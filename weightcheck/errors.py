@@ -42,3 +42,15 @@ _JSON_NAMES = {
 def json_type(v) -> str:
     """The JSON type of a parsed JSON value, as a message says it: ``a string``, ``null``, ..."""
     return _JSON_NAMES.get(type(v), "a value of unknown type")
+
+
+def json_value(v, limit: int = 60) -> str:
+    """A config value as a message quotes it: in JSON's spelling (null, true, "text"), cut to
+    ``limit`` characters."""
+    import json
+
+    try:
+        text = json.dumps(v, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = str(v)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

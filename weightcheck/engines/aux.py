@@ -145,7 +145,7 @@ def target_family(drafter, targets=()) -> tuple[str | None, str]:
     metadata, else a speculators verifier architecture. (None, why) when nothing
     says: the caller decides whether the answer depends on it."""
     for t in targets:
-        if t is not None and t.model_type:
+        if t is not None and isinstance(t.model_type, str) and t.model_type:
             return t.model_type, f"target {t.source.label}"
     for f in drafter.source.files.values():  # an earlier `weightcheck convert` recorded it
         mt = f.header.metadata.get("weightcheck_target_model_type") if f.header else None
@@ -154,7 +154,7 @@ def target_family(drafter, targets=()) -> tuple[str | None, str]:
     known = family_model_types()
     cfg = drafter.config or {}
     mt = cfg.get("model_type")
-    if mt in known and mt != LLAMA:
+    if isinstance(mt, str) and mt in known and mt != LLAMA:
         return mt, f"the drafter config's model_type {mt!r}"
     sc = cfg.get("speculators_config")
     archs = (sc.get("verifier") or {}).get("architectures") if isinstance(sc, dict) else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
+from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
 from weightcheck.model.drafter import Drafter, Tensor
 
@@ -162,10 +163,13 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
         diffs = config_differences(a, b, equivalent)
     for dif in diffs:
         if dif["category"] == "architecture":
-            c.reasons.append(f"config {dif['field']}: {dif['a']!r} in A, {dif['b']!r} in B")
+            c.reasons.append(
+                f"config {dif['field']}: {json_value(dif['a'])} in A, {json_value(dif['b'])} in B"
+            )
         elif dif["category"] == "serving":
             c.strict_failures.append(
-                f"config {dif['field']} (serving): {dif['a']!r} in A, {dif['b']!r} in B"
+                f"config {dif['field']} (serving): {json_value(dif['a'])} in A, "
+                f"{json_value(dif['b'])} in B"
             )
     c.config_differences = diffs
     return c

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from weightcheck.engines import aux
+from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.model.drafter import Drafter
@@ -65,7 +66,9 @@ def training_ignored(ctx):
 def training_config(ctx):
     for fld, mine, theirs in ctx.training.fields:
         yield ctx.f(
-            "WC904", f"config {fld}: {mine!r} in SRC, {theirs!r} in the training config", fld
+            "WC904",
+            f"config {fld}: {json_value(mine)} in SRC, {json_value(theirs)} in the training config",
+            fld,
         )
 
 
@@ -106,4 +109,6 @@ def _family_of(cfg: dict) -> str | None:
     """A training config's own word on the target family (SpecForge copies the target's
     model_type, e.g. kimi_k2), if it names a family other than Llama."""
     mt = cfg.get("model_type")
-    return mt if mt in aux.family_model_types() and mt != aux.LLAMA else None
+    return (
+        mt if isinstance(mt, str) and mt in aux.family_model_types() and mt != aux.LLAMA else None
+    )

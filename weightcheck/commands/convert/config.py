@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
-from weightcheck.errors import UsageError
+from weightcheck.errors import UsageError, json_value
 from weightcheck.model import config as config_mod
 
 if TYPE_CHECKING:
@@ -200,5 +200,5 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     for spec in config_mod.field_specs():
         a, b = before.get(spec.name), after.get(spec.name)
         if a != b and spec.name != "aux_layer_ids":
-            plan.config_changes.append(f"{spec.name}: {a!r} -> {b!r}")
+            plan.config_changes.append(f"{spec.name}: {json_value(a)} -> {json_value(b)}")
     return cfg

@@ -248,11 +248,11 @@ def plan(
     if config_from is not None and not src.config:
         # SRC has no config: every field is REF's, which one line says (not one per field)
         fields = {f.name for f in config_mod.field_specs()}
-        news = [c for c in p.config_changes if c.split(": ", 1)[0] in fields and ": None -> " in c]
+        news = [c for c in p.config_changes if c.split(": ", 1)[0] in fields and ": null -> " in c]
         p.config_changes = [c for c in p.config_changes if c not in news]
         p.config_changes.insert(
             0,
-            f"SRC has no config.json: every field is {config_from.source.spec}'s "
+            f"SRC has no config.json: every field is {config_from.source.label}'s "
             f"({len(news)} fields set)",
         )
     verifier_name(p)
