@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from weightcheck.expr import ExprError, Undefined, evaluate
+from weightcheck.expr import ExprError, Undefined, evaluate, holds, names
 
 
 @pytest.mark.parametrize(
@@ -85,6 +85,8 @@ def test_undefined(src, names):
 def test_refused(src):
     with pytest.raises(ExprError):
         evaluate(src, {"x": 1, "ids": [1], "a": [1, 2, 3]})
+    with pytest.raises(ExprError):  # and refused before any evaluation, when a file is loaded
+        names(src)
 
 
 def test_undefined_is_an_expr_error_and_says_where():
@@ -98,3 +100,43 @@ def test_short_circuit_never_evaluates_the_other_side():
     assert evaluate("False and missing", {}) is False
     assert evaluate("True or missing", {}) is True
     assert evaluate("1 if True else missing", {}) == 1
+
+
+@pytest.mark.parametrize(
+    "src, want",
+    [
+        ("T * n_aux", {"T", "n_aux"}),
+        ("not use_aux_hidden_state", {"use_aux_hidden_state"}),
+        ("fc_norm or use_aux_norm", {"fc_norm", "use_aux_norm"}),
+        ("k if ids[0] == 1 else k-1", {"k", "ids"}),
+        ("k-1 if max(ids) == L else k", {"k", "ids", "L"}),  # functions are not names
+        ("true and not false", set()),
+        ("'full attention'", set()),
+        ("[1, L//2-1, L-4]", {"L"}),
+        ("x is not None and -y in [z]", {"x", "y", "z"}),
+    ],
+)
+def test_names(src, want):
+    assert names(src) == want
+
+
+@pytest.mark.parametrize(
+    "src, values, want",
+    [
+        (None, {}, True),  # no condition: always
+        ("norm_before_fc", {"norm_before_fc": True}, True),
+        ("norm_before_fc", {"norm_before_fc": False}, False),
+        ("not use_aux_hidden_state", {"use_aux_hidden_state": None}, True),  # unknown is false
+        ("draft_vocab_size != vocab_size", {"draft_vocab_size": 8}, False),  # a name not given
+        ("draft_vocab_size != vocab_size", {"draft_vocab_size": None, "vocab_size": 8}, False),
+        ("draft_vocab_size != vocab_size", {"draft_vocab_size": 4, "vocab_size": 8}, True),
+        ("ids", {"ids": [2]}, True),  # truthiness of a value
+    ],
+)
+def test_holds(src, values, want):
+    assert holds(src, values) is want
+
+
+def test_holds_refuses_what_is_not_the_language():
+    with pytest.raises(ExprError):
+        holds("a.b", {"a": {"b": True}})

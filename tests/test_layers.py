@@ -24,7 +24,10 @@ LAYERS = [
     ("engines", ["weightcheck.engines"]),
     ("rules", ["weightcheck.rules"]),
     ("commands", ["weightcheck.commands"]),
-    ("interface", ["weightcheck.api", "weightcheck.render", "weightcheck.cli", "weightcheck.__main__"]),
+    (
+        "interface",
+        ["weightcheck.api", "weightcheck.render", "weightcheck.cli", "weightcheck.__main__"],
+    ),
 ]
 
 
@@ -36,9 +39,7 @@ def module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-MODULES = {
-    module_name(p): p for p in sorted(PKG.rglob("*.py")) if "_mappings" not in p.parts
-}
+MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py")) if "_mappings" not in p.parts}
 
 
 def layer_of(mod: str) -> int:

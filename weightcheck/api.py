@@ -265,12 +265,12 @@ def check(
     name, version = None, None
     if engine:
         name, _, version = engine.partition("==")
-        data = engine_mod.load(name)
-        if version and version not in data["engine"]["versions_read"]:
+        data = engine_mod.engine_data(name)
+        if version and version not in data.engine.versions_read:
             raise WeightcheckError(
                 None,
                 f"{name} {version} was not read; versions known: "
-                f"{', '.join(data['engine']['versions_read'])}",
+                f"{', '.join(data.engine.versions_read)}",
             )
     if values:
         require_torch("--values")

@@ -5,6 +5,10 @@ Shapes (``"T * n_aux"``), defaults (``"hidden_size // num_attention_heads"``) an
 evaluated here on a whitelisted AST: names, integer/float/bool/None/str constants, lists,
 arithmetic, comparisons, ``and``/``or``/``not``, ``x if c else y``, list indexing ``ids[0]`` and the functions ``len``,
 ``min``, ``max``. No attribute access, no subscripts beyond lists, no calls to anything else.
+
+:func:`evaluate` computes one; :func:`holds` decides a condition (``when``: absent holds, one that
+needs an unknown value does not); :func:`names` checks one when a data file is loaded and says
+which values it reads.
 """
 
 from __future__ import annotations
@@ -61,6 +65,60 @@ def evaluate(src: str, names: dict):
         return _eval(_parse(src), names, src)
     except TypeError as e:
         raise Undefined(f"{e} (in {src!r})") from None
+
+
+def holds(src: str | None, names: dict) -> bool:
+    """A condition (a ``when`` in mappings/): absent (None) always holds; one that needs a value
+    ``names`` does not give, or gives as unknown where a known one is needed, does not."""
+    if src is None:
+        return True
+    try:
+        return bool(evaluate(src, names))
+    except Undefined:
+        return False
+
+
+def names(src: str) -> frozenset[str]:
+    """The names ``src`` reads (not ``true``/``false`` nor the functions), after checking that
+    every part of it is something :func:`evaluate` computes: ExprError otherwise. For checking
+    the data files when they are loaded."""
+    out: set[str] = set()
+    _names(_parse(src), src, out)
+    return frozenset(out)
+
+
+def _names(node, src, out):
+    kids: list = []
+    if isinstance(node, ast.Constant):
+        pass
+    elif isinstance(node, ast.Name):
+        if node.id not in ("true", "false"):
+            out.add(node.id)
+    elif isinstance(node, (ast.List, ast.Tuple)):
+        kids = node.elts
+    elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        kids = [node.left, node.right]
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
+        kids = [node.operand]
+    elif isinstance(node, ast.BoolOp):
+        kids = node.values
+    elif isinstance(node, ast.Compare) and all(type(op) in _CMPOPS for op in node.ops):
+        kids = [node.left, *node.comparators]
+    elif isinstance(node, ast.Subscript):
+        kids = [node.value, node.slice]
+    elif isinstance(node, ast.IfExp):
+        kids = [node.test, node.body, node.orelse]
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+    ):
+        kids = node.args
+    else:
+        raise ExprError(f"unsupported syntax in {src!r}: {ast.dump(node)[:60]}")
+    for k in kids:
+        _names(k, src, out)
 
 
 def _eval(node, names, src):

@@ -13,6 +13,7 @@ vLLM's speculative-decoding counters (``vllm:spec_decode_num_drafts``, ``..._dra
 ``..._accepted_tokens``, ``..._accepted_tokens_per_pos``, read with ``LLM.get_metrics()``), the
 auxiliary layer ids vLLM used, the vllm/torch versions and the timings.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,9 @@ class _Tee:
         while "\n" in self._buf:
             line, self._buf = self._buf.split("\n", 1)
             if any(w in line.lower() for w in self.WORDS) and not line.startswith(MARK):
-                self.lines.append(re.sub(r"^.*?\] ", "", line))  # drop "(pid) INFO date [file:line] "
+                self.lines.append(
+                    re.sub(r"^.*?\] ", "", line)
+                )  # drop "(pid) INFO date [file:line] "
         return self.stream.write(text)
 
     def __getattr__(self, name):
@@ -60,7 +63,7 @@ def _counters(metrics) -> dict:
     for m in metrics:
         if not m.name.startswith("vllm:spec_decode"):
             continue
-        key = m.name[len("vllm:spec_decode_"):]
+        key = m.name[len("vllm:spec_decode_") :]
         if hasattr(m, "values"):  # Vector: per position
             out[key] = [int(v) for v in m.values]
         elif hasattr(m, "value"):
@@ -92,13 +95,24 @@ def main(argv=None) -> int:
     import torch
     import vllm
     from vllm import LLM, SamplingParams
+
     t_import = time.time() - t0
 
-    kwargs = dict(model=a.target, enforce_eager=True, dtype=a.dtype, max_model_len=256, seed=0,
-                  disable_log_stats=False, gpu_memory_utilization=0.9)
+    kwargs = dict(
+        model=a.target,
+        enforce_eager=True,
+        dtype=a.dtype,
+        max_model_len=256,
+        seed=0,
+        disable_log_stats=False,
+        gpu_memory_utilization=0.9,
+    )
     if a.drafter:
-        kwargs["speculative_config"] = {"method": a.method, "model": a.drafter,
-                                        "num_speculative_tokens": a.k}
+        kwargs["speculative_config"] = {
+            "method": a.method,
+            "model": a.drafter,
+            "num_speculative_tokens": a.k,
+        }
     t1 = time.time()
     llm = LLM(**kwargs)
     t_load = time.time() - t1
@@ -117,9 +131,15 @@ def main(argv=None) -> int:
         "outputs": [list(o.outputs[0].token_ids) for o in outs],
         "spec_decode": _counters(llm.get_metrics()),
         "aux_layers": _aux_layers(tee.lines),
-        "drafter_log": [x for x in tee.lines if "non-default args" not in x and "Initializing" not in x],
-        "seconds": {"import": round(t_import, 2), "load": round(t_load, 2),
-                    "generate": round(t_gen, 2), "total": round(time.time() - t0, 2)},
+        "drafter_log": [
+            x for x in tee.lines if "non-default args" not in x and "Initializing" not in x
+        ],
+        "seconds": {
+            "import": round(t_import, 2),
+            "load": round(t_load, 2),
+            "generate": round(t_gen, 2),
+            "total": round(time.time() - t0, 2),
+        },
     }
     sys.stdout.flush()
     print(MARK + json.dumps(result), flush=True)

@@ -8,7 +8,7 @@ with the target model types it covers, the formula, and the releases it holds fo
 from __future__ import annotations
 
 from weightcheck import expr
-from weightcheck.engines.data import load, newest, version_key
+from weightcheck.engines.data import Convention, load, newest, version_key
 from weightcheck.errors import WeightcheckError
 
 LLAMA = "llama"  # the target family whose convention applies when no other is known
@@ -47,13 +47,13 @@ def config_convention(cfg: dict, dialect: str | None = None) -> str:
     return "sglang"
 
 
-def _conventions(engine: str, version: str, model_type: str) -> dict | None:
-    for c in load(engine).get("aux_layers", {}).get("convention", []):
-        if model_type not in c.get("target_model_types", []):
+def _conventions(engine: str, version: str, model_type: str) -> Convention | None:
+    for c in load(engine).aux_layers.convention:
+        if model_type not in c.target_model_types:
             continue
-        if "since" in c and version_key(version) < version_key(c["since"]):
+        if c.since is not None and version_key(version) < version_key(c.since):
             continue
-        if "versions" in c and version not in c["versions"]:
+        if c.versions is not None and version not in c.versions:
             continue
         return c
     return None
@@ -75,13 +75,11 @@ def captured(
     c = _conventions(engine, version, model_type)
     if c is None:
         return None
-    if default and c.get("default_ids_output_of"):
+    if default and c.default_ids_output_of:
         # the engine's own default is not the same as passing those ids explicitly (SGLang
         # captures at the input of [2, L//2, L-3]: outputs of [1, L//2-1, L-4])
         try:
-            return [
-                int(x) for x in expr.evaluate(c["default_ids_output_of"], {"L": num_layers or 0})
-            ]
+            return [int(x) for x in expr.evaluate(c.default_ids_output_of, {"L": num_layers or 0})]
         except (expr.ExprError, TypeError, ValueError):
             return None
     out = []
@@ -90,7 +88,7 @@ def captured(
             out.append(
                 int(
                     expr.evaluate(
-                        c["captures_output_of"], {"k": k, "ids": list(ids), "L": num_layers or 0}
+                        c.captures_output_of, {"k": k, "ids": list(ids), "L": num_layers or 0}
                     )
                 )
             )
@@ -159,7 +157,7 @@ def target_family(drafter, targets=()) -> tuple[str | None, str]:
     sc = cfg.get("speculators_config")
     archs = (sc.get("verifier") or {}).get("architectures") if isinstance(sc, dict) else None
     by_arch = {}
-    for fam, arch in load("speculators")["output"].get("family_architectures", {}).items():
+    for fam, arch in load("speculators").output.family_architectures.items():
         by_arch.setdefault(arch, fam)
     for a in archs or []:
         if a in by_arch:
@@ -171,8 +169,8 @@ def family_model_types() -> set[str]:
     """Every target model type some engine's aux-id convention covers."""
     known: set[str] = set()
     for e in ("sglang", "vllm"):
-        for c in load(e).get("aux_layers", {}).get("convention", []):
-            known.update(c.get("target_model_types", []))
+        for c in load(e).aux_layers.convention:
+            known.update(c.target_model_types)
     return known
 
 
@@ -181,8 +179,8 @@ def family_representatives() -> dict[str, str]:
     asking whether an answer depends on the target family."""
     out: dict[str, str] = {}
     for e in ("sglang", "vllm"):
-        for c in load(e).get("aux_layers", {}).get("convention", []):
-            types = c.get("target_model_types", [])
+        for c in load(e).aux_layers.convention:
+            types = c.target_model_types
             if types and not any(m in out.values() for m in types):
                 out[types[0]] = types[0]
     return out

@@ -1,16 +1,44 @@
-"""The engines' data: mappings/engines/<engine>.toml, each read from the engine's own source."""
+"""The engines' data: mappings/engines/<engine>.toml, each read from the engine's own source, as
+typed objects.
+
+Each file is built into the frozen dataclasses below by one small loader that follows their type
+hints: a key no dataclass names, a value of the wrong type, a regex that does not compile, an
+expression expr.py cannot read or one naming a value the replay does not resolve, is a one-line
+WeightcheckError naming the file and the key path. Every field is read by weightcheck
+(tests/test_engine_data.py checks both); what the engines do that weightcheck does not use is
+written in the files as comments.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Literal, NewType, Union
 
-from weightcheck import mappings
+from weightcheck import expr, mappings
 from weightcheck.errors import WeightcheckError
+from weightcheck.model import config as config_mod
+from weightcheck.model import dialects, inventory
 
 ENGINES = ("sglang", "vllm")
 # layouts convert can write (mappings/engines/<name>.toml [output]); `speculators` is a format, not
-# an engine, but its file has the same shape
+# an engine: its file has [engine] (the inventory) and [output] only
 LAYOUTS = ENGINES + ("speculators",)
+
+# string kinds the loader checks beyond "a string"
+Expr = NewType("Expr", str)  # an expression of weightcheck/expr.py
+Regex = NewType("Regex", str)  # a Python regular expression (re.search on tensor names)
+Path = NewType("Path", str)  # a dotted config path: eagle_config.norm_before_fc
+Version = NewType("Version", str)  # an engine release: 0.5.12, 0.4.10.post2
+
+Step = Literal["rewrite", "special", "skip", "drop", "stacked", "prefix"]
+FromTarget = Literal[
+    "always", "unless_target_hidden_differs", "if_draft_vocab_null", "if_absent_or_equal"
+]
 
 
 def version_key(v: str) -> tuple:
@@ -19,17 +47,449 @@ def version_key(v: str) -> tuple:
     )
 
 
-def load(engine: str) -> dict:
+# ---------------------------------------------------------------------------------------------
+# the schema
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    """[engine] of a format file (speculators): the drafter inventory it holds."""
+
+    inventory: str
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """[engine]: the inventory whose loader the file replays, the releases read, and the
+    architectures[0] values that select that loader."""
+
+    inventory: str
+    versions_read: tuple[Version, ...]
+    architectures: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    pattern: Regex
+    replace: str
+    anchored: bool = False  # true: the first occurrence only; false: every occurrence
+    since: Version | None = None
+    until: Version | None = None
+
+
+@dataclass(frozen=True)
+class ParamRename:
+    pattern: Regex
+    replace: str
+    since: Version | None = None
+    until: Version | None = None
+
+
+@dataclass(frozen=True)
+class Special:
+    pattern: Regex
+    becomes: str
+    cite: str
+    when: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Skip:
+    pattern: Regex
+    cite: str
+
+
+@dataclass(frozen=True)
+class Drop:
+    pattern: Regex
+    cite: str
+    when: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Stacked:
+    from_: str = field(metadata={"key": "from"})
+    to: str
+    shard: str
+
+
+@dataclass(frozen=True)
+class Prefix:
+    add: str
+    mode: Literal["unless_parameter", "unless_contains"]
+    unless_contains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Conditional:
+    """A name whose parameter exists only when ``when`` holds (said in the reason it is dropped)."""
+
+    pattern: Regex
+    when: Expr
+
+
+@dataclass(frozen=True)
+class Never:
+    """A name whose parameter the engine's module never has (said in the reason)."""
+
+    pattern: Regex
+
+
+@dataclass(frozen=True)
+class Names:
+    order: tuple[Step, ...]
+    unknown: Literal["drop", "error", "warn"]
+    cite: str
+    unknown_exceptions: tuple[Regex, ...] = ()
+    rewrite: tuple[Rewrite, ...] = ()
+    param_rename: tuple[ParamRename, ...] = ()
+    special: tuple[Special, ...] = ()
+    skip: tuple[Skip, ...] = ()
+    drop: tuple[Drop, ...] = ()
+    stacked: tuple[Stacked, ...] = ()
+    prefix: tuple[Prefix, ...] = ()
+    conditional: tuple[Conditional, ...] = ()
+    never: tuple[Never, ...] = ()
+
+
+@dataclass(frozen=True)
+class Parameter:
+    canonical: str
+    param: str
+    required: bool
+    cite: str
+    when: Expr | None = None
+    from_target: FromTarget | None = None
+    note: str = ""
+    since: Version | None = None
+    until: Version | None = None
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    field: str
+    paths: tuple[Path, ...]  # in lookup order; () = the engine does not read the field
+    length_of: tuple[Path, ...] = ()  # lists whose length is the value, after `paths`
+    required: bool = False  # absent: the load fails
+    default: Expr | None = None  # absent: the value (None: stays unknown)
+    since: Version | None = None
+    until: Version | None = None
+
+
+@dataclass(frozen=True)
+class Convention:
+    target_model_types: tuple[str, ...]
+    captures_output_of: Expr  # over k, ids, L
+    default_ids_output_of: Expr | None = None  # over L
+    since: Version | None = None
+    versions: tuple[Version, ...] | None = None
+
+
+@dataclass(frozen=True)
+class AuxLayers:
+    paths: tuple[Path, ...]
+    default_text: str
+    convention: tuple[Convention, ...] = ()
+
+
+@dataclass(frozen=True)
+class Targets:
+    supported_model_types: tuple[str, ...] = ()
+    supported_architectures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpeculatorsAdapter:
+    flatten: tuple[str, ...]
+    defaults: dict[str, Union[bool, int, float, str]]
+    trainers_mean: dict[str, str]
+    derives_architecture: bool
+
+
+@dataclass(frozen=True)
+class Refuse:
+    when: Expr  # over the normalized config's fields
+    why: str
+
+
+@dataclass(frozen=True)
+class Output:
+    names_dialect: str
+    architectures: tuple[str, ...]
+    config_layout: Literal["flat", "speculators"]
+    aux_ids_paths: tuple[Path, ...]
+    aux_convention: Literal["sglang", "vllm"]
+    keep: tuple[str, ...] = ()
+    refuse: tuple[Refuse, ...] = ()
+    family_architectures: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """mappings/engines/sglang.toml, vllm.toml: an engine's drafter loader."""
+
+    engine: EngineInfo
+    names: Names
+    parameter: tuple[Parameter, ...]
+    config: tuple[ConfigField, ...]
+    aux_layers: AuxLayers
+    targets: Targets
+    output: Output
+    speculators_adapter: SpeculatorsAdapter | None = None
+
+
+@dataclass(frozen=True)
+class Format:
+    """mappings/engines/speculators.toml: a format convert writes, not an engine."""
+
+    engine: FormatInfo
+    output: Output
+
+
+# ---------------------------------------------------------------------------------------------
+# the loader
+
+
+def _key(f: dataclasses.Field) -> str:
+    return f.metadata.get("key", f.name)
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
+def _noun(hint, plural: bool = False) -> str:
+    """What a type hint accepts, in words: "string", "list of strings", "table"."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_noun(a, plural) for a in args if a is not type(None))
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is tuple:
+        return ("lists" if plural else "list") + " of " + _noun(args[0], True)
+    if origin is dict:
+        return ("tables" if plural else "table") + " of " + _noun(args[1], True)
+    if dataclasses.is_dataclass(hint):
+        return "tables" if plural else "table"
+    word = {
+        str: "string",
+        int: "integer",
+        float: "number",
+        bool: "boolean",
+        Expr: "expression",
+        Regex: "regular expression",
+        Path: "dotted config path",
+        Version: "version",
+    }[hint]
+    return word + "s" if plural else word
+
+
+def _expected(hint) -> str:
+    text = _noun(hint)
+    return text if text.startswith("one of") else _a(text)
+
+
+def _found(v) -> str:
+    if isinstance(v, bool):
+        return f"a boolean {str(v).lower()}"
+    if isinstance(v, int):
+        return f"an integer {v}"
+    if isinstance(v, float):
+        return f"a number {v}"
+    if isinstance(v, str):
+        return f"a string {v!r}" if len(v) <= 40 else "a string"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "a table"
+    return f"a {type(v).__name__}"  # dates and times: TOML has them
+
+
+class _Bad(Exception):
+    def __init__(self, path: str, message: str):
+        self.path, self.message = path, message
+
+
+def _build(hint, v, path: str):
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):  # X | None: None is a missing key, not a TOML value
+        options = [a for a in args if a is not type(None)]
+        for a in options:
+            try:
+                return _build(a, v, path)
+            except _Bad:
+                if len(options) == 1:
+                    raise
+        raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(v, dict):
+            raise _Bad(path, f"expected a table, found {_found(v)}")
+        return _table(hint, v, path)
+    if origin is tuple:
+        if not isinstance(v, list):
+            raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
+        return tuple(_build(args[0], x, f"{path}[{i}]") for i, x in enumerate(v))
+    if origin is dict:
+        if not isinstance(v, dict):
+            raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
+        return {k: _build(args[1], x, f"{path}.{k}") for k, x in v.items()}
+    if origin is Literal:
+        if not isinstance(v, str) or v not in args:
+            raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
+        return v
+    ok = {
+        bool: lambda x: isinstance(x, bool),
+        int: lambda x: type(x) is int,
+        float: lambda x: type(x) in (int, float),
+    }.get(hint, lambda x: isinstance(x, str))
+    if not ok(v):
+        raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
+    if hint is Regex:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise _Bad(path, f"not a regular expression: {e}") from None
+    elif hint is Expr:
+        try:
+            expr.names(v)
+        except expr.ExprError as e:
+            raise _Bad(path, str(e)) from None
+    elif hint is Path and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", v):
+        raise _Bad(path, f"expected a dotted config path, found {_found(v)}")
+    elif hint is Version and not re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", v):
+        raise _Bad(path, f"expected a version (e.g. 0.5.12), found {_found(v)}")
+    return v
+
+
+def _table(cls, v: dict, path: str):
+    hints = typing.get_type_hints(cls)
+    fields = {_key(f): f for f in dataclasses.fields(cls)}
+    at = f"{path}." if path else ""
+    for k in v:
+        if k not in fields:
+            raise _Bad(at + k, "unknown key")
+    kwargs = {}
+    for k, f in fields.items():
+        if k in v:
+            kwargs[f.name] = _build(hints[f.name], v[k], at + k)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _Bad(at + k, "missing (a required key)")
+    return cls(**kwargs)
+
+
+def _names_known(data: Engine) -> frozenset[str]:
+    """The names an engine's conditions and defaults may use: its config fields, and the config's
+    own top-level keys mappings/config.toml knows (the replay resolves both)."""
+    raw = {p for s in config_mod.field_specs() for p in s.paths if "." not in p}
+    return frozenset(raw | {c.field for c in data.config})
+
+
+def _check_names(src: str, allowed, path: str, what: str) -> None:
+    unknown = sorted(expr.names(src) - set(allowed))
+    if unknown:
+        raise _Bad(path, f"`{unknown[0]}` is not {what}")
+
+
+def _check(data: Engine | Format) -> None:
+    """What the types cannot say: the names the data refer to exist (an inventory, a dialect,
+    the values an expression uses), and every rule list is applied (named in names.order)."""
+    try:
+        inventory.by_name(data.engine.inventory)
+    except KeyError:
+        raise _Bad("engine.inventory", "no such architecture in mappings/architectures/") from None
+    try:
+        dialects.by_name(data.output.names_dialect)
+    except KeyError:
+        raise _Bad("output.names_dialect", "no such dialect in mappings/dialects/") from None
+    normalized = {s.name for s in config_mod.field_specs()}
+    for i, r in enumerate(data.output.refuse):
+        _check_names(
+            r.when,
+            normalized,
+            f"output.refuse[{i}].when",
+            "a field of the normalized config (mappings/config.toml)",
+        )
+    if not isinstance(data, Engine):
+        return
+    known = _names_known(data)
+    what = "a [[config]] field of this file nor a config key mappings/config.toml knows"
+    n = data.names
+    for lst in ("special", "drop", "conditional"):
+        for i, r in enumerate(getattr(n, lst)):
+            if r.when is not None:
+                _check_names(r.when, known, f"names.{lst}[{i}].when", what)
+    for i, p in enumerate(data.parameter):
+        if p.when is not None:
+            _check_names(p.when, known, f"parameter[{i}].when", what)
+    for i, c in enumerate(data.config):
+        if c.default is not None:
+            _check_names(c.default, known, f"config[{i}].default", what)
+    for i, c in enumerate(data.aux_layers.convention):
+        _check_names(
+            c.captures_output_of,
+            {"k", "ids", "L"},
+            f"aux_layers.convention[{i}].captures_output_of",
+            "one of k, ids, L",
+        )
+        if c.default_ids_output_of is not None:
+            _check_names(
+                c.default_ids_output_of,
+                {"L"},
+                f"aux_layers.convention[{i}].default_ids_output_of",
+                "L",
+            )
+    for step in typing.get_args(Step):
+        if getattr(n, step) and step not in n.order:
+            raise _Bad(
+                "names.order",
+                f"does not name {step!r}: the [[names.{step}]] rules would never apply",
+            )
+    fields = [c.field for c in data.config]
+    for f in fields:
+        if fields.count(f) > 1:
+            raise _Bad("config", f"field {f!r} is described twice")
+
+
+def parse(raw: dict, where: str, kind: type = Engine):
+    """Build ``kind`` (Engine or Format) from a parsed mappings file; ``where`` names it in
+    errors."""
+    try:
+        data = _table(kind, raw, "")
+        _check(data)
+    except _Bad as e:
+        raise WeightcheckError(where, f"{e.path}: {e.message}") from None
+    return data
+
+
+def load_file(path) -> Engine | Format:
+    """An engine file at ``path`` (a copy, a user's edit): speculators.toml is a Format."""
+    import os
+
+    kind = Format if os.path.basename(str(path)) == "speculators.toml" else Engine
+    return parse(mappings.load_toml_file(path), str(path), kind)
+
+
+@functools.lru_cache(maxsize=None)
+def load(engine: str) -> Engine | Format:
     if engine not in LAYOUTS:
         raise WeightcheckError(None, f"unknown engine {engine!r}: choose {', '.join(ENGINES)}")
-    return mappings.load(f"engines/{engine}.toml")
+    kind = Format if engine == "speculators" else Engine
+    return parse(mappings.load(f"engines/{engine}.toml"), f"mappings/engines/{engine}.toml", kind)
 
 
-def newest(data: dict) -> str:
-    return max(data["engine"]["versions_read"], key=version_key)
+def engine_data(name: str) -> Engine:
+    """An engine's data (sglang, vllm); the unknown-engine error for anything else (the
+    `speculators` layout too: a format, not an engine)."""
+    if name not in ENGINES:
+        raise WeightcheckError(None, f"unknown engine {name!r}: choose {', '.join(ENGINES)}")
+    return load(name)
+
+
+def newest(data: Engine) -> str:
+    return max(data.engine.versions_read, key=version_key)
 
 
 def replays(architecture, engine: str = "sglang") -> bool:
     """Whether the engine data describe this drafter architecture's loader (``inventory`` in
     [engine]); an unknown architecture is replayed as the engines would treat it."""
-    return architecture is None or architecture.name == load(engine)["engine"]["inventory"]
+    return architecture is None or architecture.name == load(engine).engine.inventory

@@ -23,15 +23,25 @@ from typing import Literal
 
 from weightcheck import expr
 from weightcheck.engines.aux import captured_layers, config_convention, is_speculators_format
-from weightcheck.engines.data import ENGINES, LAYOUTS, load, newest, replays
+from weightcheck.engines.data import (
+    ENGINES,
+    LAYOUTS,
+    Engine,
+    Names,
+    Parameter,
+    engine_data,
+    load,
+    newest,
+    replays,
+)
 from weightcheck.engines.data import version_key as _ver
-from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
 
 __all__ = [
     "ENGINES",
     "LAYOUTS",
     "load",
+    "engine_data",
     "newest",
     "replays",
     "view",
@@ -92,95 +102,67 @@ class EngineView:
         return [dataclasses.asdict(l) for l in self.landings]
 
 
-def _since_ok(item: dict, version: str) -> bool:
-    s, u = item.get("since"), item.get("until")  # until: first version it no longer applies to
+def _since_ok(item, version: str) -> bool:
+    s, u = item.since, item.until  # until: the first version it no longer applies to
     return (not s or _ver(version) >= _ver(s)) and (not u or _ver(version) < _ver(u))
 
 
-def _dotted_names(src: str) -> list[str]:
-    return re.findall(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+", src)
-
-
-def evaluate_when(cond: str, names: dict, raw: dict) -> bool:
-    cond = (cond or "").strip()
-    if cond in ("", "always"):
-        return True
-    if cond == "never":
-        return False
-    local = dict(names)
-    for dotted in _dotted_names(cond):
-        key = "__" + dotted.replace(".", "__")
-        v = config_mod.lookup(raw, dotted)
-        local[key] = None if v is config_mod._MISSING else v
-        if local[key] is None:
-            # the engine's default for a nested flag it reads (use_aux_hidden_state -> true)
-            local[key] = names.get(dotted.rsplit(".", 1)[-1])
-        cond = cond.replace(dotted, key)
-    try:
-        return bool(expr.evaluate(cond, local))
-    except expr.Undefined:
-        return False
-
-
-def engine_config(data: dict, raw: dict, version: str) -> tuple[dict, dict, list, bool]:
-    """(values by field, {"value","from"} by field, errors, speculators_format) as the engine sees them."""
+def engine_config(data: Engine, raw: dict, version: str) -> tuple[dict, dict, list, bool]:
+    """(values by field, {"value","from"} by field, errors, speculators_format) as the engine sees
+    them. The values also hold the config's own top-level keys (flags the loader tests directly,
+    e.g. use_aux_norm): the names the data's conditions read."""
     spec = is_speculators_format(raw)
     cfg = raw
-    adapter = data.get("speculators_adapter")
+    adapter = data.speculators_adapter
     if adapter and spec and isinstance(raw.get("transformer_layer_config"), dict):
         cfg = dict(raw["transformer_layer_config"])
-        for k in adapter.get("flatten", []):
+        for k in adapter.flatten:
             if raw.get(k) is not None:
                 cfg[k] = raw[k]
-        for k, v in adapter.get("defaults", {}).items():
+        for k, v in adapter.defaults.items():
             cfg.setdefault(k, v)
     values: dict = {}
     shown: dict = {}
     errors: list = []
     base = {k: v for k, v in cfg.items() if isinstance(k, str)}
-    for item in data.get("config", []):
+    for item in data.config:
         if not _since_ok(item, version):
             continue
-        fld = item["field"]
+        fld = item.field
         found = False
-        for path in item.get("paths", []):
-            m = re.fullmatch(r"len\(([\w.]+)\)", path)
-            if m:
-                v = config_mod.lookup(cfg, m.group(1))
-                if isinstance(v, list):
-                    values[fld], shown[fld], found = len(v), {"value": len(v), "from": path}, True
-                    break
-                continue
-            if not re.fullmatch(r"[\w.]+", path):
-                continue  # prose in the data (e.g. a model_type-specific path)
+        for path in item.paths:
             v = config_mod.lookup(cfg, path)
             if v is not config_mod._MISSING:
                 values[fld], shown[fld], found = v, {"value": v, "from": path}, True
                 break
+        for path in item.length_of if not found else ():
+            v = config_mod.lookup(cfg, path)
+            if isinstance(v, list):
+                values[fld], shown[fld], found = (
+                    len(v),
+                    {"value": len(v), "from": f"len({path})"},
+                    True,
+                )
+                break
         if found:
             continue
-        default = str(item.get("default", ""))
-        if default == "ERROR":
-            errors.append(
-                (
-                    fld,
-                    f"the engine requires `{fld}` and fails when it is absent"
-                    + (f" ({item['note']})" if item.get("note") else ""),
-                )
-            )
+        if item.required:
+            errors.append((fld, f"the engine requires `{fld}` and fails when it is absent"))
             values[fld] = None
             shown[fld] = {"value": None, "from": "absent: load fails"}
-            continue
-        if default in ("", "ignored"):
+        elif not item.paths and not item.length_of:
             values[fld] = None
-            shown[fld] = {"value": None, "from": "absent" if default == "" else "not read"}
-            continue
-        try:
-            v = expr.evaluate(default.replace(" / ", " // "), {**base, **values})
-        except expr.ExprError:
-            v = default
-        values[fld] = v
-        shown[fld] = {"value": v, "from": "engine default"}
+            shown[fld] = {"value": None, "from": "not read"}
+        elif item.default is None:
+            values[fld] = None
+            shown[fld] = {"value": None, "from": "absent"}
+        else:
+            try:
+                v = expr.evaluate(item.default, {**base, **values})
+            except expr.Undefined:  # it needs a value the config does not give
+                v = None
+            values[fld] = v
+            shown[fld] = {"value": v, "from": "engine default"}
     for k, v in base.items():  # flags the loader tests directly (e.g. use_aux_norm)
         values.setdefault(k, v)
     return values, shown, errors, spec
@@ -191,112 +173,91 @@ def _expand(param: str, n: int) -> list[str]:
 
 
 def view(drafter, engine: str, version: str | None = None) -> EngineView:
-    if engine not in ENGINES:  # load() also knows the `speculators` output layout: not an engine
-        raise WeightcheckError(None, f"unknown engine {engine!r}: choose {', '.join(ENGINES)}")
-    data = load(engine)
+    data = engine_data(engine)  # not load(): it also knows the `speculators` layout
     version = version or newest(data)
     raw = drafter.config or {}
-    names_cfg = data.get("names", {})
+    names_cfg = data.names
     vals, shown, errors, spec = engine_config(data, raw, version)
     arch_names = raw.get("architectures") or []
     arch0 = arch_names[0] if isinstance(arch_names, list) and arch_names else None
-    accepted = set(data["engine"].get("architectures", []))
-    adapter = data.get("speculators_adapter") or {}
-    arch_ok = (spec and adapter.get("derives_architecture", False)) or arch0 in accepted
+    accepted = set(data.engine.architectures)
+    adapter = data.speculators_adapter
+    arch_ok = (spec and adapter is not None and adapter.derives_architecture) or arch0 in accepted
     n_aux = vals.get("num_aux_hidden_states") or 3
     try:
         n_aux = int(n_aux)
     except (TypeError, ValueError):
         n_aux = 3
 
-    # the parameters the engine's module has for this config
-    params: dict[str, dict] = {}
-    for p in data.get("parameter", []):
-        if not p.get("param") or not _since_ok(p, version) or p["canonical"] in ("d2t", "t2d"):
-            continue  # d2t/t2d are consumed by special code or skipped (names.special/skip)
-        if not evaluate_when(p.get("when", ""), vals, raw):
+    # the parameters the engine's module has for this config (d2t is consumed by special code,
+    # names.special: its state is said below)
+    params: dict[str, Parameter] = {}
+    for p in data.parameter:
+        if p.canonical == "d2t" or not _since_ok(p, version) or not expr.holds(p.when, vals):
             continue
-        for i, full in enumerate(_expand(p["param"], n_aux)):
-            for r in names_cfg.get("param_rename", []):  # older module trees (sglang <= 0.5.11)
+        for i, full in enumerate(_expand(p.param, n_aux)):
+            for r in names_cfg.param_rename:  # older module trees (sglang <= 0.5.11)
                 if _since_ok(r, version):
-                    full = re.sub(r["pattern"], r["replace"], full)
-            params[full] = dict(p, param=full, canonical=p["canonical"].format(i=i))
+                    full = re.sub(r.pattern, r.replace, full)
+            params[full] = dataclasses.replace(p, param=full, canonical=p.canonical.format(i=i))
     param_names = {k.split("[")[0] for k in params}
 
     landings = []
-    order = names_cfg.get("order", ["rewrite", "special", "skip", "stacked", "prefix"])
-    unknown = names_cfg.get("unknown", "drop")
-    exceptions = [re.compile(x) for x in names_cfg.get("unknown_exceptions", [])]
+    exceptions = [re.compile(x) for x in names_cfg.unknown_exceptions]
     for t in drafter.tensors:
         name = t.name
         fate = None
         shard = None
         why = ""
         cite = ""
-        for step in order:
+        for step in names_cfg.order:
             if fate:
                 break
             if step == "rewrite":
-                for r in names_cfg.get("rewrite", []):
-                    if not _since_ok(r, version):
-                        continue
-                    name = re.sub(
-                        r["pattern"],
-                        r["replace"],
-                        name,
-                        count=0 if not r.get("anchored", False) else 1,
-                    )
+                for r in names_cfg.rewrite:
+                    if _since_ok(r, version):
+                        name = re.sub(r.pattern, r.replace, name, count=1 if r.anchored else 0)
             elif step == "special":
-                for r in names_cfg.get("special", []):
-                    if re.search(r["pattern"], name):
-                        if evaluate_when(r.get("when", ""), vals, raw):
-                            fate, why, cite = "special", r.get("becomes", ""), r.get("cite", "")
+                for r in names_cfg.special:
+                    if re.search(r.pattern, name):
+                        if expr.holds(r.when, vals):
+                            fate, why, cite = "special", r.becomes, r.cite
                         break
             elif step == "skip":
-                for r in names_cfg.get("skip", []):
-                    if re.search(r["pattern"], name):
-                        fate, why, cite = "skipped", "skipped by the loader", r.get("cite", "")
+                for r in names_cfg.skip:
+                    if re.search(r.pattern, name):
+                        fate, why, cite = "skipped", "skipped by the loader", r.cite
                         break
             elif step == "drop":
-                for r in names_cfg.get("drop", []):
-                    if re.search(r["pattern"], name) and evaluate_when(
-                        r.get("when", ""), vals, raw
-                    ):
-                        fate, why, cite = (
-                            "dropped",
-                            f"dropped on purpose ({r.get('when')})",
-                            r.get("cite", ""),
-                        )
+                for r in names_cfg.drop:
+                    if re.search(r.pattern, name) and expr.holds(r.when, vals):
+                        said = f" ({r.when})" if r.when else ""
+                        fate, why, cite = "dropped", f"dropped on purpose{said}", r.cite
                         break
             elif step == "stacked":
-                for r in names_cfg.get("stacked", []):
-                    if r["from"] in name:
-                        name, shard = name.replace(r["from"], r["to"], 1), r["shard"]
+                for r in names_cfg.stacked:
+                    if r.from_ in name:
+                        name, shard = name.replace(r.from_, r.to, 1), r.shard
                         break
             elif step == "prefix":
-                for r in names_cfg.get("prefix", []):
-                    mode = r.get("mode", "unless_parameter")
-                    if mode == "unless_parameter":
+                for r in names_cfg.prefix:
+                    if r.mode == "unless_parameter":
                         if name not in param_names:
-                            name = r["add"] + name
-                    elif mode == "unless_contains":
-                        if not any(s in name for s in r.get("unless_contains", [])):
-                            name = r["add"] + name
+                            name = r.add + name
+                    elif not any(s in name for s in r.unless_contains):
+                        name = r.add + name
         if fate is None:
             key = f"{name}[{shard}]" if shard else name
             if key in params or (name in params and not shard):
                 p = params.get(key) or params[name]
-                fate, why, cite = "loaded", "", p.get("cite", "")
-                landings.append(Landing(t.name, t.canonical, name, p["param"], fate, why, cite))
+                landings.append(Landing(t.name, t.canonical, name, p.param, "loaded", "", p.cite))
                 continue
             if any(x.search(name) for x in exceptions):
                 fate, why = "dropped", "no such parameter; the loader ignores this suffix silently"
             else:
-                fate = {"drop": "dropped", "error": "error", "warn": "warned"}.get(
-                    unknown, "dropped"
-                )
-                why = "no such parameter" + _conditional_why(names_cfg, t.name, name, vals, raw)
-            cite = names_cfg.get("cite", "") or names_cfg.get("unfilled_cite", "")
+                fate = {"drop": "dropped", "error": "error", "warn": "warned"}[names_cfg.unknown]
+                why = "no such parameter" + _conditional_why(names_cfg, t.name, name)
+            cite = names_cfg.cite
         landings.append(Landing(t.name, t.canonical, name, None, fate, why, cite))
 
     # which parameters received nothing, and who fills them
@@ -308,9 +269,8 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
     hidden = vals.get("hidden_size") or raw.get("hidden_size")
     states = []
     for p in params.values():
-        ft = p.get("from_target", "")
-        canonical = p["canonical"]
-        got = filled.get(p["param"], [])
+        ft = p.from_target
+        got = filled.get(p.param, [])
         target_fills = (
             ft == "always"
             or (
@@ -325,84 +285,35 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
             or (ft == "if_absent_or_equal" and not got)
         )
         if got and target_fills and ft != "if_absent_or_equal":
-            states.append(
-                ParamState(
-                    p["param"],
-                    canonical,
-                    bool(p.get("required")),
-                    "from_target",
-                    got,
-                    "the checkpoint's tensor is replaced by the target's",
-                    p.get("cite", ""),
-                )
-            )
+            state, note = "from_target", "the checkpoint's tensor is replaced by the target's"
         elif got:
-            states.append(
-                ParamState(
-                    p["param"],
-                    canonical,
-                    bool(p.get("required")),
-                    "loaded",
-                    got,
-                    "",
-                    p.get("cite", ""),
-                )
-            )
+            state, note = "loaded", ""
         elif target_fills:
-            states.append(
-                ParamState(
-                    p["param"],
-                    canonical,
-                    bool(p.get("required")),
-                    "from_target",
-                    [],
-                    p.get("note", ""),
-                    p.get("cite", ""),
-                )
-            )
-        elif p.get("required"):
-            states.append(
-                ParamState(
-                    p["param"],
-                    canonical,
-                    True,
-                    "random",
-                    [],
-                    p.get("note", "") or "nothing loads into it; it keeps its initial values",
-                    p.get("cite", ""),
-                )
-            )
+            state, note = "from_target", p.note
+        elif p.required:
+            state, note = "random", p.note or "nothing loads into it; it keeps its initial values"
         else:
-            states.append(
-                ParamState(
-                    p["param"],
-                    canonical,
-                    False,
-                    "optional-absent",
-                    [],
-                    p.get("note", ""),
-                    p.get("cite", ""),
-                )
-            )
+            state, note = "optional-absent", p.note
+        states.append(ParamState(p.param, p.canonical, p.required, state, got, note, p.cite))
     # d2t is consumed by special code, not loaded into a parameter
-    for p in data.get("parameter", []):
-        if p.get("canonical") != "d2t" or not evaluate_when(p.get("when", ""), vals, raw):
+    for p in data.parameter:
+        if p.canonical != "d2t" or not expr.holds(p.when, vals):
             continue
         got = [l.name for l in landings if l.fate == "special" and l.canonical == "d2t"]
-        state = "loaded" if got else ("random" if p.get("required") else "optional-absent")
+        state = "loaded" if got else ("random" if p.required else "optional-absent")
         states.append(
             ParamState(
-                p.get("param") or "d2t",
+                p.param,
                 "d2t",
-                bool(p.get("required")),
+                p.required,
                 state,
                 got,
-                "" if got else (p.get("note", "") or "absent: draft ids are used as target ids"),
-                p.get("cite", ""),
+                "" if got else (p.note or "absent: draft ids are used as target ids"),
+                p.cite,
             )
         )
 
-    aux = aux_layers(data, raw, vals, version)
+    aux = aux_layers(data, raw)
     return EngineView(
         engine=engine,
         version=version,
@@ -417,45 +328,41 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
     )
 
 
-def _conditional_why(names_cfg: dict, original: str, name: str, vals: dict, raw: dict) -> str:
-    for r in names_cfg.get("conditional", []):
-        pat = r["pattern"]
-        if (
+def _conditional_why(names_cfg: Names, original: str, name: str) -> str:
+    def matches(pat: str) -> bool:
+        return bool(
             re.search(pat, original)
             or re.search(pat, name)
             or re.search(pat, name.removeprefix("model."))
-        ):
-            when = r.get("when", "")
-            return (
-                f" (the parameter exists only when `{when}`)"
-                if when not in ("never", "")
-                else " (the engine's module never has this parameter)"
-            )
+        )
+
+    for r in names_cfg.conditional:
+        if matches(r.pattern):
+            return f" (the parameter exists only when `{r.when}`)"
+    for r in names_cfg.never:
+        if matches(r.pattern):
+            return " (the engine's module never has this parameter)"
     return ""
 
 
-def aux_layers(data: dict, raw: dict, vals: dict, version: str) -> dict:
+def aux_layers(data: Engine, raw: dict) -> dict:
     """Where the engine reads aux ids, and the formula for the target layers they capture."""
-    aux = data.get("aux_layers", {})
+    aux = data.aux_layers
     ids, src = None, None
-    for path in aux.get("paths", []):
-        path = path.split(" ")[0]
+    for path in aux.paths:
         v = config_mod.lookup(raw, path)
         if isinstance(v, list):
             ids, src = v, path
             break
-    return {
-        "ids": ids,
-        "from": src,
-        "default": aux.get("default"),
-        "conventions": [
-            {
-                k: c[k]
-                for k in ("target_model_types", "captures_output_of", "default_ids_output_of")
-                if k in c
-            }
-            | ({"since": c["since"]} if "since" in c else {})
-            | ({"versions": c["versions"]} if "versions" in c else {})
-            for c in aux.get("convention", [])
-        ],
-    }
+    conventions = []
+    for c in aux.convention:
+        d = {"target_model_types": list(c.target_model_types)}
+        d["captures_output_of"] = c.captures_output_of
+        if c.default_ids_output_of is not None:
+            d["default_ids_output_of"] = c.default_ids_output_of
+        if c.since is not None:
+            d["since"] = c.since
+        if c.versions is not None:
+            d["versions"] = list(c.versions)
+        conventions.append(d)
+    return {"ids": ids, "from": src, "default": aux.default_text, "conventions": conventions}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from weightcheck import expr
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
 from weightcheck.model import config as config_mod
@@ -37,7 +38,7 @@ def engine_unavailable(ctx):
 def engine_arch(ctx):
     v = ctx.engine_view
     if not v.architectures_ok:
-        accepted = ", ".join(engine_mod.load(v.engine)["engine"].get("architectures", []))
+        accepted = ", ".join(engine_mod.load(v.engine).engine.architectures)
         yield ctx.f(
             "WC701",
             f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
@@ -129,7 +130,7 @@ def engine_config_error(ctx):
 def engine_cannot(ctx):
     v = ctx.engine_view
     data = engine_mod.load(v.engine)
-    if v.speculators_format and "speculators_adapter" not in data:
+    if v.speculators_format and data.speculators_adapter is None:
         yield ctx.f(
             "WC706",
             f"a speculators-format config (transformer_layer_config): {v.engine} "
@@ -138,9 +139,9 @@ def engine_cannot(ctx):
             "transformer_layer_config",
         )
     # what the engine cannot express is what convert refuses to write for it (the same data)
-    for r in data.get("output", {}).get("refuse", []):
-        if engine_mod.evaluate_when(r["when"], ctx.n.values, ctx.d.config):
-            yield ctx.f("WC706", f"{r['when']}: {r['why']}", r["when"])
+    for r in data.output.refuse:
+        if expr.holds(r.when, ctx.n.values):
+            yield ctx.f("WC706", f"{r.when}: {r.why}", r.when)
 
 
 @rule(
@@ -152,12 +153,12 @@ def engine_cannot(ctx):
 )
 def engine_default(ctx):
     v = ctx.engine_view
-    adapter = engine_mod.load(v.engine).get("speculators_adapter") or {}
-    if not v.speculators_format:
+    adapter = engine_mod.load(v.engine).speculators_adapter
+    if not v.speculators_format or adapter is None:
         return
-    for k, default in adapter.get("defaults", {}).items():
+    for k, default in adapter.defaults.items():
         if k not in ctx.d.config:
-            meant = adapter.get("trainers_mean", {}).get(k)
+            meant = adapter.trainers_mean.get(k)
             yield ctx.f(
                 "WC707",
                 f"{k} is absent: {v.engine} assumes {json.dumps(default)} for "
@@ -211,9 +212,9 @@ def target_support(ctx):
     t = ctx.target
     if t is None:
         return
-    tg = engine_mod.load(ctx.engine_view.engine).get("targets", {})
-    types = tg.get("supported_model_types") or []
-    archs = tg.get("supported_architectures") or []
+    tg = engine_mod.load(ctx.engine_view.engine).targets
+    types = tg.supported_model_types
+    archs = tg.supported_architectures
     ok = (
         (t.model_type in types)
         or (t.text_model_type in types)

@@ -65,7 +65,7 @@ def flat_view(raw: dict) -> dict:
 
 def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     """The output config.json in the destination layout of mappings/engines/<to>.toml [output]."""
-    out_spec = engine_mod.load(plan.to)["output"]
+    out_spec = engine_mod.load(plan.to).output
     src = plan.src
     norm = config_mod.normalize(base)
     flat = flat_view(base)
@@ -75,7 +75,7 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     flat.pop("eagle_aux_hidden_state_layer_ids", None)
     ids = norm.get("aux_layer_ids")
     src_conv = aux.convention_of(src) if base is src.config else aux.config_convention(base)
-    dst_conv = out_spec["aux_convention"]
+    dst_conv = out_spec.aux_convention
     targets = (plan.target, plan.head_target, plan.embed_target)
     model_type, how = aux.target_family(src, targets)
     L = next((t.num_layers for t in targets if t is not None and t.num_layers), None)
@@ -112,9 +112,9 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     for k in ("dtype", "torch_dtype"):
         flat.pop(k, None)
     vd = norm.get("draft_vocab_size")
-    if out_spec["config_layout"] == "flat":
+    if out_spec.config_layout == "flat":
         cfg = {k: v for k, v in flat.items()}
-        cfg["architectures"] = list(out_spec["architectures"])
+        cfg["architectures"] = list(out_spec.architectures)
         cfg["draft_vocab_size"] = vd  # SGLang reads it as an attribute: absent fails
         if norm.get("target_hidden_size") is not None and "target_hidden_size" in flat:
             cfg["target_hidden_size"] = norm.get("target_hidden_size")
@@ -122,7 +122,7 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         if flat.get("model_type") in (None, "eagle3"):
             cfg["model_type"] = "llama"
         if new_ids is not None:
-            for path in out_spec["aux_ids_paths"]:
+            for path in out_spec.aux_ids_paths:
                 if path.startswith("eagle_config."):
                     ec[path.split(".", 1)[1]] = list(new_ids)
                 else:
@@ -156,10 +156,10 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
             }
         verifier.setdefault("name_or_path", None)
         if not verifier.get("architectures"):  # record the family, so the way back knows it
-            fam = engine_mod.load("speculators")["output"].get("family_architectures", {})
+            fam = engine_mod.load("speculators").output.family_architectures
             verifier["architectures"] = [fam[model_type]] if model_type in fam else []
         cfg = {
-            "architectures": list(out_spec["architectures"]),
+            "architectures": list(out_spec.architectures),
             "speculators_model_type": "eagle3",
             "speculators_version": base.get("speculators_version", "0.9.0"),
             "transformer_layer_config": layer,

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from weightcheck import __version__
+from weightcheck import __version__, expr
 from weightcheck.commands.convert import config as config_out
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
@@ -121,7 +121,7 @@ def plan(
     p = Plan(
         src=src, to=to, out=out, target=target, embed_target=embed_target, head_target=lm_head_from
     )
-    out_spec = engine_mod.load(to)["output"]
+    out_spec = engine_mod.load(to).output
     if src.naming.unknown:
         raise WeightcheckError(
             src.source.spec,
@@ -161,17 +161,17 @@ def plan(
             "no config.json: nothing to build the output config from (pass --config-from REF)",
         )
     norm = config_mod.normalize(base)
-    for r in out_spec.get("refuse", []):
-        if engine_mod.evaluate_when(r["when"], {k: v for k, v in norm.values.items()}, base):
-            raise WeightcheckError(src.source.spec, f"cannot convert to {to}: {r['why']}")
+    for r in out_spec.refuse:
+        if expr.holds(r.when, norm.values):
+            raise WeightcheckError(src.source.spec, f"cannot convert to {to}: {r.why}")
     out_dtype = DTYPE_ARG[dtype] if dtype else None
-    names_dialect = dialects.by_name(out_spec["names_dialect"])
+    names_dialect = dialects.by_name(out_spec.names_dialect)
     canon = src.by_canonical()
 
     for c, t in sorted(canon.items()):
         if c == "embed_tokens.weight" and embeddings != "keep":
             continue
-        if c == "t2d" and "t2d" not in out_spec.get("keep", []):
+        if c == "t2d" and "t2d" not in out_spec.keep:
             continue
         d = t.dtype
         kind = "copy"
