@@ -53,6 +53,7 @@ ORACLE_TIMEOUT = 1200
 QKV = "model.layers.0.self_attn.qkv_proj.weight"
 GATE_UP = "model.layers.0.mlp.gate_up_proj.weight"
 DOWN = "model.layers.0.mlp.down_proj.weight"
+FATES = {"loaded", "dropped", "error", "not_reached"}  # a checkpoint key's fate
 
 
 def sglang_python() -> str:
@@ -245,6 +246,16 @@ def oracle(tmp_path_factory):
         root / "with_embed",
         add={"embed_tokens.weight": (lm["dtype"], [512, 64], bytes(512 * 64 * 2))},
     )
+    v["no_aux"] = variant(
+        base,
+        root / "no_aux",
+        config={
+            "eagle_config": {
+                "eagle_aux_hidden_state_layer_ids": [0, 1, 2],
+                "use_aux_hidden_state": False,
+            }
+        },
+    )
     v["no_aux_ids"] = variant(
         base, root / "no_aux_ids", config={"eagle_config": {"use_aux_hidden_state": True}}
     )
@@ -420,6 +431,7 @@ def test_schema(oracle):
         "draft_vocab_size",
         "dtype",
         "aux_layer_ids",
+        "aux_layer_ids_from",
         "captured_layers",
         "tie_word_embeddings",
     }
@@ -427,6 +439,7 @@ def test_schema(oracle):
         assert set(v) == {"shape", "state", "equals_checkpoint"}
     for v in r["keys"].values():
         assert set(v) == {"fate", "params"}
+        assert v["fate"] in FATES
 
 
 def test_specforge_layout_loads_fully(oracle):
@@ -439,6 +452,7 @@ def test_specforge_layout_loads_fully(oracle):
         "draft_vocab_size": 128,
         "dtype": "bfloat16",
         "aux_layer_ids": [0, 1, 2],
+        "aux_layer_ids_from": "config",
         "captured_layers": [0, 1, 2],
         "tie_word_embeddings": False,
     }
@@ -571,7 +585,10 @@ def test_draft_vocab_size_null_with_own_head_fails_at_load(oracle):
     r = oracle["null_draft_vocab_own_head"]
     assert (r["started"], r["stage"]) == (False, "load")
     assert r["error"].startswith("AssertionError: self.org_vocab_size=512 "), r["error"]
-    assert r["keys"]["lm_head.weight"]["fate"] == "dropped"
+    # the tensor it stopped on is an error; the ones after it were never reached
+    assert r["keys"]["lm_head.weight"] == {"fate": "error", "params": []}
+    after = list(r["keys"])[list(r["keys"]).index("lm_head.weight") + 1 :]
+    assert after and all(r["keys"][k]["fate"] == "not_reached" for k in after), after
     assert r["params"]["lm_head.weight"] == {
         "shape": [512, 64],
         "state": "init",
@@ -701,16 +718,30 @@ def test_aux_ids(oracle):
     assert oracle["base"]["sglang"]["layers_to_capture"] == [1, 2, 3]
     none = oracle["no_aux_ids"]
     assert none["started"], none["error"]
-    assert none["sglang"]["aux_ids_from"] == "default"
+    assert none["config"]["aux_layer_ids_from"] == "default"
     assert none["sglang"]["layers_to_capture"] == [2, 2, 1]
     assert none["config"]["aux_layer_ids"] == [1, 1, 0]
     assert none["config"]["captured_layers"] == [0, 1]
     top = oracle["top_level_aux_ids"]
     assert top["started"], top["error"]
-    assert top["sglang"]["aux_ids_from"] == "default"
+    assert top["config"]["aux_layer_ids_from"] == "default"
     assert top["config"]["captured_layers"] == [0, 1]
     uns = oracle["aux_unsorted"]["config"]
     assert uns["aux_layer_ids"] == [2, 0, 1] and uns["captured_layers"] == [0, 1, 2]
+    assert uns["aux_layer_ids_from"] == "config"
+
+
+def test_no_aux_hidden_states_capture_nothing(oracle):
+    """use_aux_hidden_state false: the target captures nothing; the record says null (never
+    ``[]``) for the ids, where they came from, and the captured layers."""
+    r = oracle["no_aux"]
+    assert r["started"], r["error"]
+    cfg = r["config"]
+    assert (cfg["aux_layer_ids"], cfg["aux_layer_ids_from"], cfg["captured_layers"]) == (
+        None,
+        None,
+        None,
+    )
 
 
 def test_top_level_aux_ids_do_not_size_fc(oracle):
@@ -755,12 +786,17 @@ def test_llama_architecture_is_built_as_the_target_class(oracle):
     assert r["error"].startswith("AssertionError: self.org_vocab_size=512 "), r["error"]
     assert r["keys"]["d2t"] == {"fate": "dropped", "params": []}
     assert r["keys"]["fc.weight"] == {"fate": "dropped", "params": []}
+    assert r["keys"]["lm_head.weight"] == {"fate": "error", "params": []}
+    assert r["keys"]["norm.weight"] == {"fate": "not_reached", "params": []}
 
 
 def test_failure_stages(oracle):
     r = oracle["no_config"]
     assert (r["started"], r["stage"], r["architecture"]) == (False, "config", None)
-    assert r["params"] == {} and r["keys"] == {}
+    # every checkpoint tensor is listed, none was reached
+    assert r["params"] == {} and r["keys"]
+    assert all(v == {"fate": "not_reached", "params": []} for v in r["keys"].values())
+    assert r["d2t"] == {"present": True, "consumed_as": None}
 
 
 def test_raw_speculators_config_is_rejected_at_config_parsing(oracle):
@@ -810,6 +846,6 @@ def test_convert_to_sglang_loads_fully(oracle, name):
     assert any(k.startswith("midlayer.") for k in r["keys"])
     expected = CAPTURED_CONVERTED[name]
     if expected is None:
-        assert r["sglang"]["aux_ids_from"] == "default", r["config"]
+        assert r["config"]["aux_layer_ids_from"] == "default", r["config"]
     else:
         assert (r["config"]["aux_layer_ids"], r["config"]["captured_layers"]) == expected

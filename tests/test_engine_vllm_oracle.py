@@ -45,6 +45,7 @@ PRODUCER_FIXTURES = [
 ]
 CONVERT_TO = ["vllm", "speculators"]
 ORACLE_TIMEOUT = 1200
+FATES = {"loaded", "dropped", "error", "not_reached"}  # a checkpoint key's fate
 
 
 def vllm_python() -> str:
@@ -197,6 +198,16 @@ def oracle(tmp_path_factory):
     dirs["model_layers0"] = variant(
         base, root / "model_layers0", rename=lambda n: n.replace("midlayer.", "model.layers.0.")
     )
+    dirs["no_aux"] = variant(
+        base,
+        root / "no_aux",
+        config={
+            "eagle_config": {
+                "eagle_aux_hidden_state_layer_ids": [0, 1, 2],
+                "use_aux_hidden_state": False,
+            }
+        },
+    )
     dirs["no_aux_ids"] = variant(
         base, root / "no_aux_ids", config={"eagle_config": {"use_aux_hidden_state": True}}
     )
@@ -307,6 +318,7 @@ def test_schema(oracle):
         "draft_vocab_size",
         "dtype",
         "aux_layer_ids",
+        "aux_layer_ids_from",
         "captured_layers",
         "tie_word_embeddings",
     }
@@ -314,6 +326,7 @@ def test_schema(oracle):
         assert set(v) == {"shape", "state", "equals_checkpoint"}
     for v in r["keys"].values():
         assert set(v) == {"fate", "params"}
+        assert v["fate"] in FATES
 
 
 def test_specforge_layout_loads_fully(oracle):
@@ -326,6 +339,7 @@ def test_specforge_layout_loads_fully(oracle):
         "draft_vocab_size": 128,
         "dtype": "bfloat16",
         "aux_layer_ids": [0, 1, 2],
+        "aux_layer_ids_from": "config",
         "captured_layers": [-1, 0, 1],
         "tie_word_embeddings": False,
     }
@@ -369,7 +383,14 @@ def test_typo_key_is_an_error(oracle):
     assert r["error"].startswith("ValueError: There is no module or parameter named")
     assert "down_prj" in r["error"]
     assert r["params"]["model.layers.0.mlp.down_proj.weight"]["state"] == "init"
-    assert r["keys"]["midlayer.mlp.down_prj.weight"]["fate"] == "dropped"
+    # the tensor it stopped on is an error; what was loaded before it is loaded; the tensors vLLM
+    # collected but never got to are not reached; t2d was skipped while collecting (dropped)
+    keys = r["keys"]
+    assert keys["midlayer.mlp.down_prj.weight"] == {"fate": "error", "params": []}
+    assert keys["fc.weight"] == {"fate": "loaded", "params": ["model.fc.weight"]}
+    assert keys["norm.weight"] == {"fate": "not_reached", "params": []}
+    assert keys["t2d"] == {"fate": "dropped", "params": []}
+    assert [k for k, v in keys.items() if v["fate"] == "error"] == ["midlayer.mlp.down_prj.weight"]
 
 
 def test_bias_of_an_existing_module_is_dropped_silently(oracle):
@@ -477,7 +498,8 @@ def test_failure_stages(oracle):
         r["error"]
         == "ValueError: Unsupported activation: no_such_activation. Only silu is supported for now."
     )
-    assert r["params"] == {} and r["keys"]["d2t"]["fate"] == "dropped"
+    assert r["params"] == {} and r["keys"]
+    assert all(v == {"fate": "not_reached", "params": []} for v in r["keys"].values())
 
 
 @pytest.mark.parametrize("name", ["base", "tied"])
@@ -524,7 +546,22 @@ def test_aux_ids(oracle):
     none = oracle["no_aux_ids"]
     assert none["started"], none["error"]
     assert none["config"]["aux_layer_ids"] == [2, 2, 1]
+    assert none["config"]["aux_layer_ids_from"] == "default"
+    assert top["aux_layer_ids_from"] == "config"
     assert none["config"]["captured_layers"] == [0, 1]
+
+
+def test_no_aux_hidden_states_capture_nothing(oracle):
+    """use_aux_hidden_state false: the target captures nothing; the record says null (never
+    ``[]``) for the ids, where they came from, and the captured layers."""
+    r = oracle["no_aux"]
+    assert r["started"], r["error"]
+    cfg = r["config"]
+    assert (cfg["aux_layer_ids"], cfg["aux_layer_ids_from"], cfg["captured_layers"]) == (
+        None,
+        None,
+        None,
+    )
 
 
 # what vLLM captures for each producer fixture as written (ids as the producer wrote them), and
@@ -595,3 +632,5 @@ def test_two_aux_copy_fails_to_load(oracle):
             "error"
         ]
         assert r["params"]["model.fc.weight"]["state"] == "init"
+        # the tensor whose weight_loader raised is an error, not loaded
+        assert r["keys"]["fc.weight"] == {"fate": "error", "params": []}

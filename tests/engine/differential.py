@@ -26,12 +26,9 @@ The facts, and how each side is read (the rules are also in docs/differential.md
 * ``key <name>`` — what became of each checkpoint tensor: ``loaded:<param>`` (the engine
   parameter, q/k/v and gate/up shards folded into the fused parameter; d2t -> ``hot_token_id`` in
   SGLang, ``draft_id_to_target_id`` in vLLM), ``dropped`` (silently, or skipped like t2d), or
-  ``error`` (loading stops on it). Compared when the engine reached its load step. On a load
-  failure the engine's failing tensor is ``error`` and the tensors it never processed are not
-  compared: SGLang processes one tensor at a time, so the failing one is the last of its
-  iterator (``--details`` key_order); vLLM first collects every tensor and then loads them in
-  that order, so the failing one is found from the error (the module path it names, or the
-  tensor shape of a size assertion) and the ones after it are not compared.
+  ``error`` (loading stops on it). Engine: the oracle's fate of each key, as the oracle records
+  it (docs/engine-test.md, "keys"); a key whose fate is ``not_reached`` (the engine stopped
+  before it got to it) is not compared.
 * ``param <name>`` — each engine parameter's final state: ``loaded`` | ``partial`` | ``init`` |
   ``from_target``. Replay: ``random`` and ``optional-absent`` are ``init``; a fused parameter is
   ``partial`` when some of its shards are loaded and some not. Compared when the engine started.
@@ -42,13 +39,13 @@ The facts, and how each side is read (the rules are also in docs/differential.md
   ``null`` when the config says null, the engine default when absent). Compared when the engine
   built the model.
 * ``dtype`` — the dtype the engine builds the draft in. The replay has no such fact.
-* ``aux_ids`` — the ids the engine passes to the target. Replay: ``aux_layers.ids``; none read ->
-  ``default`` for SGLang (the oracle says ``aux_ids_from: default``), and for vLLM the default
-  ids it would use, ``weightcheck.engines.aux.default_ids(L)`` (the vLLM oracle reports the ids,
-  not where they came from).
+* ``aux_ids`` — the ids the engine passes to the target. Engine: ``default`` when the oracle
+  says ``config.aux_layer_ids_from: default``, else ``config.aux_layer_ids``, ``none`` when it
+  captures nothing. Replay: ``aux_layers.ids``; none read -> ``default``.
 * ``captured_layers`` — the target layers captured, in the order the drafter receives them:
-  replay ``aux_layers.captures_output_of_layers``, engine ``config.captured_layers``. Compared
-  as lists (order and repeats matter: fc's input slots follow them).
+  replay ``aux_layers.captures_output_of_layers``, engine ``config.captured_layers``; nothing
+  captured is null on both sides. Compared as lists (order and repeats matter: fc's input slots
+  follow them).
 * ``tied_head`` — whether the draft head is the embedding module: engine, the built model has no
   ``lm_head.weight`` parameter; replay, its parameters have no ``lm_head.weight``.
 
@@ -144,7 +141,7 @@ class Report:
 def start_oracle(engine: str, paths: list[str], jsonl: str, cwd: str) -> subprocess.Popen:
     cmd = [engine_python(engine), os.path.join(HERE, ORACLES[engine]), "--target", corpus.TARGET]
     if engine == "sglang":
-        cmd.append("--details")  # key_order, aux_ids_from
+        cmd.append("--details")  # key_order, writers, shards (the winners of duplicates)
     cmd += ["--jsonl", jsonl, *paths]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("PYTHONPATH", None)  # the venv's own packages only
@@ -205,11 +202,6 @@ def _fmt(v) -> str:
     return json.dumps(v)
 
 
-def target_layers() -> int:
-    with open(os.path.join(corpus.TARGET, "config.json")) as f:
-        return json.load(f)["num_hidden_layers"]
-
-
 def replay_facts(j: dict, engine: str) -> dict:
     """The replay's facts (see the module docstring); ``{"view": ...}`` when there is no view."""
     if "_cli_failed" in j:
@@ -241,23 +233,17 @@ def replay_facts(j: dict, engine: str) -> dict:
         fate = t["fate"]
         if fate == "loaded":
             val = "loaded:" + _base_param(t["param"])
-        elif fate == "special":
-            tok = re.match(r"[A-Za-z_]\w*", t.get("why") or "")
-            tok = tok.group(0) if tok else ""
-            val = (
-                "loaded:" + tok
-                if tok in d2t_params
-                or tok
-                in (
-                    "hot_token_id",
-                    "draft_id_to_target_id",
-                )
-                else "dropped"
-            )
+        elif fate == "special":  # d2t consumed by special code: the map it becomes
+            m = re.match(r"[A-Za-z_]\w*", t.get("why") or "")
+            tok = m.group(0) if m else ""
+            known = d2t_params | {"hot_token_id", "draft_id_to_target_id"}
+            val = "loaded:" + tok if tok in known else "dropped"
         elif fate == "error":
             val = "error"
-        else:  # dropped, skipped, warned
+        elif fate in ("dropped", "skipped", "warned"):
             val = "dropped"
+        else:  # a fate this comparison does not know: no fact (not a disagreement)
+            continue
         prev = keys.get(t["name"])
         keys[t["name"]] = val if prev in (None, val) else f"{prev} | {val}"
     facts["keys"] = keys
@@ -292,73 +278,10 @@ def replay_facts(j: dict, engine: str) -> dict:
             facts["draft_vocab_size"] = v
     aux = e.get("aux_layers") or {}
     ids = aux.get("ids")
-    if ids is None:
-        if engine == "sglang":
-            ids = "default"
-        else:
-            from weightcheck.engines.aux import default_ids
-
-            ids = default_ids(target_layers())
-    facts["aux_ids"] = ids
-    facts["captured_layers"] = aux.get("captures_output_of_layers")
+    facts["aux_ids"] = "default" if ids is None else ids
+    # nothing captured is null, as in the oracles' records
+    facts["captured_layers"] = aux.get("captures_output_of_layers") or None
     return facts
-
-
-def _vllm_mapped(name: str) -> str | None:
-    """The name vLLM 0.32's Eagle3LlamaForCausalLM.load_weights hands to its AutoWeightsLoader
-    (t2d / mask_hidden never get there), with LlamaModel's mapper applied below ``model.``."""
-    if "t2d" in name or "mask_hidden" in name:
-        return None
-    if "d2t" in name:
-        name = name.replace("d2t", "draft_id_to_target_id")
-    elif "lm_head" not in name:
-        name = "model." + name
-    if name.startswith("model."):
-        rest = name[len("model.") :].replace("midlayer.", "layers.0.", 1)
-        for a, b in (
-            (".q_proj", ".qkv_proj"),
-            (".k_proj", ".qkv_proj"),
-            (".v_proj", ".qkv_proj"),
-            (".gate_proj", ".gate_up_proj"),
-            (".up_proj", ".gate_up_proj"),
-        ):
-            if a in rest:
-                rest = rest.replace(a, b, 1)
-                break
-        name = "model." + rest
-    return name
-
-
-_SIZE = re.compile(r"torch\.Size\(\[([\d, ]*)\]\)")
-
-
-def _failing_key(engine: str, rec: dict, order: list[str], shapes: dict) -> str | None:
-    err = rec.get("error") or ""
-    keys = rec["keys"]
-    if engine == "sglang":
-        ko = (rec.get("sglang") or {}).get("key_order") or []
-        return ko[-1] if ko else None
-    m = re.search(r"no module or parameter named '([^']+)' in (\w+)", err)
-    if m:
-        rel, where = m.groups()
-        full = rel if where.startswith("Eagle3") else "model." + rel
-        for k in order:
-            mk = _vllm_mapped(k)
-            if mk and (mk == full or mk.startswith(full + ".")) and not keys[k]["params"]:
-                return k
-        return None
-    sizes = _SIZE.findall(err)
-    if sizes:
-        want = [int(x) for x in sizes[0].split(",") if x.strip()]
-        for k in order:
-            if list(shapes.get(k, ())) == want and rec["params"]:
-                ps = keys[k]["params"]
-                if ps and all(rec["params"].get(p, {}).get("state") == "init" for p in ps):
-                    return k
-        for k in order:
-            if list(shapes.get(k, ())) == want:
-                return k
-    return None
 
 
 _SHARD = {".q_proj": "q", ".k_proj": "k", ".v_proj": "v", ".gate_proj": "0", ".up_proj": "1"}
@@ -395,7 +318,7 @@ def _winners(engine: str, rec: dict, order: list[str]) -> dict:
     return out
 
 
-def engine_facts(rec: dict, engine: str, v: corpus.Variant) -> dict:
+def engine_facts(rec: dict, engine: str) -> dict:
     facts: dict = {}
     if rec["started"]:
         facts["starts"] = "starts"
@@ -404,39 +327,23 @@ def engine_facts(rec: dict, engine: str, v: corpus.Variant) -> dict:
     stage = rec["stage"]
     reached_load = rec["started"] or stage in ("load", "bind")
     built = reached_load and bool(rec["params"])
-    shapes = {t.name: t.shape for _, ts in v.files for t in ts}
-    order: list[str] = []
+    details = rec.get("sglang") or {}
+    if engine == "sglang":
+        order = list(details.get("key_order") or rec["keys"])
+    else:
+        order = list(rec["keys"])
     if reached_load:
-        if engine == "sglang":
-            order = list((rec.get("sglang") or {}).get("key_order") or rec["keys"])
-        else:
-            order = list(rec["keys"])
         keys = {}
-        failing = (
-            None if rec["started"] or stage != "load" else _failing_key(engine, rec, order, shapes)
-        )
-        stop = order.index(failing) if failing in order else None
-        for i, k in enumerate(order):
-            if k in keys:
-                continue
-            if stop is not None and i > stop:
-                continue  # never processed: not compared
-            if k == failing:
+        for k, e in rec["keys"].items():
+            if e["fate"] == "not_reached":
+                continue  # the engine stopped before it: not compared
+            if e["fate"] == "error":
                 keys[k] = "error"
-                continue
-            e = rec["keys"].get(k)
-            if e is None:
-                continue
-            if e["params"]:
-                ps = sorted(set(e["params"]))
-                keys[k] = "loaded:" + " + ".join(ps)
+            elif e["params"]:
+                keys[k] = "loaded:" + " + ".join(sorted(set(e["params"])))
             else:
                 keys[k] = "dropped"
-        if not rec["started"] and stage == "load" and failing is None:
-            # the failing tensor is unknown: keep only what certainly loaded
-            keys = {k: x for k, x in keys.items() if x != "dropped"}
         facts["keys"] = keys
-        facts["keys_complete"] = rec["started"] or stage == "bind"
     if rec["started"]:
         facts["params"] = {n: p["state"] for n, p in rec["params"].items()}
         facts["winners"] = _winners(engine, rec, order)
@@ -447,18 +354,19 @@ def engine_facts(rec: dict, engine: str, v: corpus.Variant) -> dict:
         facts["draft_vocab_size"] = "null" if vd is None else vd
         facts["dtype"] = cfg.get("dtype")
     cfg = rec.get("config") or {}
-    if engine == "sglang" and cfg:
-        if (rec.get("sglang") or {}).get("aux_ids_from") == "default":
+    # SGLang sets the capture at its config step (details: layers_to_capture, once it did);
+    # vLLM at its bind step, so only a drafter that started has them
+    capture_known = (
+        details.get("layers_to_capture") is not None if engine == "sglang" else rec["started"]
+    )
+    if cfg and (capture_known or (engine == "sglang" and cfg.get("aux_layer_ids") is not None)):
+        if cfg.get("aux_layer_ids_from") == "default":
             facts["aux_ids"] = "default"
         elif cfg.get("aux_layer_ids") is not None:
             facts["aux_ids"] = cfg["aux_layer_ids"]
-        if (
-            "captured_layers" in cfg
-            and (rec.get("sglang") or {}).get("layers_to_capture") is not None
-        ):
-            facts["captured_layers"] = cfg["captured_layers"]
-    elif engine == "vllm" and rec["started"] and cfg:
-        facts["aux_ids"] = cfg.get("aux_layer_ids") if cfg.get("aux_layer_ids") else "none"
+        else:
+            facts["aux_ids"] = "none"  # captures nothing
+    if cfg and capture_known:
         facts["captured_layers"] = cfg.get("captured_layers")
     return facts
 
@@ -551,7 +459,7 @@ def run(
         for v in vs:
             for e in engines:
                 rf = replay_facts(rep.replays[(e, v.id)], e)
-                ef = engine_facts(rep.records[(e, v.id)], e, v)
+                ef = engine_facts(rep.records[(e, v.id)], e)
                 rep.rows.extend(compare(v.id, e, rf, ef))
         rep.seconds["total"] = round(time.time() - t0, 2)
     finally:

@@ -30,9 +30,11 @@ Instrumentation (observes, never changes what SGLang does): just before ``load_w
 floating-point parameter is filled with NaN, every parameter's ``weight_loader`` is wrapped (a
 parameter without one gets ``default_weight_loader``, exactly what ``getattr(param,
 "weight_loader", default_weight_loader)`` would return) to record which checkpoint key wrote
-which parameter (and shard), and the weight iterator is wrapped to know the current key. What is
-still NaN after ``load_weights`` was written by nothing. A checkpoint tensor that itself holds NaN
-would look unwritten there.
+which parameter (and shard; a write is recorded only when the loader returns), and the weight
+iterator is wrapped to know the current key. When ``load_weights`` raises, the key it stopped on
+(the one whose ``weight_loader`` raised, else the one being processed) is an ``error`` and the keys
+the iterator never yielded are ``not_reached``. What is still NaN after ``load_weights`` was
+written by nothing. A checkpoint tensor that itself holds NaN would look unwritten there.
 
 Output: one JSON object per drafter (stdout, and ``--jsonl`` if given), schema in
 docs/engine-test.md "SGLang oracle". Extra engine details sit under the key ``"sglang"``.
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -64,6 +67,31 @@ def _first_line(e: BaseException) -> str:
     """``"<ExceptionType>: <first line of its message>"`` (just the type if there is no message)."""
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
+def _caused_by(e: BaseException, inner: BaseException) -> bool:
+    """``inner`` is ``e`` or in its cause/context chain."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if e is inner:
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _checkpoint_keys(drafter: str) -> list[str]:
+    """Every tensor name in the drafter's safetensors files (SGLang may not read all of them)."""
+    from safetensors import safe_open
+
+    names = []
+    for f in sorted(glob.glob(os.path.join(drafter, "*.safetensors"))):
+        try:
+            with safe_open(f, "pt") as s:
+                names += list(s.keys())
+        except Exception:  # noqa: BLE001 - a broken file: SGLang's iterator reports it
+            pass
+    return names
 
 
 class Engine:
@@ -232,6 +260,9 @@ class Engine:
             rec.begin(model)
             try:
                 original(model, rec.iterate(weights), target_device)
+            except BaseException as e:
+                rec.fail(e)
+                raise
             finally:  # also when load_weights raises: what was written until then
                 rec.end()
 
@@ -289,15 +320,16 @@ class Engine:
             tm = self.target_model.model
             ltc = list(getattr(tm, "layers_to_capture", []) or [])
             extra["layers_to_capture"] = ltc
-            extra["aux_ids_from"] = (
-                "eagle_config" if aux.eagle_aux_hidden_state_layer_ids is not None else "default"
-            )
             extra["use_aux_hidden_state"] = bool(aux.eagle_use_aux_hidden_state)
-            if aux.eagle_aux_hidden_state_layer_ids is None and ltc:
+            if not ltc:  # the target captures nothing: no aux ids in use
+                out["config"]["aux_layer_ids"] = None
+                out["config"]["aux_layer_ids_from"] = None
+            elif aux.eagle_aux_hidden_state_layer_ids is None:
                 # no ids in the draft config: set_eagle3_layers_to_capture(None) sets
                 # layers_to_capture = [2, L//2, L-3] itself; in SGLang's id convention
                 # (layers_to_capture = id + 1) that is:
                 out["config"]["aux_layer_ids"] = [i - 1 for i in ltc]
+                out["config"]["aux_layer_ids_from"] = "default"
             # sglang 0.5.23 models/llama.py LlamaModel.forward: layer i gets capture_output
             # `if i in self.layers_to_capture`, i.e. the residual stream ENTERING layer i = the
             # output of layer i-1 (-1: the embedding output); once per layer, in layer order.
@@ -391,6 +423,7 @@ def _config_summary(hf, draft_config, aux) -> dict:
         "draft_vocab_size": dvs,
         "dtype": torch_dtype,
         "aux_layer_ids": list(ids) if ids is not None else None,
+        "aux_layer_ids_from": "config" if ids is not None else None,
         "captured_layers": None,
         "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", False)),
     }
@@ -407,6 +440,10 @@ class _Recorder:
         self.tensors: dict[str, object] = {}  # key -> the tensor SGLang's iterator yielded
         self.writes: dict[str, list] = {}  # param name -> [(key, shard_id)] in call order
         self.current: str | None = None
+        self.raised: list = []  # [(key, exception)] from a weight_loader that raised
+        self.iter_done = False  # the weight iterator was exhausted
+        self.failing: str | None = None  # the key load_weights stopped on
+        self.load_failed = False
         self.nan_state: dict[str, str] = {}
         self.names: dict[int, str] = {}
 
@@ -429,7 +466,11 @@ class _Recorder:
         def weight_loader(param, loaded_weight, *args, **kwargs):
             shard = args[0] if args else kwargs.get("shard_id", kwargs.get("loaded_shard_id"))
             before = param.data.clone() if shard is not None else None
-            result = inner(param, loaded_weight, *args, **kwargs)
+            try:
+                result = inner(param, loaded_weight, *args, **kwargs)
+            except BaseException as e:  # the loader refused this tensor: no write recorded
+                rec.raised.append((rec.current, e))
+                raise
             rows = None
             if before is not None:  # which rows (dim 0) this shard's write changed
                 after = param.data
@@ -465,6 +506,16 @@ class _Recorder:
                 self.keys[name]["fate"] = "loaded"
                 self.keys[name]["params"].append("hot_token_id")
             self.current = None
+        self.iter_done = True
+
+    def fail(self, e: BaseException):
+        """load_weights raised: the key it stopped on is an error (the one whose weight_loader
+        raised this exception, else the one being processed; None: between keys)."""
+        self.load_failed = True
+        raised = [k for k, x in self.raised if k is not None and _caused_by(e, x)]
+        self.failing = raised[-1] if raised else self.current
+        if self.failing in self.keys:
+            self.keys[self.failing]["fate"] = "error"
 
     def end(self):
         torch = self.engine.torch
@@ -478,20 +529,25 @@ class _Recorder:
 
     # -- the per-drafter JSON ------------------------------------------------------------------
     def report(self, out: dict, bound: bool):
-        out["keys"] = {
-            k: {"fate": v["fate"], "params": list(v["params"])} for k, v in self.keys.items()
-        }
+        keys = {k: {"fate": v["fate"], "params": list(v["params"])} for k, v in self.keys.items()}
+        # then the checkpoint's names the iterator never yielded (file order): not reached when
+        # loading never started or stopped early, else dropped (SGLang did not read them)
+        stopped = self.model is None or (self.load_failed and not self.iter_done)
+        unread = "not_reached" if stopped else "dropped"
+        for k in _checkpoint_keys(out["drafter"]):
+            keys.setdefault(k, {"fate": unread, "params": []})
+        out["keys"] = keys
         extra = out["sglang"]
         extra["key_order"] = list(self.order)  # as SGLang's weight iterator yielded them
         extra["writers"] = {p: [k for k, _, _ in w] for p, w in self.writes.items()}
         extra["shards"] = {k: s for w in self.writes.values() for k, s, _ in w if s is not None}
-        for which in ("d2t", "t2d"):
-            present = [k for k in self.keys if k.split(".")[-1] == which]
+        for which in ("d2t", "t2d"):  # present: in the checkpoint, read or not
+            present = [k for k in keys if k.split(".")[-1] == which]
             out[which]["present"] = bool(present)
             consumed = None
             for k in present:
-                if self.keys[k]["params"]:
-                    consumed = self.keys[k]["params"][0]
+                if keys[k]["params"]:
+                    consumed = keys[k]["params"][0]
             out[which]["consumed_as"] = consumed
         if self.model is None:
             return

@@ -21,8 +21,12 @@ run it, up to the point where serving would start:
 3. load: vLLM's ``DefaultModelLoader`` iterates the checkpoint and calls the model's
    ``load_weights``. Every tensor the iterator yields is tagged with its checkpoint key, and every
    parameter's ``weight_loader`` is wrapped to record which key (and which q/k/v or gate/up shard)
-   wrote which elements. The parameters are read back right after ``load_weights`` (before
-   ``process_weights_after_loading`` may repack them for the CPU kernels).
+   wrote which elements; a write is recorded only when the loader returns. The tensors the
+   model's ``AutoWeightsLoader`` takes in are followed as it pulls them, so on a load failure the
+   oracle knows the tensor loading stopped on (the one whose ``weight_loader`` raised, else the
+   one pulled last) and the tensors it never got to. The parameters are read back right after
+   ``load_weights`` (before ``process_weights_after_loading`` may repack them for the CPU
+   kernels).
 4. bind: the proposer shares the target's embedding (and lm_head where it decides to), the runner
    picks the aux layer ids (config or the target's default) and sets them on the target; the
    target then runs one dummy forward (attention metadata None: vLLM's profiling path), and the
@@ -77,6 +81,26 @@ class Recorder:
         self.params: dict[str, dict] = {}
         # integer/bool parameters: their init values (restored where nothing wrote)
         self.init_values: dict[str, object] = {}
+        # following the tensors through the model's load_weights
+        self.iter_started = False  # vLLM's iterator was asked for the draft's tensors
+        self.iter_done = False  # ... and yielded all of them
+        self.current: str | None = None  # the key the loading code pulled last (None: between)
+        self.handed: set | None = None  # keys given to the model's AutoWeightsLoader
+        self.pulled: set = set()  # keys the AutoWeightsLoader pulled from what it was given
+        self.raised: list = []  # [(key, exception)] from a weight_loader that raised
+        self.load_failed = False  # DefaultModelLoader.load_weights raised
+        self.failing: str | None = None  # the key loading stopped on
+
+
+def _caused_by(e: BaseException, inner: BaseException) -> bool:
+    """``inner`` is ``e`` or in its cause/context chain."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if e is inner:
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 REC: Recorder | None = None
@@ -125,12 +149,15 @@ def _wrap_weight_loaders(model) -> None:
             )
             before = _bits(param.data).clone()
             try:
-                return _orig(param, loaded_weight, *args, **kwargs)
-            finally:
-                changed = _bits(param.data) != before
-                REC.writes.setdefault(_name, []).append((key, shard, changed))
-                if key is not None and key in REC.keys:
-                    REC.keys[key]["params"].add(_name)
+                result = _orig(param, loaded_weight, *args, **kwargs)
+            except BaseException as e:  # the loader refused this tensor: no write recorded
+                REC.raised.append((key, e))
+                raise
+            changed = _bits(param.data) != before
+            REC.writes.setdefault(_name, []).append((key, shard, changed))
+            if key is not None and key in REC.keys:
+                REC.keys[key]["params"].add(_name)
+            return result
 
         try:
             p.weight_loader = wrapped
@@ -189,10 +216,25 @@ def _snapshot_after_load(model) -> None:
                 p.data[keep] = REC.init_values[name][keep]
 
 
+def _pull(weights):
+    """The (name, tensor) pairs the model's AutoWeightsLoader takes in, marking each tensor's key
+    as pulled (and the current one) when the loader takes it."""
+    for name, tensor in weights:
+        key = getattr(tensor, "_weightcheck_key", None)
+        if key is not None:
+            REC.current = key
+            REC.pulled.add(key)
+        yield name, tensor
+    REC.current = None
+
+
 def install_hooks() -> None:
-    """Wraps four vLLM functions; each acts only on the drafter being examined."""
+    """Wraps five vLLM functions; each acts only on the drafter being examined."""
+    from collections.abc import Iterator
+
     from vllm.model_executor.model_loader.base_loader import BaseModelLoader
     from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
+    from vllm.model_executor.models.utils import AutoWeightsLoader
     from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
 
     orig_create = BaseModelLoader.create_model
@@ -218,6 +260,7 @@ def install_hooks() -> None:
         if REC is None or model is not REC.model:
             yield from it
             return
+        REC.iter_started = True
         for name, tensor in it:
             entry = REC.keys.setdefault(name, {"params": set()})
             entry["tensor"] = tensor
@@ -226,7 +269,10 @@ def install_hooks() -> None:
                 tensor._weightcheck_key = name
             except Exception:  # noqa: BLE001 - a tensor type without attributes: untagged
                 pass
+            REC.current = name
             yield name, tensor
+        REC.current = None
+        REC.iter_done = True
 
     DefaultModelLoader.get_all_weights = get_all_weights
 
@@ -237,10 +283,31 @@ def install_hooks() -> None:
             return orig_load(self, model, model_config)
         try:
             return orig_load(self, model, model_config)
+        except BaseException as e:
+            # the tensor loading stopped on: the one whose weight_loader raised this error,
+            # else the one the loading code had pulled last (None: it was between tensors)
+            REC.load_failed = True
+            raised = [k for k, x in REC.raised if k is not None and _caused_by(e, x)]
+            REC.failing = raised[-1] if raised else REC.current
+            raise
         finally:
             _snapshot_after_load(model)
 
     DefaultModelLoader.load_weights = load_weights
+
+    orig_auto = AutoWeightsLoader.load_weights
+
+    def auto_load_weights(self, weights, *args, **kwargs):
+        # the draft model's own AutoWeightsLoader (not the ones nested modules make): what it is
+        # given (when that is a collection, e.g. Eagle3's dict of renamed tensors) and pulls
+        if REC is None or REC.stage != "load" or self.module is not REC.model:
+            return orig_auto(self, weights, *args, **kwargs)
+        if not isinstance(weights, Iterator):
+            handed = (getattr(t, "_weightcheck_key", None) for _, t in weights)
+            REC.handed = (REC.handed or set()) | {k for k in handed if k is not None}
+        return orig_auto(self, _pull(weights), *args, **kwargs)
+
+    AutoWeightsLoader.load_weights = auto_load_weights
 
     orig_get_model = SpecDecodeBaseProposer._get_model
 
@@ -326,7 +393,7 @@ def _captured_layers(runner, vllm_config) -> list | None:
         for h in hooks:
             h.remove()
     if not isinstance(out, tuple):
-        return []
+        return None  # the target returns no aux hidden states: nothing captured
     captured = []
     for aux in out[1]:
         match = [
@@ -335,7 +402,7 @@ def _captured_layers(runner, vllm_config) -> list | None:
             if t.shape == aux.shape and t.dtype == aux.dtype and torch.equal(_bits(t), _bits(aux))
         ]
         captured.append(match[0] if len(match) == 1 else None)
-    return captured
+    return captured or None
 
 
 def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
@@ -411,6 +478,23 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
     return rec
 
 
+def _fate(key: str, params: list) -> str:
+    """loaded | dropped | error | not_reached (docs/engine-test.md, "keys")."""
+    if not REC.iter_started:
+        return "not_reached"  # stopped before loading (config, build)
+    if REC.load_failed and key == REC.failing:
+        return "error"
+    if params:
+        return "loaded"
+    if not REC.load_failed:
+        return "dropped"
+    if not REC.keys.get(key, {}).get("yielded"):
+        return "dropped" if REC.iter_done else "not_reached"
+    if REC.handed is not None and key in REC.handed and key not in REC.pulled:
+        return "not_reached"  # collected by the model, never taken by its loader
+    return "dropped"
+
+
 def _fill_result(rec: dict, vllm_config, runner) -> None:
     import torch
 
@@ -419,15 +503,16 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
     draft_mc = getattr(spec, "draft_model_config", None)
     if draft_mc is not None:
         hf = draft_mc.hf_config
-        aux = None
+        aux = aux_from = None
         if (
             runner is not None
             and rec["started"]
             and getattr(runner, "use_aux_hidden_state_outputs", False)
         ):
-            aux = runner._get_eagle3_aux_layers_from_config()
+            aux, aux_from = runner._get_eagle3_aux_layers_from_config(), "config"
             if not aux:
                 aux = runner.model.get_eagle3_default_aux_hidden_state_layers()
+                aux_from = "default"
         dvs = getattr(hf, "draft_vocab_size", None)
         rec["config"] = {
             "hidden_size": hf.hidden_size,
@@ -436,7 +521,8 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
             "draft_vocab_size": dvs,
             "dtype": str(draft_mc.dtype).removeprefix("torch."),
             "aux_layer_ids": list(aux) if aux else None,
-            "captured_layers": captured,
+            "aux_layer_ids_from": aux_from if aux else None,
+            "captured_layers": captured or None,
             "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", False)),
         }
     # in the order vLLM's iterator yielded them, then any it never yielded (file order)
@@ -444,7 +530,7 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
     keys = {}
     for k in list(REC.keys) + [k for k in ckpt if k not in REC.keys]:
         params = sorted(REC.keys.get(k, {}).get("params", ()))
-        keys[k] = {"fate": "loaded" if params else "dropped", "params": params}
+        keys[k] = {"fate": _fate(k, params), "params": params}
     rec["keys"] = keys
     for name in ("d2t", "t2d"):
         present = [k for k in keys if k.split(".")[-1] == name or k == name]
