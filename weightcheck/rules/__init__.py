@@ -1,11 +1,12 @@
 """The rules ``weightcheck check`` applies, each with a stable code and a page in docs/rules.md;
-this file is the one list of them, in the order of their codes."""
+this file is the one list of them, in the order of their codes. The rule modules are imported
+when RULES is first asked for, so commands that apply no rule (inspect, convert) do not pay for
+them."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from weightcheck.rules import engine, geometry, naming, target, tensors, training, values, vocab
 from weightcheck.rules.base import (
     ERROR,
     INFO,
@@ -31,16 +32,12 @@ __all__ = [
     "SEVERITY_ORDER",
 ]
 
-MODULES: tuple[ModuleType, ...] = (
-    naming,
-    tensors,
-    vocab,
-    geometry,
-    target,
-    engine,
-    values,
-    training,
-)
+
+
+def _modules() -> tuple[ModuleType, ...]:
+    from weightcheck.rules import engine, geometry, naming, target, tensors, training, values, vocab
+
+    return (naming, tensors, vocab, geometry, target, engine, values, training)
 
 
 def _collect(modules) -> dict[str, Rule]:
@@ -54,4 +51,9 @@ def _collect(modules) -> dict[str, Rule]:
     return dict(sorted(out.items()))
 
 
-RULES: dict[str, Rule] = _collect(MODULES)
+def __getattr__(name: str):
+    if name in ("RULES", "MODULES"):
+        globals()["MODULES"] = _modules()
+        globals()["RULES"] = _collect(globals()["MODULES"])
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
