@@ -224,6 +224,14 @@ def replay_facts(j: dict, engine: str) -> dict:
         ):
             why.append(f["code"])
     facts["starts"] = "starts" if not why else "fails (" + ", ".join(why) + ")"
+    if "starts" in e:  # the replay's own verdict (weightcheck/engines/view.py EngineView.facts)
+        f = e.get("fails") or {}
+        facts["starts"] = (
+            "starts" if e["starts"] else f"fails at {f.get('stage')}: {f.get('why')}"[:200]
+        )
+    if "dtype" in e:
+        facts["dtype"] = e["dtype"]
+    facts["winners"] = {p["param"]: p["winner"] for p in e["parameters"] if p.get("winner")}
 
     d2t_params = {
         _base_param(p["param"]) for p in e["parameters"] if p["canonical"] == "d2t" and p["param"]
@@ -242,6 +250,8 @@ def replay_facts(j: dict, engine: str) -> dict:
             val = "error"
         elif fate in ("dropped", "skipped", "warned"):
             val = "dropped"
+        elif fate == "unknown":  # the replay does not say (another class is built): skipped
+            val = "unknown"
         else:  # a fate this comparison does not know: no fact (not a disagreement)
             continue
         prev = keys.get(t["name"])
@@ -265,7 +275,9 @@ def replay_facts(j: dict, engine: str) -> dict:
         else:
             params[name] = "/".join(sorted(s))
     facts["params"] = params
-    facts["tied_head"] = not any(p["canonical"] == "lm_head.weight" for p in e["parameters"])
+    facts["tied_head"] = e.get(
+        "tied_head", not any(p["canonical"] == "lm_head.weight" for p in e["parameters"])
+    )
 
     vd = e["config"].get("draft_vocab_size") or {}
     if "value" in vd:
@@ -279,8 +291,12 @@ def replay_facts(j: dict, engine: str) -> dict:
     aux = e.get("aux_layers") or {}
     ids = aux.get("ids")
     facts["aux_ids"] = "default" if ids is None else ids
+    if aux.get("captures") is False:  # use_aux_hidden_state false
+        facts["aux_ids"] = "none"
     # nothing captured is null, as in the oracles' records
-    facts["captured_layers"] = aux.get("captures_output_of_layers") or None
+    facts["captured_layers"] = (
+        e.get("captured_layers", aux.get("captures_output_of_layers")) or None
+    )
     return facts
 
 
@@ -385,6 +401,8 @@ def compare(vid: str, engine: str, rf: dict, ef: dict) -> list[Row]:
     if "keys" in ef:
         for k, ev in ef["keys"].items():
             rv = rf["keys"].get(k)
+            if rv == "unknown":
+                continue
             if rv is None:
                 add(f"key {k}", "(no such tensor)", ev)
             elif rv != ev:
@@ -400,12 +418,18 @@ def compare(vid: str, engine: str, rf: dict, ef: dict) -> list[Row]:
             if p not in ef["params"]:
                 add(f"param {p}", rv, "(no such parameter)")
     for p, k in (ef.get("winners") or {}).items():
-        add(f"winner {p}", "-", k, NOT_MODELED)
+        rv = (rf.get("winners") or {}).get(p)
+        if "winners" not in rf:
+            add(f"winner {p}", "-", k, NOT_MODELED)
+        elif rv != k:
+            add(f"winner {p}", rv or "-", k)
     for fact in ("tied_head", "draft_vocab_size", "aux_ids", "captured_layers"):
         if fact in ef and ef[fact] != rf.get(fact):
             add(fact, rf.get(fact), ef[fact])
-    if "dtype" in ef:
+    if "dtype" in ef and "dtype" not in rf:
         add("dtype", "-", ef["dtype"], NOT_MODELED)
+    elif "dtype" in ef and rf["dtype"] != ef["dtype"]:
+        add("dtype", rf["dtype"], ef["dtype"])
     return rows
 
 

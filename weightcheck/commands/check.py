@@ -41,7 +41,7 @@ def run(
 ) -> tuple[Context, list]:
     ctx = Context(drafter=d, rules=RULES, target=target, engine=engine)
     if engine and engine_mod.replays(d.architecture, engine):
-        ctx.engine_view = engine_mod.view(d, engine, engine_version)
+        ctx.engine_view = engine_mod.view(d, engine, engine_version, target)
     if training_config:
         from weightcheck.sources.base import read_json_file
 
@@ -117,10 +117,13 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
                     "sources": p.sources,
                     "note": p.note,
                     "cite": p.cite,
+                    "shape": p.shape,
+                    "winner": p.winner,
                 }
                 for p in v.params
             ],
             "aux_layers": v.aux,
+            **v.facts(),
         }
         if ctx.target is not None:
             r["engine"]["aux_layers"]["captures_output_of_layers"] = aux.captured_layers(

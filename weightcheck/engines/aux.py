@@ -75,24 +75,31 @@ def captured(
     c = _conventions(engine, version, model_type)
     if c is None:
         return None
+    L = num_layers or 0
     if default and c.default_ids_output_of:
         # the engine's own default is not the same as passing those ids explicitly (SGLang
         # captures at the input of [2, L//2, L-3]: outputs of [1, L//2-1, L-4])
         try:
-            return [int(x) for x in expr.evaluate(c.default_ids_output_of, {"L": num_layers or 0})]
+            out = [int(x) for x in expr.evaluate(c.default_ids_output_of, {"L": L})]
         except (expr.ExprError, TypeError, ValueError):
             return None
+        return sorted(set(out)) if c.sorted_unique else out
+    if c.sorted_unique or c.capturable:
+        # the engine keeps sorted(set(ids)) and captures only the ids its forward loop reaches
+        keep = []
+        for k in ids:
+            try:
+                ok = c.capturable is None or bool(expr.evaluate(c.capturable, {"k": k, "L": L}))
+            except (expr.ExprError, TypeError):
+                ok = False
+            if ok:
+                keep.append(k)
+        ids = sorted(set(keep)) if c.sorted_unique else keep
     out = []
     for k in ids:
         try:
-            out.append(
-                int(
-                    expr.evaluate(
-                        c.captures_output_of, {"k": k, "ids": list(ids), "L": num_layers or 0}
-                    )
-                )
-            )
-        except expr.ExprError:
+            out.append(int(expr.evaluate(c.captures_output_of, {"k": k, "ids": list(ids), "L": L})))
+        except (expr.ExprError, TypeError, ValueError):
             return None
     return out
 
@@ -103,6 +110,8 @@ def default_ids(num_layers: int) -> list[int]:
 
 def captured_layers(view_, target_model_type: str | None, num_layers: int | None) -> list | None:
     """The target layers an engine view's ids (or the engine's default) capture."""
+    if view_.aux.get("captures") is False:  # use_aux_hidden_state false: nothing captured
+        return None
     ids = view_.aux.get("ids")
     default = ids is None
     if ids is None and num_layers:

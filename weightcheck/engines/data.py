@@ -36,6 +36,9 @@ Path = NewType("Path", str)  # a dotted config path: eagle_config.norm_before_fc
 Version = NewType("Version", str)  # an engine release: 0.5.12, 0.4.10.post2
 
 Step = Literal["rewrite", "special", "skip", "drop", "stacked", "prefix"]
+# where an engine stops when it does not start: reading the config, building the model, loading the
+# weights, binding the draft to the target
+Stage = Literal["config", "build", "load", "bind"]
 FromTarget = Literal[
     "always", "unless_target_hidden_differs", "if_draft_vocab_null", "if_absent_or_equal"
 ]
@@ -66,6 +69,40 @@ class EngineInfo:
     inventory: str
     versions_read: tuple[Version, ...]
     architectures: tuple[str, ...]
+    arch_rename: ArchRename | None = None  # the engine renames architectures before selecting
+    # where it stops when architectures[0] selects no EAGLE-3 loader
+    arch_fails_at: Stage = "config"
+
+
+@dataclass(frozen=True)
+class ArchRename:
+    """[engine.arch_rename]: every declared architecture that neither starts nor ends with
+    ``keep_affix`` gets ``prefix`` (vLLM's EAGLEConfig: LlamaForCausalLM -> Eagle3LlamaForCausalLM)."""
+
+    prefix: str
+    keep_affix: str
+    cite: str
+
+
+@dataclass(frozen=True)
+class Layers:
+    """[layers]: the decoder layers the engine builds. ``count`` (an expression over the config
+    fields) layers; every parameter under ``prefix`` (layer 0's) exists in each of them, with
+    ``{layer}`` in its shape standing for the layer index."""
+
+    count: Expr
+    prefix: str
+    cite: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """[[fails]]: a config the engine rejects: at ``stage``, when ``when`` holds."""
+
+    when: Expr
+    stage: Stage
+    why: str
+    cite: str
 
 
 @dataclass(frozen=True)
@@ -141,6 +178,8 @@ class Names:
     unknown: Literal["drop", "error", "warn"]
     cite: str
     unknown_exceptions: tuple[Regex, ...] = ()
+    # names ignored only when the name before the match is an existing module (vLLM's `.bias`)
+    module_exceptions: tuple[Regex, ...] = ()
     rewrite: tuple[Rewrite, ...] = ()
     param_rename: tuple[ParamRename, ...] = ()
     special: tuple[Special, ...] = ()
@@ -163,6 +202,11 @@ class Parameter:
     note: str = ""
     since: Version | None = None
     until: Version | None = None
+    # the parameter's shape, an expression over the config fields (and `layer`): a checkpoint
+    # tensor of another shape stops the load (the weight loader asserts)
+    shape: Expr | None = None
+    # the parameter exists only in the classes these architectures (as the engine reads them) build
+    architectures: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -174,6 +218,12 @@ class ConfigField:
     default: Expr | None = None  # absent: the value (None: stays unknown)
     since: Version | None = None
     until: Version | None = None
+    # an explicit null: used as is (value), read as absent (default), or rejected (error)
+    null: Literal["value", "default", "error"] = "value"
+    type: Literal["int", "int_list"] | None = None  # another type (not null) is rejected
+    stage: Stage = "build"  # where a rejected or required-absent value stops the engine
+    auto: dict[str, str] = field(default_factory=dict)  # value -> the value the engine uses
+    from_target: Literal["dtype"] | None = None  # the engine takes the target's value
 
 
 @dataclass(frozen=True)
@@ -181,6 +231,8 @@ class Convention:
     target_model_types: tuple[str, ...]
     captures_output_of: Expr  # over k, ids, L
     default_ids_output_of: Expr | None = None  # over L
+    sorted_unique: bool = False  # the engine keeps sorted(set(ids))
+    capturable: Expr | None = None  # over k, L: id k is captured (the forward loop reaches it)
     since: Version | None = None
     versions: tuple[Version, ...] | None = None
 
@@ -200,8 +252,10 @@ class Targets:
 
 @dataclass(frozen=True)
 class SpeculatorsAdapter:
-    flatten: tuple[str, ...]
-    defaults: dict[str, Union[bool, int, float, str]]
+    # top-level keys always written over transformer_layer_config: the top-level value, else the
+    # default given here (a TOML value; "null" for None)
+    override: dict[str, Union[bool, int, float, str]]
+    copy_if_set: tuple[str, ...]  # top-level keys copied only when set (not null)
     trainers_mean: dict[str, str]
     derives_architecture: bool
 
@@ -236,6 +290,8 @@ class Engine:
     targets: Targets
     output: Output
     speculators_adapter: SpeculatorsAdapter | None = None
+    layers: Layers | None = None
+    fails: tuple[Fail, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -421,9 +477,15 @@ def _check(data: Engine | Format) -> None:
     for i, p in enumerate(data.parameter):
         if p.when is not None:
             _check_names(p.when, known, f"parameter[{i}].when", what)
+        if p.shape is not None:
+            _check_names(p.shape, known | {"layer"}, f"parameter[{i}].shape", what + " nor `layer`")
     for i, c in enumerate(data.config):
         if c.default is not None:
             _check_names(c.default, known, f"config[{i}].default", what)
+    for i, f in enumerate(data.fails):
+        _check_names(f.when, known, f"fails[{i}].when", what)
+    if data.layers is not None:
+        _check_names(data.layers.count, known, "layers.count", what)
     for i, c in enumerate(data.aux_layers.convention):
         _check_names(
             c.captures_output_of,
@@ -431,6 +493,13 @@ def _check(data: Engine | Format) -> None:
             f"aux_layers.convention[{i}].captures_output_of",
             "one of k, ids, L",
         )
+        if c.capturable is not None:
+            _check_names(
+                c.capturable,
+                {"k", "L"},
+                f"aux_layers.convention[{i}].capturable",
+                "one of k, L",
+            )
         if c.default_ids_output_of is not None:
             _check_names(
                 c.default_ids_output_of,

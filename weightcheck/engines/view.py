@@ -9,20 +9,32 @@ checkpoint and one engine version:
     skipped on purpose, consumed by special code (d2t), or rejected with an error;
   * for every engine parameter: loaded, supplied by the target (embed_tokens, lm_head), or left
     at its random initialisation;
-  * which target layers the aux layer ids capture.
+  * which target layers the aux layer ids capture;
+  * what the engine builds and whether it starts: the dtype, the decoder layers, the draft vocab,
+    a tied head, and where it stops (config, build, load, bind) and why.
 
-Only names and the config are needed: no tensor bytes are read.
+Names, shapes and the config are enough, with one exception: given the target, a tensor vLLM
+shares when it equals the target's is compared by a few range reads (same_bytes.py).
+
+Checked against both engines' own loaders: docs/differential.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from weightcheck import expr
-from weightcheck.engines.aux import captured_layers, config_convention, is_speculators_format
+from weightcheck.engines.aux import (
+    captured,
+    captured_layers,
+    config_convention,
+    default_ids,
+    is_speculators_format,
+)
 from weightcheck.engines.data import (
     ENGINES,
     LAYOUTS,
@@ -56,7 +68,8 @@ __all__ = [
 # what the loader does with a checkpoint tensor: loads it into a parameter, consumes it in special
 # code (d2t), skips it on purpose (t2d), drops it without a word, refuses it with an error, or
 # loads it with a warning
-Fate = Literal["loaded", "special", "skipped", "dropped", "error", "warned"]
+# (unknown: the EAGLE-3 loader does not run, another class or none is built)
+Fate = Literal["loaded", "special", "skipped", "dropped", "error", "warned", "unknown"]
 # what a parameter ends with: a checkpoint tensor, the target's, its random init, or nothing
 # because it is optional and absent
 ParamFate = Literal["loaded", "from_target", "random", "optional-absent"]
@@ -82,6 +95,18 @@ class ParamState:
     sources: list = field(default_factory=list)
     note: str = ""
     cite: str = ""
+    shape: list | None = None  # the shape the engine builds it in (None: not known)
+    winner: str | None = None  # of several sources, the one whose values stay (the last loaded)
+
+
+@dataclass
+class Failure:
+    """Where and why the engine stops (it does not start)."""
+
+    stage: str  # config | build | load | bind
+    why: str
+    subject: str | None = None  # the config field or tensor it stops on
+    cite: str = ""
 
 
 @dataclass
@@ -97,9 +122,37 @@ class EngineView:
     aux: dict
     notes: list = field(default_factory=list)
     speculators_format: bool = False
+    # what the engine builds
+    built_architecture: str | None = None  # architectures[0] after the engine's renaming
+    failure: Failure | None = None  # None: it starts (loads and binds)
+    dtype: str | None = None
+    dtype_from: str = ""
+    layers: int | None = None  # decoder layers built
+    draft_vocab: dict = field(default_factory=dict)  # {"size", "from"}
+    tied_head: bool | None = None  # the head is the embedding module (no lm_head parameter)
+    captured_layers: list | None = None  # target layers captured (needs the target)
+
+    @property
+    def starts(self) -> bool:
+        return self.failure is None
 
     def table(self) -> list[dict]:
         return [dataclasses.asdict(l) for l in self.landings]
+
+    def facts(self) -> dict:
+        """The served view's facts, for the JSON report's `engine` section."""
+        f = self.failure
+        return {
+            "starts": self.starts,
+            "fails": None if f is None else dataclasses.asdict(f),
+            "architecture": self.built_architecture,
+            "dtype": self.dtype,
+            "dtype_from": self.dtype_from,
+            "layers": self.layers,
+            "draft_vocab": self.draft_vocab,
+            "tied_head": self.tied_head,
+            "captured_layers": self.captured_layers,
+        }
 
 
 def _since_ok(item, version: str) -> bool:
@@ -107,33 +160,79 @@ def _since_ok(item, version: str) -> bool:
     return (not s or _ver(version) >= _ver(s)) and (not u or _ver(version) < _ver(u))
 
 
-def engine_config(data: Engine, raw: dict, version: str) -> tuple[dict, dict, list, bool]:
-    """(values by field, {"value","from"} by field, errors, speculators_format) as the engine sees
-    them. The values also hold the config's own top-level keys (flags the loader tests directly,
-    e.g. use_aux_norm): the names the data's conditions read."""
+_STAGES = ("config", "build", "load", "bind")
+
+
+def _toml_value(v):
+    return None if v == "null" else v
+
+
+def _type_ok(kind: str | None, v) -> bool:
+    if kind == "int":
+        return type(v) is int
+    if kind == "int_list":
+        return isinstance(v, list) and all(type(x) is int for x in v)
+    return True
+
+
+def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
+    """(values by field, {"value","from"} by field, errors, speculators_format, failures) as the
+    engine sees them. The values also hold the config's own top-level keys (flags the loader tests
+    directly, e.g. use_aux_norm): the names the data's conditions read. ``errors`` are
+    (field, message); ``failures`` the same as Failure objects, with the stage."""
     spec = is_speculators_format(raw)
     cfg = raw
     adapter = data.speculators_adapter
     if adapter and spec and isinstance(raw.get("transformer_layer_config"), dict):
         cfg = dict(raw["transformer_layer_config"])
-        for k in adapter.flatten:
+        for k, default in adapter.override.items():  # written whatever the layer config says
+            cfg[k] = raw[k] if k in raw else _toml_value(default)
+        for k in adapter.copy_if_set:
             if raw.get(k) is not None:
                 cfg[k] = raw[k]
-        for k, v in adapter.defaults.items():
-            cfg.setdefault(k, v)
     values: dict = {}
     shown: dict = {}
     errors: list = []
+    failures: list = []
     base = {k: v for k, v in cfg.items() if isinstance(k, str)}
+
+    def fail(fld, msg, stage):
+        errors.append((fld, msg))
+        failures.append(Failure(stage, msg, fld))
+
     for item in data.config:
         if not _since_ok(item, version):
             continue
         fld = item.field
         found = False
+        if item.from_target:
+            v = getattr(target, item.from_target, None) if target is not None else None
+            values[fld] = v
+            shown[fld] = {
+                "value": v,
+                "from": "the target's" if target is not None else "the target's (no --target)",
+            }
+            continue
         for path in item.paths:
             v = config_mod.lookup(cfg, path)
             if v is not config_mod._MISSING:
+                if v is None and item.null == "default":
+                    break  # read as absent: the default below
                 values[fld], shown[fld], found = v, {"value": v, "from": path}, True
+                if v is None and item.null == "error":
+                    fail(
+                        fld,
+                        f"`{fld}` is null: the engine uses it as a number and fails",
+                        item.stage,
+                    )
+                elif v is not None and not _type_ok(item.type, v):
+                    fail(
+                        fld,
+                        f"`{fld}` is {json.dumps(v)}, not "
+                        + ("an integer" if item.type == "int" else "a list of integers")
+                        + ": the engine fails on it",
+                        item.stage,
+                    )
                 break
         for path in item.length_of if not found else ():
             v = config_mod.lookup(cfg, path)
@@ -145,9 +244,13 @@ def engine_config(data: Engine, raw: dict, version: str) -> tuple[dict, dict, li
                 )
                 break
         if found:
+            if isinstance(values[fld], str) and values[fld] in item.auto:
+                was = values[fld]
+                values[fld] = item.auto[was]
+                shown[fld] = {"value": values[fld], "from": f"{shown[fld]['from']} ({was}, auto)"}
             continue
         if item.required:
-            errors.append((fld, f"the engine requires `{fld}` and fails when it is absent"))
+            fail(fld, f"the engine requires `{fld}` and fails when it is absent", item.stage)
             values[fld] = None
             shown[fld] = {"value": None, "from": "absent: load fails"}
         elif not item.paths and not item.length_of:
@@ -161,50 +264,133 @@ def engine_config(data: Engine, raw: dict, version: str) -> tuple[dict, dict, li
                 v = expr.evaluate(item.default, {**base, **values})
             except expr.Undefined:  # it needs a value the config does not give
                 v = None
-            values[fld] = v
             shown[fld] = {"value": v, "from": "engine default"}
+            if isinstance(v, str) and v in item.auto:
+                shown[fld] = {"value": item.auto[v], "from": f"engine default ({v}, auto)"}
+                v = item.auto[v]
+            values[fld] = v
     for k, v in base.items():  # flags the loader tests directly (e.g. use_aux_norm)
         values.setdefault(k, v)
-    return values, shown, errors, spec
+    for f in data.fails:
+        try:
+            hit = bool(expr.evaluate(f.when, values))
+        except (expr.ExprError, TypeError, ValueError):
+            hit = False
+        if hit:
+            errors.append((f.when, f.why))
+            failures.append(Failure(f.stage, f.why, f.when, f.cite))
+    return values, shown, errors, spec, failures
 
 
 def _expand(param: str, n: int) -> list[str]:
     return [param.format(i=i) for i in range(n)] if "{i}" in param else [param]
 
 
-def view(drafter, engine: str, version: str | None = None) -> EngineView:
+def _renamed(data: Engine, arch):
+    r = data.engine.arch_rename
+    if r is None or not isinstance(arch, str):
+        return arch
+    if arch.startswith(r.keep_affix) or arch.endswith(r.keep_affix):
+        return arch
+    return r.prefix + arch
+
+
+def _int(v, default):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _shape(p: Parameter, vals: dict, layer: int) -> list | None:
+    if p.shape is None:
+        return None
+    try:
+        got = expr.evaluate(p.shape, {**vals, "layer": layer})
+    except (expr.ExprError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    if not isinstance(got, list) or not all(type(x) is int for x in got):
+        return None
+    return got
+
+
+def view(drafter, engine: str, version: str | None = None, target=None) -> EngineView:
+    """The engine's view of ``drafter``. ``target`` (model/target.py's Target, optional) supplies
+    what the engine takes from it: its dtype (vLLM), the target layers the aux ids capture, and
+    the bytes of its embedding and head (vLLM shares equal ones)."""
     data = engine_data(engine)  # not load(): it also knows the `speculators` layout
     version = version or newest(data)
     raw = drafter.config or {}
     names_cfg = data.names
-    vals, shown, errors, spec = engine_config(data, raw, version)
+    vals, shown, errors, spec, failures = engine_config(data, raw, version, target)
+    if spec and data.speculators_adapter is None:  # it stops reading the config before these
+        errors, failures = [], []
     arch_names = raw.get("architectures") or []
     arch0 = arch_names[0] if isinstance(arch_names, list) and arch_names else None
     accepted = set(data.engine.architectures)
     adapter = data.speculators_adapter
-    arch_ok = (spec and adapter is not None and adapter.derives_architecture) or arch0 in accepted
-    n_aux = vals.get("num_aux_hidden_states") or 3
+    built_arch = _renamed(data, arch0)
+    arch_ok = (spec and adapter is not None and adapter.derives_architecture) or (
+        built_arch in accepted
+    )
+    n_aux = _int(vals.get("num_aux_hidden_states") or 3, 3)
+    layers = data.layers
     try:
-        n_aux = int(n_aux)
-    except (TypeError, ValueError):
-        n_aux = 3
+        n_layers = _int(expr.evaluate(layers.count, vals), 1) if layers is not None else 1
+    except expr.ExprError:
+        n_layers = 1
 
     # the parameters the engine's module has for this config (d2t is consumed by special code,
     # names.special: its state is said below)
     params: dict[str, Parameter] = {}
+    shapes: dict[str, list | None] = {}
     for p in data.parameter:
         if p.canonical == "d2t" or not _since_ok(p, version) or not expr.holds(p.when, vals):
             continue
-        for i, full in enumerate(_expand(p.param, n_aux)):
-            for r in names_cfg.param_rename:  # older module trees (sglang <= 0.5.11)
-                if _since_ok(r, version):
-                    full = re.sub(r.pattern, r.replace, full)
-            params[full] = dataclasses.replace(p, param=full, canonical=p.canonical.format(i=i))
+        if p.architectures and built_arch not in p.architectures:
+            continue
+        in_layer = layers is not None and p.param.startswith(layers.prefix)
+        copies = range(n_layers) if in_layer else [0]
+        for layer in copies:
+            for i, full in enumerate(_expand(p.param, n_aux)):
+                canonical = p.canonical.format(i=i)
+                if in_layer and layer:
+                    full = f"model.layers.{layer}." + full[len(layers.prefix) :]
+                    canonical = f"layers.{layer}." + canonical.split(".", 1)[1]
+                for r in names_cfg.param_rename:  # older module trees (sglang <= 0.5.11)
+                    if _since_ok(r, version):
+                        full = re.sub(r.pattern, r.replace, full)
+                params[full] = dataclasses.replace(p, param=full, canonical=canonical)
+                shapes[full] = _shape(p, vals, layer)
     param_names = {k.split("[")[0] for k in params}
+    modules = {n.rsplit(".", i)[0] for n in param_names for i in range(1, n.count(".") + 1)}
+    # parameters that exist only as shards: a tensor under the whole name loads every shard
+    fused: dict[str, list] = {}
+    for k in params:
+        if "[" in k:
+            fused.setdefault(k.split("[")[0], []).append(k)
 
+    d2t_shape = next(
+        (_shape(p, vals, 0) for p in data.parameter if p.canonical == "d2t" and p.shape), None
+    )
     landings = []
     exceptions = [re.compile(x) for x in names_cfg.unknown_exceptions]
+    module_exceptions = [re.compile(x) for x in names_cfg.module_exceptions]
+    by_name = {t.name: t for t in drafter.tensors}
     for t in drafter.tensors:
+        if not arch_ok:
+            landings.append(
+                Landing(
+                    t.name,
+                    t.canonical,
+                    None,
+                    None,
+                    "unknown",
+                    f"architectures[0] {json.dumps(arch0)} selects no EAGLE-3 loader: "
+                    "this loader does not run",
+                )
+            )
+            continue
         name = t.name
         fate = None
         shard = None
@@ -222,6 +408,13 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
                     if re.search(r.pattern, name):
                         if expr.holds(r.when, vals):
                             fate, why, cite = "special", r.becomes, r.cite
+                            got = list(t.shape) if t.canonical == "d2t" else None
+                            if d2t_shape is not None and got is not None and got != d2t_shape:
+                                fate = "error"
+                                why = (
+                                    f"shape {got} into {r.becomes.split()[0]} {d2t_shape}: the "
+                                    "weight loader asserts and the load stops"
+                                )
                         break
             elif step == "skip":
                 for r in names_cfg.skip:
@@ -248,11 +441,34 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
                         name = r.add + name
         if fate is None:
             key = f"{name}[{shard}]" if shard else name
-            if key in params or (name in params and not shard):
-                p = params.get(key) or params[name]
-                landings.append(Landing(t.name, t.canonical, name, p.param, "loaded", "", p.cite))
+            if key in params or (name in params and not shard) or (not shard and name in fused):
+                p = params.get(key) or params.get(name)
+                pname = p.param if p is not None else name
+                want = shapes.get(key) if p is not None else None
+                got = list(t.shape) if getattr(t, "shape", None) is not None else None
+                if want is not None and got is not None and got != want:
+                    landings.append(
+                        Landing(
+                            t.name,
+                            t.canonical,
+                            name,
+                            pname,
+                            "error",
+                            f"shape {got} into parameter {pname} {want}: the weight loader "
+                            "asserts and the load stops",
+                            p.cite,
+                        )
+                    )
+                    continue
+                cite_ = p.cite if p is not None else params[fused[name][0]].cite
+                landings.append(Landing(t.name, t.canonical, name, pname, "loaded", "", cite_))
                 continue
             if any(x.search(name) for x in exceptions):
+                fate, why = "dropped", "no such parameter; the loader ignores this suffix silently"
+            elif any(
+                (m := x.search(name)) and name[: m.start()].rstrip(".") in modules
+                for x in module_exceptions
+            ):
                 fate, why = "dropped", "no such parameter; the loader ignores this suffix silently"
             else:
                 fate = {"drop": "dropped", "error": "error", "warn": "warned"}[names_cfg.unknown]
@@ -264,13 +480,18 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
     filled: dict[str, list] = {}
     for l in landings:
         if l.fate == "loaded":
-            filled.setdefault(l.param, []).append(l.name)
+            for k in fused.get(l.param, [l.param]) if l.param not in params else [l.param]:
+                filled.setdefault(k, []).append(l.name)
     target_hidden = raw.get("target_hidden_size")
     hidden = vals.get("hidden_size") or raw.get("hidden_size")
+    dtype = vals.get("dtype") if "dtype" in vals else None
     states = []
     for p in params.values():
         ft = p.from_target
         got = filled.get(p.param, [])
+        equal, equal_note = None, ""
+        if ft == "if_absent_or_equal" and got:
+            equal, equal_note = _equals_target(drafter, by_name.get(got[-1]), p, target, dtype)
         target_fills = (
             ft == "always"
             or (
@@ -282,19 +503,33 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
                 and "draft_vocab_size" in raw
                 and raw["draft_vocab_size"] is None
             )
-            or (ft == "if_absent_or_equal" and not got)
+            or (ft == "if_absent_or_equal" and (not got or equal))
         )
         if got and target_fills and ft != "if_absent_or_equal":
             state, note = "from_target", "the checkpoint's tensor is replaced by the target's"
+        elif got and target_fills:
+            state, note = "from_target", equal_note
         elif got:
-            state, note = "loaded", ""
+            state, note = "loaded", equal_note
         elif target_fills:
             state, note = "from_target", p.note
         elif p.required:
             state, note = "random", p.note or "nothing loads into it; it keeps its initial values"
         else:
             state, note = "optional-absent", p.note
-        states.append(ParamState(p.param, p.canonical, p.required, state, got, note, p.cite))
+        states.append(
+            ParamState(
+                p.param,
+                p.canonical,
+                p.required,
+                state,
+                got,
+                note,
+                p.cite,
+                shapes.get(p.param),
+                _winner(drafter, got) if len(got) > 1 else None,
+            )
+        )
     # d2t is consumed by special code, not loaded into a parameter
     for p in data.parameter:
         if p.canonical != "d2t" or not expr.holds(p.when, vals):
@@ -310,10 +545,50 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
                 got,
                 "" if got else (p.note or "absent: draft ids are used as target ids"),
                 p.cite,
+                _shape(p, vals, 0),
+                _winner(drafter, got) if len(got) > 1 else None,
             )
         )
+    tied = not any(p.canonical == "lm_head.weight" for p in states)
 
-    aux = aux_layers(data, raw)
+    # where it stops: the earliest stage
+    if drafter.config is None:
+        failures.append(Failure("config", "no config.json", "config.json"))
+    if spec and adapter is None:
+        failures.append(
+            Failure(
+                "config",
+                "a speculators-format config: the engine reads no transformer_layer_config",
+                "transformer_layer_config",
+            )
+        )
+    if not arch_ok:
+        failures.append(
+            Failure(
+                data.engine.arch_fails_at,
+                f"architectures[0] {json.dumps(arch0)}"
+                + (f" (read as {built_arch})" if built_arch != arch0 else "")
+                + " selects no EAGLE-3 loader",
+                "architectures",
+            )
+        )
+    for l in landings:
+        if l.fate == "error":
+            failures.append(Failure("load", l.why, l.name, l.cite))
+            break
+    failure = min(failures, key=lambda f: _STAGES.index(f.stage)) if failures else None
+    if not arch_ok:
+        states = []
+
+    aux = aux_layers(data, raw, vals)
+    captured = None
+    if target is not None:
+        captured = captured_layers_of(aux, engine, version, target.model_type, target.num_layers)
+        aux["captures_output_of_layers"] = captured
+    vd = vals.get("draft_vocab_size")
+    vd_from = (shown.get("draft_vocab_size") or {}).get("from", "")
+    if vd is None and "draft_vocab_size" in raw and raw["draft_vocab_size"] is None:
+        vd, vd_from = vals.get("vocab_size"), "null: the target's vocabulary (vocab_size)"
     return EngineView(
         engine=engine,
         version=version,
@@ -325,7 +600,24 @@ def view(drafter, engine: str, version: str | None = None) -> EngineView:
         params=states,
         aux=aux,
         speculators_format=spec,
+        built_architecture=built_arch,
+        failure=failure,
+        dtype=dtype,
+        dtype_from=(shown.get("dtype") or {}).get("from", ""),
+        layers=n_layers if layers is not None else None,
+        draft_vocab={"size": vd, "from": vd_from},
+        tied_head=tied,
+        captured_layers=captured,
     )
+
+
+def _winner(drafter, names: list) -> str | None:
+    """Of several tensors loaded into one parameter slice, the one whose values stay: both engines
+    load files in order and names sorted within a file, the last write wins."""
+    files = {}
+    for t in drafter.tensors:
+        files.setdefault(t.name, getattr(t, "file", None) or "")
+    return max(names, key=lambda n: (files.get(n, ""), n))
 
 
 def _conditional_why(names_cfg: Names, original: str, name: str) -> str:
@@ -345,8 +637,9 @@ def _conditional_why(names_cfg: Names, original: str, name: str) -> str:
     return ""
 
 
-def aux_layers(data: Engine, raw: dict) -> dict:
-    """Where the engine reads aux ids, and the formula for the target layers they capture."""
+def aux_layers(data: Engine, raw: dict, vals: dict | None = None) -> dict:
+    """Where the engine reads aux ids, and the formula for the target layers they capture. With
+    ``use_aux_hidden_state`` false the engine captures nothing: no ids, ``captures`` false."""
     aux = data.aux_layers
     ids, src = None, None
     for path in aux.paths:
@@ -365,4 +658,47 @@ def aux_layers(data: Engine, raw: dict) -> dict:
         if c.versions is not None:
             d["versions"] = list(c.versions)
         conventions.append(d)
-    return {"ids": ids, "from": src, "default": aux.default_text, "conventions": conventions}
+    out = {"ids": ids, "from": src, "default": aux.default_text, "conventions": conventions}
+    if vals is not None and vals.get("use_aux_hidden_state") is False:
+        out.update(ids=None, captures=False, why="use_aux_hidden_state is false")
+    return out
+
+
+def captured_layers_of(aux: dict, engine: str, version: str, model_type, num_layers) -> list | None:
+    """The target layers the engine captures with the aux ids of ``aux`` (aux_layers()), in the
+    order the drafter receives them; None when it captures nothing or no convention covers it."""
+    if aux.get("captures") is False:
+        return None
+    ids = aux.get("ids")
+    default = ids is None
+    if default and num_layers:
+        ids = default_ids(num_layers)
+    return captured(ids, engine, version, model_type, num_layers, default) or None
+
+
+def _equals_target(drafter, t, p: Parameter, target, dtype) -> tuple[bool | None, str]:
+    """Whether checkpoint tensor ``t`` equals the target's tensor for parameter ``p`` once both are
+    cast to the built dtype (vLLM shares the target's then: torch.equal). (None, note) when it
+    cannot tell: no --target, or the bytes cannot be compared."""
+    unknown = "loaded, or the target's when equal to it (give --target to compare)"
+    if target is None or t is None:
+        return None, unknown
+    theirs = target.lm_head if p.canonical == "lm_head.weight" else target.embed
+    if theirs is None:
+        return None, unknown
+    if tuple(theirs.shape) != tuple(t.shape):
+        return False, "not the target's: the shapes differ"
+    from weightcheck.engines import same_bytes
+
+    try:
+        eq = same_bytes.equal_as(drafter.source, t, target.source, theirs, dtype)
+    except Exception as e:  # a remote read failing must not fail the view
+        return None, f"{unknown}; comparing failed: {type(e).__name__}"
+    if eq is None:
+        return None, unknown
+    if eq:
+        return (
+            True,
+            f"equal to the target's {theirs.name} in {dtype or t.dtype}: the target's is shared",
+        )
+    return False, f"differs from the target's {theirs.name}: the checkpoint's is kept"

@@ -33,7 +33,6 @@ __all__ = [
 ]
 
 
-
 def _modules() -> tuple[ModuleType, ...]:
     from weightcheck.rules import engine, geometry, naming, target, tensors, training, values, vocab
 

@@ -111,7 +111,8 @@ def engine_random(ctx):
     "WC705",
     "engine-config-error",
     "error",
-    "A config field the engine requires is absent (the server fails at start-up).",
+    "A config field the engine requires is absent, or a value it rejects (the server fails at "
+    "start-up).",
     needs="engine",
 )
 def engine_config_error(ctx):
@@ -156,8 +157,8 @@ def engine_default(ctx):
     adapter = engine_mod.load(v.engine).speculators_adapter
     if not v.speculators_format or adapter is None:
         return
-    for k, default in adapter.defaults.items():
-        if k not in ctx.d.config:
+    for k, default in adapter.override.items():
+        if k not in ctx.d.config and k in adapter.trainers_mean:
             meant = adapter.trainers_mean.get(k)
             yield ctx.f(
                 "WC707",
@@ -277,3 +278,32 @@ def shipped(ctx):
                 f"{ctx.engine_view.engine}; `convert --embeddings drop` removes it",
                 p.canonical,
             )
+
+
+@rule(
+    "WC712",
+    "engine-captures-other-count",
+    "error",
+    "The engine captures another number of target states than fc's input is built for.",
+    needs="engine",
+)
+def captured_count(ctx):
+    v = ctx.engine_view
+    t = ctx.target
+    if t is None or not v.architectures_ok or v.captured_layers is None:
+        return
+    n = (v.config.get("num_aux_hidden_states") or {}).get("value")
+    if type(n) is not int or len(v.captured_layers) == n:
+        return
+    ids = v.aux.get("ids")
+    if ids is None:  # the engine's defaults: WC407 says the drafter names no ids
+        return
+    said = f"ids {json.dumps(ids)}"
+    yield ctx.f(
+        "WC712",
+        f"{v.engine} captures {len(v.captured_layers)} target state(s), the outputs of layers "
+        f"{v.captured_layers} ({said}: sorted, repeats once, only layers its forward loop "
+        f"reaches, for a {t.num_layers}-layer target), but fc is built for {n}: the first "
+        "forward pass fails on fc's input width",
+        "aux_layer_ids",
+    )

@@ -129,6 +129,14 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
                     cfg[path] = list(new_ids)
         ec.setdefault("use_aux_hidden_state", True)
         cfg["eagle_config"] = ec
+        if (
+            new_ids is not None
+            and len(new_ids) != 3
+            and "eagle_aux_hidden_state_layer_ids" not in ec
+        ):
+            # fc's width: both engines read num_aux_hidden_states, else eagle_config's ids, else 3
+            # (top-level ids do not size it: vLLM fails to load fc, docs/differential.md R3)
+            cfg["num_aux_hidden_states"] = len(new_ids)
         if plan.to != "vllm":
             cfg.pop("norm_before_residual", None)  # refused above when true
         elif norm.get("norm_before_residual") is not None:
@@ -141,6 +149,8 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         layer["architectures"] = ["LlamaForCausalLM"]
         layer["num_hidden_layers"] = 1
         layer["torch_dtype"] = dtype_name
+        if new_ids is not None and len(new_ids) != 3:  # fc's width (see the flat layout above)
+            layer["num_aux_hidden_states"] = len(new_ids)
         verifier = {}
         old = (
             base.get("speculators_config")
