@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weightcheck.rules.base import rule
+from weightcheck.rules.base import WARNING, rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
@@ -179,5 +179,7 @@ def dtype_config(ctx):
 )
 def index_drift(ctx):
     for note in ctx.d.source.notes:
-        if note.startswith("index-"):
+        if note.startswith("index-duplicate-tensor"):  # loads: the engines keep the later copy
+            yield ctx.f("WC210", note.split(": ", 1)[1], ctx.d.source.index_file, severity=WARNING)
+        elif note.startswith("index-"):
             yield ctx.f("WC210", note.split(": ", 1)[1], ctx.d.source.index_file)

@@ -139,10 +139,7 @@ def add_safetensors_file(src: Source, wf: WeightFile, header: Header) -> None:
     src.files[wf.name] = wf
     for t in header.tensors.values():
         if t.name in src.tensors:
-            raise WeightcheckError(
-                wf.local_path or wf.url or wf.name,
-                f"tensor {t.name!r} is also in {src.tensors[t.name].file}",
-            )
+            note_duplicate(src, t.name, wf.name)
         src.tensors[t.name] = TensorRecord(
             t.name,
             t.dtype,
@@ -152,6 +149,17 @@ def add_safetensors_file(src: Source, wf: WeightFile, header: Header) -> None:
             header.data_start + t.begin,
             header.data_start + t.end,
         )
+
+
+def note_duplicate(src: Source, name: str, later: str) -> None:
+    """A tensor name in two weight files: SGLang and vLLM both load every file in order and keep
+    the later file's copy (sglang 0.5.23 model_loader/weight_utils.py, vllm 0.32.0
+    model_loader/weight_utils.py: files in sorted order, each tensor handed to load_weights), so
+    the record kept is the later one, and the note says so (WC210)."""
+    src.notes.append(
+        f"index-duplicate-tensor: {name!r} is in {src.tensors[name].file} and in {later}: the "
+        f"engines load both and keep {later}'s (the later file)"
+    )
 
 
 def finish_index(

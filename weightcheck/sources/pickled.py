@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
-from weightcheck.sources.base import Source, TensorRecord, WeightFile
+from weightcheck.sources.base import Source, TensorRecord, WeightFile, note_duplicate
 from weightcheck.storage.header import TORCH_NAMES
 
 PICKLE_EXT = (".bin", ".pt", ".pth")
@@ -82,9 +82,7 @@ def add_pickled_file(src: Source, wf: WeightFile) -> None:
     src.files[wf.name] = wf
     for name, t in tensors.items():
         if name in src.tensors:
-            raise WeightcheckError(
-                wf.local_path, f"tensor {name!r} is also in {src.tensors[name].file}"
-            )
+            note_duplicate(src, name, wf.name)
         dtype = _TORCH_DTYPES.get(str(t.dtype), str(t.dtype).replace("torch.", "").upper())
         src.tensors[name] = TensorRecord(
             name, dtype, tuple(t.shape), t.numel() * t.element_size(), wf.name
