@@ -1085,6 +1085,14 @@ def patch_hf_hub(monkeypatch, endpoint: str, hf_home: os.PathLike | str) -> None
     monkeypatch.setattr(constants, "HF_XET_CACHE", os.path.join(hf_home, "xet"))
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", os.path.join(hf_home, "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", os.path.join(hf_home, "stored_tokens"))
+    # huggingface_hub >= 2.x fetches an "agent harnesses" registry once a day (to label its user
+    # agent) into a file under HF_HOME computed at import: point it into this HF_HOME, already
+    # filled with an empty registry, so no test counts that request and none writes the real home
+    harnesses = os.path.join(hf_home, ".agent_harnesses.json")
+    os.makedirs(hf_home, exist_ok=True)
+    with open(harnesses, "w") as f:
+        json.dump({"standardEnvVars": [], "harnesses": {}}, f)
+    monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", harnesses, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", constants.DEFAULT_ETAG_TIMEOUT)
     monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", constants.DEFAULT_DOWNLOAD_TIMEOUT)

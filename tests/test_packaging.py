@@ -44,6 +44,7 @@ def test_wheel_carries_mappings_and_runs(tmp_path, make_drafter):
             assert f"weightcheck/_mappings/dialects/{f}" in names
     assert "weightcheck/_mappings/config.toml" in names
     assert "weightcheck/_mappings/engines/sglang.toml" in names
+    assert "weightcheck/_mappings/rules.toml" in names  # `weightcheck rule` reads its pages
     assert "weightcheck/mappings.py" in names
     assert not any(n.startswith("weightcheck/mappings/") for n in names), (
         "the loader module is shadowed"
