@@ -232,7 +232,9 @@ def t_lm_head_missing(w):
 
 @trigger("WC303", "tie_word_embeddings")
 def t_tied_reduced(w):
-    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True)), []
+    # SGLang ties the head to the embedding (vLLM never does: a warning without --engine)
+    src = edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True))
+    return src, ["--engine", "sglang"]
 
 
 @trigger("WC304", "d2t")
@@ -308,9 +310,25 @@ def t_t2d_vs_d2t(w):
 # --- WC4xx config --------------------------------------------------------------------------------
 @trigger("WC401", "architectures")
 def t_architectures(w):
+    # a target class no engine reads as an EAGLE-3 drafter (vLLM would rename LlamaForCausalLM)
     return edit(
-        w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["LlamaForCausalLM"])
+        w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["MistralForCausalLM"])
     ), []
+
+
+def test_wc401_says_per_engine_what_happens(w):
+    """The original EAGLE trainer writes architectures ["LlamaForCausalLM"]: vLLM renames it to
+    Eagle3LlamaForCausalLM and loads it (vllm 0.32.0 transformers_utils/configs/eagle.py:55-64,
+    differential variant R1), SGLang selects no EAGLE-3 loader. Plain check: a warning naming
+    both; --engine vllm: no WC401; --engine sglang: an error."""
+    src = edit(w.clean(), w.path("x"), cfg=lambda c: c.update(architectures=["LlamaForCausalLM"]))
+    _, rep = check(src)
+    (f,) = [f for f in rep["findings"] if f["code"] == "WC401"]
+    assert f["severity"] == "warning" and "vllm" in f["message"] and "sglang" in f["message"]
+    _, rep = check(src, "--engine", "vllm")
+    assert "WC401" not in codes(rep)
+    _, rep = check(src, "--engine", "sglang")
+    assert [f["severity"] for f in rep["findings"] if f["code"] == "WC401"] == ["error"]
 
 
 @trigger("WC402", "fc.weight")
@@ -559,6 +577,13 @@ def t_head_is_target_slice(w):
     return _head_copied_from_target(w), ["--values", "--target", TARGET]
 
 
+# --- WC311 the training run's vocabulary map (--training-vocab) -----------------------------------
+@trigger("WC311", "d2t")
+def t_training_vocab_differs(w):
+    # the same config, the map of another seed (synth.vocab_maps): another draft vocabulary
+    return w.clean(), ["--training-vocab", w.clean("other-map", seed=7)]
+
+
 # --- WC9xx training gate -------------------------------------------------------------------------
 def _training(w, cfg):
     return w.clean("with-embed", include_embed=True), [
@@ -662,6 +687,10 @@ CLEAN = {
     ),
     "synth --values": Clean(lambda tmp: (_synth(tmp, "sf-values"), ["--values"]), ALL | {"values"}),
     "synth --training-config": Clean(_training_clean, ALL | {"training"}),
+    "synth --training-vocab (its own map)": Clean(
+        lambda tmp: (_synth(tmp, "own-map"), ["--training-vocab", _synth(tmp, "same-map")]),
+        ALL | {"training_vocab"},
+    ),
     "synth speculators, sglang": Clean(
         lambda tmp: (_synth(tmp, "spec-sg", dialect="speculators"), ["--engine", "sglang"]),
         ALL | {"engine"},
@@ -744,7 +773,14 @@ def test_docs_pages_agree_with_the_registry():
     for code, (slug, severity) in _doc_sections().items():
         assert slug == RULES[code].slug, code
         assert severity == RULES[code].severity, code
-        assert RULES[code].needs in ("", "target", "engine", "values", "training"), code
+        assert RULES[code].needs in (
+            "",
+            "target",
+            "engine",
+            "values",
+            "training",
+            "training_vocab",
+        ), code
 
 
 # =============================================================================================
@@ -897,12 +933,18 @@ def test_fc_width_not_target_hidden_times_n_aux(w):
 
 
 def test_tie_word_embeddings_with_reduced_draft_vocab(w):
-    exit_code, rep = check(
-        edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True))
-    )
+    src = edit(w.clean(), w.path("x"), cfg=lambda c: c.update(tie_word_embeddings=True))
+    exit_code, rep = check(src, "--engine", "sglang")
     assert exit_code == 1
     (f,) = by_code(rep, "WC303")
     assert "400" in f["message"] and "2048" in f["message"]
+    # vLLM never ties the drafter's head: nothing to say under it; plain check: a warning that
+    # names the engine that ties
+    _, rep = check(src, "--engine", "vllm")
+    assert "WC303" not in codes(rep)
+    _, rep = check(src)
+    (f,) = by_code(rep, "WC303")
+    assert f["severity"] == "warning" and "sglang" in f["message"]
     # tied with a full vocabulary and its own embedding is fine
     cfg = dict(w.cfg, draft_vocab_size=w.cfg["vocab_size"], tie_word_embeddings=True)
     _, ok = check(w.make("tied-full", cfg, include_embed=True, skip=("lm_head.weight",)))
@@ -937,10 +979,13 @@ def test_vllm_doubles_hf_model_prefix(w):
     )
     assert "lm_head.weight" not in rejected  # vLLM does not prefix lm_head
     assert by_code(rep, "WC104")[0]["subject"] == "model."
-    # SGLang's Llama drafter uses an existing model.* name as it is (docs/engines.md §0 #3)
+    # SGLang's Llama drafter uses an existing model.* name as it is (docs/engines.md §0 #3):
+    # nothing dropped, so nothing to say under --engine sglang; plain check warns, naming both
     _, sg = check(src, "--engine", "sglang")
-    assert not codes(sg) & {"WC702", "WC703", "WC704"}
-    assert "vLLM" in by_code(sg, "WC104")[0]["message"]
+    assert not codes(sg) & {"WC104", "WC702", "WC703", "WC704"}
+    _, plain = check(src)
+    (f,) = by_code(plain, "WC104")
+    assert f["severity"] == "warning" and "sglang" in f["message"] and "vllm" in f["message"]
 
 
 def test_sglang_before_0_5_12_drops_layers0_names(w):

@@ -208,7 +208,12 @@ def drafter_dir(engine, baseline, emitted):
         drafters.write_lens_drafter(
             str(root / f"lens{slot}"), str(TARGET), varied_tokens, slot=slot
         )
+    # the lens drafter built for another draft vocabulary (the same tokens, another fill)
+    drafters.write_lens_drafter(
+        str(root / "lens1-map2"), str(TARGET), varied_tokens, slot=1, seed=1
+    )
     return {
+        "lens1_map2": root / "lens1-map2",
         "good": root / "good",
         "bad": root / "bad",
         "lens0": root / "lens0",
@@ -292,3 +297,40 @@ def test_lens_sglang_copy_keeps_sglang_ids(engine, baseline, drafter_dir):
     assert r["aux_layers"] == [0, 1, 2]
     ref = engine.serve("lens0-source", drafter_dir["lens0"], VARIED_PROMPTS, VARIED_MAX_TOKENS)
     assert _counts(r) == _counts(ref)
+
+
+def test_reindexed_lens_drafter_serves_as_the_one_built_for_its_map(engine, baseline, drafter_dir):
+    """Issue #13: ``convert --vocab-from`` re-indexes lens1 (map 1) to the map of lens1-map2; the
+    rows of shared tokens move, the others come from the target's head (--lm-head-from), which is
+    what lens1-map2 was built from. vLLM serving the re-indexed copy gets exactly the counts of
+    the drafter built for that map: it reads the new d2t, and every row stands for its token."""
+    src, ref = drafter_dir["lens1"], drafter_dir["lens1_map2"]
+    out = src.parent / "lens1-reindexed"
+    if not out.exists():
+        r = run_cli(
+            "convert", src, out, "--to", "sglang", "--vocab-from", ref,
+            "--lm-head-from", TARGET, "--target", TARGET, "--json",
+        )  # fmt: skip
+        assert r.exit_code == 0, r
+        ri = r.json["reindex"]
+        assert ri["kept"] + ri["moved"] > 0 and ri["from_target"] > 0, ri
+    r = engine.serve("lens1-reindexed", out, VARIED_PROMPTS, VARIED_MAX_TOKENS)
+    assert r["outputs"] == baseline["varied"]
+    want = engine.serve("lens1-map2-source", ref, VARIED_PROMPTS, VARIED_MAX_TOKENS)
+    assert r["aux_layers"] == want["aux_layers"] == [0, 1, 2]
+    assert _counts(r) == _counts(want)
+    # the negative control: what a trainer loading map 2 over lens1 serves (d2t/t2d replaced, the
+    # rows where they were): other tokens proposed, other counts
+    from safetensors.torch import load_file, save_file
+
+    naive = src.parent / "lens1-map2-not-reindexed"
+    if not naive.exists():
+        naive.mkdir()
+        sd = load_file(src / "model.safetensors")
+        mp = load_file(ref / "model.safetensors")
+        sd["d2t"], sd["t2d"] = mp["d2t"], mp["t2d"]
+        save_file(sd, naive / "model.safetensors", metadata={"format": "pt"})
+        (naive / "config.json").write_text((src / "config.json").read_text())
+    bad = engine.serve("lens1-map2-not-reindexed", naive, VARIED_PROMPTS, VARIED_MAX_TOKENS)
+    assert bad["outputs"] == baseline["varied"]
+    assert _counts(bad)[2] < _counts(want)[2], (bad["spec_decode"], want["spec_decode"])

@@ -249,6 +249,7 @@ def check(
     engine: str | None = None,
     target: str | os.PathLike | None = None,
     training_config: str | os.PathLike | None = None,
+    training_vocab: str | os.PathLike | None = None,
     values: bool = False,
     revision: str | None = None,
     token: str | None = None,
@@ -277,6 +278,11 @@ def check(
     tc = training_config_file(training_config) if training_config is not None else None
     d = load_drafter(str(src), revision=revision, token=token)
     t = load_target(str(target), token=token) if target is not None else None
+    tv = None
+    if training_vocab is not None:
+        from weightcheck.model import vocab
+
+        tv = vocab.load_map(str(training_vocab), token=token)
     bar = None
     if values and progress:
         from weightcheck.render import Progress
@@ -290,6 +296,7 @@ def check(
             target=t,
             training_config=tc,
             values=values,
+            training_vocab=tv,
         )
     finally:
         if bar is not None:
@@ -312,6 +319,7 @@ def convert(
     dtype: str | None = None,
     embeddings: str = "keep",
     lm_head_from: str | os.PathLike | None = None,
+    vocab_from: str | os.PathLike | None = None,
     target: str | os.PathLike | None = None,
     max_shard_size: str | int = "5GB",
     mapping: str | os.PathLike | None = None,
@@ -352,6 +360,11 @@ def convert(
     tgt = load_target(str(target), token=token) if target is not None else None
     emb = load_target(embeddings[5:], token=token) if embeddings.startswith("from=") else None
     head = load_target(str(lm_head_from), token=token) if lm_head_from is not None else None
+    vmap = None
+    if vocab_from is not None:
+        from weightcheck.model import vocab
+
+        vmap = vocab.load_map(str(vocab_from), token=token)
     if any(f.format == "pickle" for f in d.source.files.values()):
         require_torch("converting a pickled checkpoint")
     p = convert_mod.plan(
@@ -365,6 +378,7 @@ def convert(
         max_shard_size=shard_size,
         target=tgt,
         embed_target=emb,
+        vocab_from=vmap,
     )
     r = convert_mod.plan_report(p)
     if not dry_run:

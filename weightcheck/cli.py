@@ -250,6 +250,13 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json, a
     "initialize exactly that architecture?",
 )
 @click.option(
+    "--training-vocab",
+    default=None,
+    metavar="MAP",
+    help="The training run's vocabulary map (a SpecForge vocab-mapping .pt, a speculators "
+    "d2t.npy/t2d.npy pair or folder, or a drafter): is it SRC's map? (WC311)",
+)
+@click.option(
     "--values",
     is_flag=True,
     help="Also read the weights (streamed, needs torch): NaN/Inf, constant tensors, "
@@ -264,6 +271,7 @@ def check(
     engine_spec,
     target,
     training_config,
+    training_vocab,
     values,
     explain,
     revision,
@@ -285,6 +293,7 @@ def check(
         engine=engine_spec,
         target=target,
         training_config=training_config,
+        training_vocab=training_vocab,
         values=values,
         revision=revision,
         token=token,
@@ -327,7 +336,16 @@ def check(
     "--lm-head-from",
     default=None,
     metavar="TARGET",
-    help="For a drafter without lm_head: gather the target's lm_head rows at the d2t ids.",
+    help="For a drafter without lm_head: gather the target's lm_head rows at the d2t ids. "
+    "With --vocab-from: the rows of tokens SRC's head lacks.",
+)
+@click.option(
+    "--vocab-from",
+    default=None,
+    metavar="REF",
+    help="Re-index SRC to REF's vocabulary map (a drafter, a SpecForge vocab-mapping .pt, or "
+    "a speculators d2t.npy/t2d.npy pair or folder): d2t/t2d become REF's and each lm_head row "
+    "moves to the draft id REF gives its token, byte for byte.",
 )
 @click.option(
     "--target",
@@ -373,6 +391,7 @@ def convert(
     dtype,
     embeddings,
     lm_head_from,
+    vocab_from,
     target,
     max_shard_size,
     mapping_file,
@@ -402,6 +421,7 @@ def convert(
         dtype=dtype,
         embeddings=embeddings,
         lm_head_from=lm_head_from,
+        vocab_from=vocab_from,
         target=target,
         max_shard_size=max_shard_size,
         mapping=mapping_file,

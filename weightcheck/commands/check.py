@@ -38,8 +38,11 @@ def run(
     target=None,
     training_config: str | None = None,
     values: bool = False,
+    training_vocab=None,
 ) -> tuple[Context, list]:
     ctx = Context(drafter=d, rules=RULES, target=target, engine=engine)
+    if training_vocab is not None:
+        ctx.training_vocab = vocab_gate(d, training_vocab)
     if engine and engine_mod.replays(d.architecture, engine):
         ctx.engine_view = engine_mod.view(d, engine, engine_version, target)
     if training_config:
@@ -63,9 +66,22 @@ def run(
             continue
         if r.needs == "training" and ctx.training is None:
             continue
+        if r.needs == "training_vocab" and ctx.training_vocab is None:
+            continue
         findings.extend(r.fn(ctx))
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
     return ctx, findings
+
+
+def vocab_gate(d: Drafter, training_map):
+    """--training-vocab: SRC's map (d2t, or the identity) against the training run's."""
+    from weightcheck.model import vocab
+    from weightcheck.rules import vocabmap
+
+    mine = vocab.from_drafter(d)
+    if mine is None:
+        raise WeightcheckError(d.source.spec, "no d2t, no lm_head and no vocab size: no map")
+    return vocabmap.gate(mine, training_map)
 
 
 def report(ctx: Context, findings: list, explain: bool = False) -> dict:
@@ -131,4 +147,6 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
             )
     if ctx.values is not None:
         r["values"] = ctx.values
+    if ctx.training_vocab is not None:
+        r["training_vocab"] = ctx.training_vocab.report()
     return r

@@ -137,6 +137,40 @@ def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True)
     return c
 
 
+def vocab_report(a: Drafter, b: Drafter) -> dict | None:
+    """The ``vocab`` object: both draft vocabularies (d2t read by range; no d2t is the identity
+    map) and how far they agree — target ids in both, draft ids standing for the same target id —
+    with what that means for initializing one from the other."""
+    from weightcheck.errors import WeightcheckError
+    from weightcheck.model import vocab
+
+    try:
+        ma, mb = vocab.from_drafter(a), vocab.from_drafter(b)
+    except (WeightcheckError, ValueError):  # a malformed d2t: check reports it (WC304, WC306)
+        return None
+    if ma is None or mb is None:
+        return None
+    r = vocab.overlap(ma, mb)
+    r["meaning"] = vocab_meaning(r)
+    return r
+
+
+def vocab_meaning(v: dict) -> str:
+    """What the maps mean for initializing B's training from A's weights (SpecForge and
+    speculators overwrite d2t/t2d with the run's map, the lm_head rows stay where they were)."""
+    na, nb, same = v["a_draft"], v["b_draft"], v["same_index"]
+    if na == nb == same:
+        return "the same map: A's lm_head rows stand for the same tokens under B's map"
+    lost = nb - v["shared"]
+    fix = "weightcheck convert A OUT --to ENGINE --vocab-from B re-indexes A's head to B's map"
+    if lost:
+        fix += f" ({lost:,} of B's tokens are not in A's head: add --lm-head-from TARGET)"
+    return (
+        f"initializing B's training from A as it is reads {min(na, nb) - same:,} of A's lm_head "
+        f"rows as other tokens: {fix}"
+    )
+
+
 def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
     v = verdict(c)
     only_a = [
@@ -214,6 +248,7 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
             for p in both
         ],
         "notes": notes,
+        "vocab": vocab_report(c.a, c.b),
     }
     if values:
         r["values"] = {p.label: p.values for p in both if p.values is not None}

@@ -295,6 +295,17 @@ def _renamed(data: Engine, arch):
     return r.prefix + arch
 
 
+def resolved_architecture(engine: str, arch) -> object:
+    """``architectures[0]`` as the engine reads it (vLLM renames LlamaForCausalLM to
+    Eagle3LlamaForCausalLM for an EAGLE-3 drafter; SGLang renames nothing)."""
+    return _renamed(load(engine), arch)
+
+
+def selects_eagle3_loader(engine: str, arch) -> bool:
+    """Whether ``architectures[0]`` selects the engine's EAGLE-3 drafter loader."""
+    return resolved_architecture(engine, arch) in load(engine).engine.architectures
+
+
 def _int(v, default):
     try:
         return int(v)

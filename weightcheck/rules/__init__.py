@@ -34,9 +34,19 @@ __all__ = [
 
 
 def _modules() -> tuple[ModuleType, ...]:
-    from weightcheck.rules import engine, geometry, naming, target, tensors, training, values, vocab
+    from weightcheck.rules import (
+        engine,
+        geometry,
+        naming,
+        target,
+        tensors,
+        training,
+        values,
+        vocab,
+        vocabmap,
+    )
 
-    return (naming, tensors, vocab, geometry, target, engine, values, training)
+    return (naming, tensors, vocab, vocabmap, geometry, target, engine, values, training)
 
 
 def _collect(modules) -> dict[str, Rule]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from weightcheck.engines import aux
+from weightcheck.engines import view as engine_mod
 from weightcheck.model import inventory
 from weightcheck.rules.base import WARNING, rule
 
@@ -44,6 +45,23 @@ def architectures(ctx):
     known = {a for arch in inventory.architectures() for a in arch.config_architectures}
     if names[0] not in known:
         hint = " (a target model's class)" if names[0].endswith(TARGET_ARCHITECTURES) else ""
+        engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
+        loads = [e for e in engines if engine_mod.selects_eagle3_loader(e, names[0])]
+        if loads and ctx.engine:
+            return  # this engine reads it as its EAGLE-3 class (the engine view judges the rest)
+        fails = [e for e in engines if e not in loads]
+        if loads:  # some engine loads it: a warning that says which does and which does not
+            read_as = engine_mod.resolved_architecture(loads[0], names[0])
+            yield ctx.f(
+                "WC401",
+                f"architectures[0] is {names[0]}{hint}: {', '.join(loads)} read(s) it as "
+                f"{read_as} and load(s) the drafter; {', '.join(fails)} select(s) no EAGLE-3 "
+                "loader and fail(s) — write LlamaForCausalLMEagle3 (`weightcheck convert --to "
+                "sglang` does) to serve it everywhere",
+                "architectures",
+                severity=WARNING,
+            )
+            return
         yield ctx.f(
             "WC401",
             f"architectures[0] is {names[0]}{hint}; an EAGLE-3 engine looks for "

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from weightcheck.rules.base import rule
+from weightcheck.engines import view as engine_mod
+from weightcheck.rules.base import WARNING, rule
 
 
 @rule(
@@ -57,17 +58,41 @@ def duplicates(ctx):
 def wrappers(ctx):
     for w in ctx.d.naming.wrappers:
         dname, prefix = w.split(":", 1)
-        if prefix == "model.":
-            # SGLang's Llama drafter uses an existing model.* name as it is (docs/engines.md §0 #3)
-            why = (
-                "vLLM prepends `model.` itself and fails on the doubled `model.model.*` names "
-                "(so does SGLang's MLA drafter)"
+        # which engine loads the prefixed names as written: the engine view says (SGLang's Llama
+        # drafter tries a name as written before prepending `model.`; vLLM always prepends it)
+        engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
+        loads = [e for e in engines if _loads_prefixed(ctx, e, prefix)]
+        if loads and ctx.engine:
+            continue  # this engine loads them: nothing dropped, nothing to say
+        fails = [e for e in engines if e not in loads]
+        if loads:
+            yield ctx.f(
+                "WC104",
+                f"tensor names carry the prefix `{prefix}` ({dname}): {', '.join(loads)} load(s) "
+                f"them as written; {', '.join(fails)} prepend(s) `model.` again and fail(s) — "
+                "`weightcheck convert` writes the names every engine reads",
+                prefix,
+                severity=WARNING,
             )
-        else:
-            why = "SGLang and vLLM prepend `model.` themselves and would match nothing"
+            continue
+        who = f"{ctx.engine} prepends" if ctx.engine else "SGLang and vLLM prepend"
         yield ctx.f(
             "WC104",
-            f"tensor names carry the prefix `{prefix}` ({dname}); {why} — convert "
-            "the checkpoint (weightcheck convert) before serving",
+            f"tensor names carry the prefix `{prefix}` ({dname}); {who} `model.` itself and "
+            "would match nothing — convert the checkpoint (weightcheck convert) before serving",
             prefix,
         )
+
+
+def _loads_prefixed(ctx, engine: str, prefix: str) -> bool:
+    """The engine starts and loads every tensor whose name carries ``prefix``."""
+    if ctx.engine_view is not None and ctx.engine == engine:
+        view = ctx.engine_view
+    else:
+        view = engine_mod.view(ctx.d, engine)
+    lands = [x for x in view.landings if x.name.startswith(prefix)]
+    return (
+        bool(lands)
+        and view.starts
+        and all(x.fate in ("loaded", "special", "skipped") for x in lands)
+    )

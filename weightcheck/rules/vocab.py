@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from weightcheck.rules.base import rule
+from weightcheck.engines import view as engine_mod
+from weightcheck.rules.base import WARNING, rule
 
 
 def _vocab(ctx):
@@ -59,13 +60,35 @@ def lm_head_missing(ctx):
 )
 def tied(ctx):
     v, vd = _vocab(ctx)
-    if ctx.n.get("tie_word_embeddings") and vd and v and vd != v:
+    if not (ctx.n.get("tie_word_embeddings") and vd and v and vd != v):
+        return
+    # only an engine that ties the head is hurt (vLLM never ties the drafter's head: vllm 0.32.0
+    # model_executor/models/llama_eagle3.py builds lm_head [Vd, H] whatever the flag says)
+    engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
+    views = {
+        e: ctx.engine_view
+        if ctx.engine_view is not None and ctx.engine == e
+        else engine_mod.view(ctx.d, e)
+        for e in engines
+    }
+    ties = [e for e, view in views.items() if view.tied_head]
+    if not ties:
+        return
+    untied = [e for e in engines if e not in ties]
+    message = (
+        f"tie_word_embeddings is true but draft_vocab_size {vd} != vocab_size "
+        f"{v}: lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H]"
+    )
+    if untied:  # some engine serves it correctly: a warning that says which does not
         yield ctx.f(
             "WC303",
-            f"tie_word_embeddings is true but draft_vocab_size {vd} != vocab_size "
-            f"{v}: lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H]",
+            f"{message} in {', '.join(ties)} ({', '.join(untied)} never ties the drafter's head); "
+            "set tie_word_embeddings to false",
             "tie_word_embeddings",
+            severity=WARNING,
         )
+        return
+    yield ctx.f("WC303", message, "tie_word_embeddings")
 
 
 @rule("WC304", "d2t-shape", "error", "d2t is not an int64 vector of draft_vocab_size entries.")

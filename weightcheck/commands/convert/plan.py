@@ -59,7 +59,9 @@ def parse_size(text: str) -> int:
 
 # where an output tensor's bytes come from: copied as a byte range, cast, read from a pickle, or
 # the target's embedding / lm_head
-ItemKind = Literal["copy", "cast", "pickle", "embed-from-target", "head-from-target"]
+ItemKind = Literal[
+    "copy", "cast", "pickle", "embed-from-target", "head-from-target", "reindex", "vocab-map"
+]
 
 
 @dataclass
@@ -74,6 +76,7 @@ class Item:
     src_name: str | None = None  # name in the source (drafter or target)
     src_dtype: str | None = None
     shard: int = 0
+    data: object = None  # vocab-map: the bytes; reindex: where each row comes from (model/vocab.py)
 
     @property
     def nbytes(self) -> int:
@@ -95,6 +98,7 @@ class Plan:
     head_target: object | None = None  # --lm-head-from TARGET
     metadata: dict = field(default_factory=dict)
     target_family: str | None = None  # the target model type the aux ids were written for
+    reindex: dict | None = None  # --vocab-from: the map and the rows kept, moved, from the target
 
     def shard_name(self, i: int) -> str:
         return (
@@ -115,6 +119,7 @@ def plan(
     max_shard_size: int = 5 * 10**9,
     target=None,
     embed_target=None,
+    vocab_from=None,
 ) -> Plan:
     if to not in DESTINATIONS:
         raise UsageError(None, f"--to {to!r}: choose {', '.join(DESTINATIONS)}")
@@ -207,7 +212,9 @@ def plan(
         p.notes.append(f"embed_tokens.weight taken from {et.source.spec} ({et.embed.name})")
     elif embeddings == "drop" and "embed_tokens.weight" in canon:
         p.notes.append("embed_tokens.weight dropped (the engines use the target's embedding)")
-    if lm_head_from is not None:
+    if vocab_from is not None:
+        reindex_items(p, vocab_from, lm_head_from, names_dialect, out_spec, out_dtype)
+    elif lm_head_from is not None:
         if "lm_head.weight" in canon:
             raise WeightcheckError(
                 src.source.spec, "--lm-head-from: the drafter already has an lm_head"
@@ -245,6 +252,12 @@ def plan(
         size += it.nbytes
     p.shards = shard + 1
     p.config = config_out.build_config(p, base, out_dtype)
+    if p.reindex is not None and p.config.get("draft_vocab_size") != vocab_from.size:
+        p.config_changes.append(
+            f"draft_vocab_size: {p.config.get('draft_vocab_size')} -> {vocab_from.size} "
+            "(the --vocab-from map)"
+        )
+        p.config["draft_vocab_size"] = vocab_from.size
     if config_from is not None and not src.config:
         # SRC has no config: every field is REF's, which one line says (not one per field)
         fields = {f.name for f in config_mod.field_specs()}
@@ -267,6 +280,116 @@ def plan(
     if p.target_family:  # what the aux ids were converted for: a later convert reads it back
         p.metadata["weightcheck_target_model_type"] = p.target_family
     return p
+
+
+def reindex_items(p: Plan, ref, lm_head_from, names_dialect, out_spec, out_dtype) -> None:
+    """--vocab-from: OUT's d2t/t2d are REF's map, and lm_head row j is SRC's row for REF's token j
+    (byte for byte), or the target's row for a token SRC's head lacks (--lm-head-from)."""
+    from weightcheck.model import vocab
+
+    src = p.src
+    canon = src.by_canonical()
+    head = canon.get("lm_head.weight")
+    mine = vocab.from_drafter(src) if head is not None else None
+    if mine is not None and mine.size != head.shape[0]:
+        raise WeightcheckError(
+            src.source.spec,
+            f"{head.name} has {head.shape[0]} rows but the map has {mine.size} draft ids",
+        )
+    plan_rows = (
+        vocab.reindex(mine, ref)
+        if mine is not None
+        else vocab.Reindex(tuple(("target", t) for t in ref.targets), 0, 0, ref.size)
+    )
+    thead = None
+    if lm_head_from is not None:
+        thead = lm_head_from.lm_head or (
+            lm_head_from.embed if lm_head_from.config.get("tie_word_embeddings") else None
+        )
+    if plan_rows.from_target and thead is None:
+        where = lm_head_from.source.spec if lm_head_from is not None else src.source.spec
+        what = (
+            "the target has no lm_head to take them from"
+            if lm_head_from is not None
+            else "pass --lm-head-from TARGET to take their rows from the target's lm_head"
+        )
+        raise WeightcheckError(
+            where,
+            f"--vocab-from: {plan_rows.from_target:,} of the {ref.size:,} tokens of "
+            f"{ref.where}'s map are not in SRC's lm_head: {what}",
+        )
+    width = head.shape[1] if head is not None else thead.shape[1]
+    if thead is not None and plan_rows.from_target:
+        if thead.shape[1] != width:
+            raise WeightcheckError(
+                lm_head_from.source.spec,
+                f"the target's lm_head {list(thead.shape)} is not {width} wide",
+            )
+        bad = [t for t in plan_rows.target_ids() if not 0 <= t < thead.shape[0]]
+        if bad:
+            raise WeightcheckError(
+                lm_head_from.source.spec,
+                f"the map's target id {bad[0]} is outside the target's {thead.shape[0]} rows",
+            )
+    p.items = [it for it in p.items if it.canonical not in ("lm_head.weight", "d2t", "t2d")]
+    base = head or thead
+    d = out_dtype or base.dtype
+    p.items.append(
+        Item(
+            names_dialect.from_canonical("lm_head.weight"),
+            "lm_head.weight",
+            d,
+            (ref.size, width),
+            "reindex",
+            head.name if head is not None else thead.name,
+            base.dtype,
+            data=(plan_rows, thead),
+        )
+    )
+    vocab_size = ref.vocab or p.src.normalized.get("vocab_size")
+    if not ref.identity:
+        p.items.append(
+            Item(
+                names_dialect.from_canonical("d2t"),
+                "d2t",
+                "I64",
+                (ref.size,),
+                "vocab-map",
+                None,
+                "I64",
+                data=ref.d2t_bytes(),
+            )
+        )
+        if "t2d" in out_spec.keep and vocab_size:
+            p.items.append(
+                Item(
+                    names_dialect.from_canonical("t2d"),
+                    "t2d",
+                    "BOOL",
+                    (vocab_size,),
+                    "vocab-map",
+                    None,
+                    "BOOL",
+                    data=ref.t2d_bytes(vocab_size),
+                )
+            )
+    p.reindex = {
+        "map": ref.where,
+        "draft_tokens": ref.size,
+        "kept": plan_rows.kept,
+        "moved": plan_rows.moved,
+        "from_target": plan_rows.from_target,
+    }
+    line = (
+        f"lm_head re-indexed to {ref.where}'s map ({ref.size:,} draft tokens): "
+        f"{plan_rows.kept:,} rows kept, {plan_rows.moved:,} moved"
+    )
+    if plan_rows.from_target:
+        line += f", {plan_rows.from_target:,} taken from {lm_head_from.source.spec} ({thead.name})"
+    maps = [it.canonical for it in p.items if it.kind == "vocab-map"]
+    p.notes.append(
+        line + (f"; {' and '.join(maps)} written from the map" if maps else "; no d2t (identity)")
+    )
 
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -332,4 +455,5 @@ def plan_report(p: Plan) -> dict:
         "config_changes": p.config_changes,
         "notes": p.notes,
         "config": p.config,
+        **({"reindex": p.reindex} if p.reindex is not None else {}),
     }

@@ -63,40 +63,74 @@ def produce(plan: Plan, it: Item, write) -> None:
             chunk = read_range(tgt.source, rec.name, a, min(rec.nbytes, a + step))
             write_cast(write, chunk, it.src_dtype, it.dtype)
         return
+    if it.kind == "vocab-map":
+        write(it.data)
+        return
     if it.kind == "head-from-target":
+        import struct
+
         tgt = plan.head_target
         rec = tgt.lm_head or tgt.embed
-        row = rec.nbytes // rec.shape[0]
         raw = (
             read_small(plan.src.source, plan.src.by_canonical()["d2t"].name)
             if "d2t" in plan.src.by_canonical()
             else None
         )
-        import struct
-
         vd = it.shape[0]
         d2t = list(struct.unpack(f"<{vd}q", raw)) if raw else [0] * vd
         ids = [i + d2t[i] for i in range(vd)]
         if any(not 0 <= x < rec.shape[0] for x in ids):
             raise WeightcheckError(tgt.source.spec, "d2t maps outside the target's lm_head rows")
-        # stream the target head once, in chunks, and pick the rows (Range reads for a Hub target)
-        wanted = {}
-        for pos, tid in enumerate(ids):
-            wanted.setdefault(tid, []).append(pos)
-        rows_out: dict[int, bytes] = {}
-        per = max(1, CHUNK // row)
-        for start in range(0, rec.shape[0], per):
-            stop = min(rec.shape[0], start + per)
-            if not any(start <= t < stop for t in wanted):
-                continue
-            data = read_range(tgt.source, rec.name, start * row, stop * row)
-            for t in range(start, stop):
-                for pos in wanted.get(t, ()):
-                    rows_out[pos] = data[(t - start) * row : (t - start + 1) * row]
-        for pos in range(vd):
-            write_cast(write, rows_out[pos], it.src_dtype, it.dtype)
+        gather_rows([("target", t) for t in ids], {"target": (tgt.source, rec)}, it.dtype, write)
+        return
+    if it.kind == "reindex":
+        rows, thead = it.data
+        src = plan.src.source
+        sources = {"src": (src, src.tensors[it.src_name])} if rows.kept + rows.moved else {}
+        if thead is not None and rows.from_target:
+            sources["target"] = (plan.head_target.source, thead)
+        gather_rows(list(rows.rows), sources, it.dtype, write)
         return
     raise AssertionError(it.kind)
+
+
+GATHER_GAP = 64  # rows: needed rows closer than this share one read (Range reads of a Hub file)
+
+
+def gather_rows(rows: list, sources: dict, dtype: str, write) -> None:
+    """Write the rows ``rows`` — (source key, row index) each, in output order — of 2-D tensors
+    ``sources`` (key -> (Source, TensorRecord)), cast to ``dtype``. Output rows go in batches of
+    about CHUNK bytes; each batch reads what it needs by ranges of neighbouring rows (at most
+    CHUNK bytes a read), so memory stays at a batch and a read whatever the tensors' sizes."""
+    from weightcheck.model.vocab import runs
+    from weightcheck.sources.tensors import read_range, write_cast
+
+    if not rows:
+        return
+    meta = {}
+    for key, (source, rec) in sources.items():
+        meta[key] = (source, rec, rec.nbytes // rec.shape[0])
+    out_row = max(rb for _, _, rb in meta.values())
+    per = max(1, CHUNK // out_row)
+    for b0 in range(0, len(rows), per):
+        part = rows[b0 : b0 + per]
+        got: list = [None] * len(part)
+        for key, (source, rec, rb) in meta.items():
+            want: dict[int, list[int]] = {}
+            for k, (s, x) in enumerate(part):
+                if s == key:
+                    want.setdefault(x, []).append(k)
+            for a, b in runs(list(want), GATHER_GAP, max(1, CHUNK // rb)):
+                data = read_range(source, rec.name, a * rb, b * rb)
+                for x in range(a, b):
+                    for k in want.get(x, ()):
+                        got[k] = (data[(x - a) * rb : (x - a + 1) * rb], rec.dtype)
+                del data
+        if all(d == dtype for _, d in got):
+            write(b"".join(c for c, _ in got))
+        else:
+            for c, d in got:
+                write_cast(write, c, d, dtype)
 
 
 def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
@@ -159,6 +193,8 @@ def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
                             f"{it.out_name}, expected {it.nbytes}",
                         )
                     checker.digest(path, layout, it.out_name, crc[0])
+                    if it.kind == "reindex":
+                        check_reindexed_rows(plan, it, checker, path, layout)
                     written(off + it.nbytes)
                     if progress:
                         progress(it.nbytes)
@@ -168,6 +204,46 @@ def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
         finally:
             os.close(fd)
     return headers
+
+
+def check_reindexed_rows(plan: Plan, it: Item, checker, path: str, layout) -> None:
+    """--vocab-from: beyond the digest of what was produced, each lm_head row taken from a local
+    safetensors file without a cast is compared byte for byte with its row there (runs of
+    consecutive rows as one range), so a row moved to the wrong place fails verification."""
+    rows, thead = it.data
+    srcs = {"src": (plan.src.source, plan.src.source.tensors.get(it.src_name))}
+    if thead is not None and plan.head_target is not None:
+        srcs["target"] = (plan.head_target.source, thead)
+    where = {}
+    for key, (source, rec) in srcs.items():
+        if rec is None or rec.dtype != it.dtype or source.files[rec.file].format == "pickle":
+            continue
+        if source.kind == "hub" and source.files[rec.file].local_path is None:
+            continue  # a Hub file read by range: its rows are covered by the digest only
+        where[key] = (source.local_path(rec.file), rec.begin, rec.nbytes // rec.shape[0])
+    run = None  # (key, first output row, first source row, length)
+    out_row = it.nbytes // it.shape[0] if it.shape[0] else 0
+
+    def flush(r):
+        if r is None:
+            return
+        key, j0, i0, n = r
+        spath, begin, rb = where[key]
+        checker.same(path, layout, it.out_name, j0 * out_row, n * rb, spath, begin + i0 * rb)
+
+    for j, (key, i) in enumerate(rows.rows):
+        if key not in where or where[key][2] != out_row:
+            flush(run)
+            run = None
+            continue
+        if run is not None and run[0] == key and run[2] + run[3] == i:
+            run = (key, run[1], run[2], run[3] + 1)
+        else:
+            flush(run)
+            run = (key, j, i, 1)
+    flush(run)
+    if checker.error is not None:
+        raise checker.error
 
 
 def write_index(plan: Plan, tmp: str) -> list:

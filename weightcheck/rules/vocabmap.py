@@ -1,0 +1,63 @@
+"""WC311: SRC's vocabulary map against the training run's (--training-vocab)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from weightcheck.model import vocab
+from weightcheck.rules.base import rule
+
+
+@dataclass(frozen=True)
+class VocabGate:
+    """What --training-vocab found: SRC's map and the training run's, and how they differ."""
+
+    src: vocab.VocabMap
+    training: vocab.VocabMap
+    overlap: dict  # vocab.overlap(src, training)
+    misread: int  # SRC's head rows the training map reads as other tokens
+    missing: int  # tokens of the training map SRC's head lacks
+
+    def report(self) -> dict:
+        return {
+            "map": self.training.where,
+            **self.overlap,
+            "misread_rows": self.misread,
+            "missing_tokens": self.missing,
+        }
+
+
+def gate(src: vocab.VocabMap, training: vocab.VocabMap) -> VocabGate:
+    ov = vocab.overlap(src, training)
+    return VocabGate(
+        src, training, ov, vocab.misread_rows(src, training), training.size - ov["shared"]
+    )
+
+
+@rule(
+    "WC311",
+    "training-vocab-differs",
+    "error",
+    "The training run's vocabulary map differs from SRC's: lm_head rows would be read as other "
+    "tokens.",
+    needs="training_vocab",
+)
+def training_vocab_differs(ctx):
+    g = ctx.training_vocab
+    if g is None or (g.misread == 0 and g.src.size == g.training.size):
+        return
+    o = g.overlap
+    fix = f"weightcheck convert SRC OUT --to ENGINE --vocab-from {g.training.where}"
+    if g.missing:
+        fix += (
+            f" --lm-head-from TARGET ({g.missing:,} of the map's tokens are not in SRC's head: "
+            "their rows come from the target's lm_head)"
+        )
+    yield ctx.f(
+        "WC311",
+        f"the training map ({g.training.where}: {o['b_draft']:,} draft tokens) differs from "
+        f"SRC's ({o['a_draft']:,}): {g.misread:,} of SRC's lm_head rows would be read as other "
+        f"tokens ({o['shared']:,} tokens shared, {o['same_index']:,} at the same index); "
+        f"re-index SRC first: {fix}",
+        "d2t",
+    )
