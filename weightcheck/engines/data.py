@@ -417,9 +417,14 @@ def _build(hint, v, path: str):
     return v
 
 
+@functools.lru_cache(maxsize=None)
+def _schema(cls) -> tuple[dict, dict]:
+    """A dataclass's type hints and its fields by TOML key, worked out once per class."""
+    return typing.get_type_hints(cls), {_key(f): f for f in dataclasses.fields(cls)}
+
+
 def _table(cls, v: dict, path: str):
-    hints = typing.get_type_hints(cls)
-    fields = {_key(f): f for f in dataclasses.fields(cls)}
+    hints, fields = _schema(cls)
     at = f"{path}." if path else ""
     for k in v:
         if k not in fields:
