@@ -39,12 +39,20 @@ TRAINED_WITH = {
 SESSION_DIR: pathlib.Path | None = None  # pytest's session temp folder (conftest.py sets it)
 
 
-def llama_target() -> pathlib.Path:
-    """A 61-layer Llama target (config and embedding/head headers), written once per session."""
-    folder = SESSION_DIR / "target-llama61"
+def llama_target(hidden: int = 128, vocab: int = 2048) -> pathlib.Path:
+    """A 61-layer Llama target (config and embedding/head headers), written once per session.
+    Its geometry must be the drafter's: convert is gated by check, which checks the output
+    against the target it is given. The default is synth's scaled drafters' (hidden 128, vocab
+    2048); the producer fixtures are hidden 64, vocab 512 (``fixture_target()``)."""
+    folder = SESSION_DIR / f"target-llama61-h{hidden}-v{vocab}"
     if not (folder / "config.json").exists():
-        write_target(folder, "llama", 61)
+        write_target(folder, "llama", 61, hidden=hidden, vocab=vocab)
     return folder
+
+
+def fixture_target() -> pathlib.Path:
+    """llama_target() of the producer fixtures' geometry (hidden 64, vocab 512)."""
+    return llama_target(64, 512)
 
 
 def convert(src, out, *args):

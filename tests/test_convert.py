@@ -31,6 +31,7 @@ from convert_helpers import (
     config,
     convert,
     errors_of,
+    fixture_target,
     header,
     leftovers,
     llama_target,
@@ -192,7 +193,7 @@ def test_every_fixture_to_every_destination(tmp_path, fixture, to):
     src = PRODUCERS / fixture
     before = snapshot(src)
     out = tmp_path / "out"
-    r = convert(src, out, "--to", to, "--target", llama_target())
+    r = convert(src, out, "--to", to, "--target", fixture_target())
     assert leftovers(tmp_path) == []
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md",
@@ -266,7 +267,7 @@ def test_speculators_layout_keeps_sliding_window(tmp_path):
     # speculators train drafters use sliding-window attention: the layer config must keep it
     src = PRODUCERS / "speculators-train"
     out = tmp_path / "out"
-    convert(src, out, "--to", "speculators", "--target", llama_target())
+    convert(src, out, "--to", "speculators", "--target", fixture_target())
     layer = config(out)["transformer_layer_config"]
     want = config(src)["transformer_layer_config"]
     for k in ("layer_types", "sliding_window", "use_sliding_window"):
@@ -483,7 +484,7 @@ def test_refuses_norm_before_residual_to_sglang(tmp_path):
     assert "norm_before_residual" in msg and "SGLang" in msg
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
     # vLLM has the option: converted, and the flag is kept
-    convert(src, tmp_path / "v", "--to", "vllm", "--target", llama_target())
+    convert(src, tmp_path / "v", "--to", "vllm", "--target", fixture_target())
     assert config(tmp_path / "v")["norm_before_residual"] is True
 
 
@@ -661,7 +662,7 @@ def test_dry_run_text(tmp_path):
         "--to",
         "speculators",
         "--target",
-        llama_target(),
+        fixture_target(),
         "--dry-run",
         "--max-shard-size",
         "50KB",
@@ -824,7 +825,7 @@ def test_source_files_untouched_including_symlinked_run(tmp_path, to):
         "--to",
         to,
         "--target",
-        llama_target(),
+        fixture_target(),
         "--config-from",
         PRODUCERS / "specforge-sglang",
     )
@@ -934,7 +935,7 @@ def test_sigterm_removes_tmp(tmp_path):
             "--to",
             "vllm",
             "--target",
-            str(llama_target()),
+            str(llama_target(1024, 65536)),
         ],
         cwd=str(ROOT),
         stdout=subprocess.PIPE,
@@ -1002,7 +1003,7 @@ def test_pickled_training_state_matches_export(tmp_path, to):
     src = PRODUCERS / "specforge-run" / "tiny-step2"
     export = PRODUCERS / "specforge-sglang"
     out = tmp_path / "out"
-    r = convert(src, out, "--to", to, "--target", llama_target(), "--config-from", export)
+    r = convert(src, out, "--to", to, "--target", fixture_target(), "--config-from", export)
     assert {t["how"] for t in r["tensors"]} == {"pickle"}
     assert tensor_bytes(out) == tensor_bytes(export)
     c = compare(export, out)

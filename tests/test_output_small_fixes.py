@@ -10,7 +10,7 @@ import os
 
 import pytest
 from conftest import PRODUCERS, run_cli
-from convert_helpers import config, convert, header, leftovers, refused
+from convert_helpers import config, convert, header, leftovers, llama_target, refused
 from test_target import kimi_k25_target
 
 from weightcheck.commands.convert import produce
@@ -131,7 +131,7 @@ def test_a_relative_source_is_named_by_its_folder_too(make_drafter, tmp_path, mo
 def test_no_file_of_out_names_the_writers_folder(make_drafter, tmp_path):
     src = make_drafter("src")
     out = tmp_path / "out"
-    convert(src, out, "--to", "speculators", "--target", TARGET)
+    convert(src, out, "--to", "speculators", "--target", llama_target())
     for p in out.iterdir():
         assert str(tmp_path).encode() not in p.read_bytes(), p.name
 
@@ -143,8 +143,9 @@ def _verifier(out):
 
 def test_a_local_target_is_not_written_as_the_verifier(make_drafter, tmp_path, monkeypatch):
     src = make_drafter("src")
-    monkeypatch.chdir(TARGET.parent)
-    r = convert(src, tmp_path / "out", "--to", "speculators", "--target", TARGET.name)
+    target = llama_target()  # make_drafter's geometry: convert is gated by check against it
+    monkeypatch.chdir(target.parent)
+    r = convert(src, tmp_path / "out", "--to", "speculators", "--target", target.name)
     v = _verifier(tmp_path / "out")
     assert v["name_or_path"] is None
     assert v["architectures"] == ["LlamaForCausalLM"]  # the family still travels
@@ -155,7 +156,7 @@ def test_a_local_target_naming_its_hub_id_gives_that_id(make_drafter, tmp_path):
     import shutil
 
     t = tmp_path / "target"
-    shutil.copytree(TARGET, t)
+    shutil.copytree(llama_target(), t)
     cfg = json.loads((t / "config.json").read_text())
     (t / "config.json").write_text(json.dumps(dict(cfg, _name_or_path="meta-llama/Llama-3.1-8B")))
     convert(make_drafter("src"), tmp_path / "out", "--to", "speculators", "--target", t)

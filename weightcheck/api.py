@@ -137,10 +137,22 @@ class ConvertResult(_Result):
     written: dict | None = None
     config_changes: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    refused: bool = False  # the gate found errors: nothing written
 
     @property
     def dry_run(self) -> bool:
-        return self.written is None
+        return self.written is None and not self.refused
+
+    @property
+    def exit_status(self) -> int:
+        """1 when the gate refused the conversion (its check found errors), else 0."""
+        return 1 if self.refused else 0
+
+    @property
+    def findings(self) -> tuple["Finding", ...]:
+        """The gate's findings, for every engine that reads the layout in turn."""
+        g = self.report.get("check") or {"engines": []}
+        return tuple(Finding(**f) for e in g["engines"] for f in e["findings"])
 
 
 @dataclass(frozen=True)
@@ -329,10 +341,16 @@ def convert(
     revision: str | None = None,
     token: str | None = None,
     progress=None,
+    check: bool = True,
+    allow_errors: bool = False,
 ) -> ConvertResult:
     """Write SRC in the layout ``to`` reads (``sglang``, ``vllm``, ``speculators``), every byte
     verified before OUT appears. ``progress``: a callable given the bytes written, or True for a
-    progress line on a terminal."""
+    progress line on a terminal.
+
+    Gated by check (``check=True``): the planned output goes through check's rules for each
+    engine that reads ``to``; an error refuses (``refused``, exit status 1, nothing written)
+    unless ``allow_errors``. ``check=False`` skips the gate (``report["check"]`` is None)."""
     from weightcheck.commands import convert as convert_mod
     from weightcheck.model.drafter import load_drafter
     from weightcheck.model.target import load_target
@@ -381,6 +399,22 @@ def convert(
         vocab_from=vmap,
     )
     r = convert_mod.plan_report(p)
+    r["check"] = gate = convert_mod.check_plan(p) if check else None
+    if gate is not None and not gate["ok"] and not allow_errors:
+        r["refused"] = True
+        r["exit_status"] = 1
+        return ConvertResult(
+            report=r,
+            out=out,
+            to=to,
+            files=(),
+            written=None,
+            config_changes=tuple(r["config_changes"]),
+            notes=tuple(r["notes"]),
+            refused=True,
+        )
+    r["refused"] = False
+    r["exit_status"] = 0
     if not dry_run:
         bar = None
         if progress is True:

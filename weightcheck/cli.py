@@ -367,7 +367,14 @@ def check(
     default=None,
     help="Your own dialect file (same format as mappings/dialects/*.toml) to read SRC.",
 )
-@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan and what check finds in it; write nothing."
+)
+@click.option(
+    "--allow-errors",
+    is_flag=True,
+    help="Write OUT even when check finds errors in it (they are still printed; exit 0).",
+)
 @click.option(
     "--force",
     is_flag=True,
@@ -396,6 +403,7 @@ def convert(
     max_shard_size,
     mapping_file,
     dry_run,
+    allow_errors,
     force,
     fsync,
     revision,
@@ -405,6 +413,11 @@ def convert(
     as_markdown,
 ):
     """Write SRC in the names and config layout an engine reads, verified, never half-written.
+
+    Gated by check: the planned output goes through `check OUT --engine E` (E: each engine that
+    reads the layout; with --target, against it) before anything is written; an error refuses
+    the conversion (exit 1, nothing written). Config fields the weights decide are set from
+    them: draft_vocab_size, num_hidden_layers, tie_word_embeddings.
 
     Renamed tensors are copied as byte ranges (no torch, flat memory); every output tensor is
     re-read and checked against its source before OUT appears. Missing parent folders of OUT are
@@ -431,8 +444,11 @@ def convert(
         revision=revision,
         token=token,
         progress=True,
+        allow_errors=allow_errors,
     )
     _echo(r.to_json() if o.fmt == "json" else render.convert_text(r.report, dry_run, o), o)
+    if r.exit_status:
+        sys.exit(r.exit_status)  # the gate refused: findings above, nothing written
 
 
 @main.command()

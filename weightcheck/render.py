@@ -777,6 +777,38 @@ def _how(t: dict) -> str:
     return t["how"]
 
 
+def _gate_lines(r: dict, out: Output) -> list[str]:
+    """What convert's gate (check on the planned output) found, per engine: a line, then its
+    findings (grouped as check shows them)."""
+    from weightcheck.rules.grouping import group
+
+    g = r.get("check")
+    if not g:
+        return []
+    lines = []
+    for e in g["engines"]:
+        fs = e["findings"]
+        n = {sev: sum(1 for f in fs if f["severity"] == sev) for sev in SEVERITY_STYLE}
+        verdict = (
+            paint("passes", "ok", out)
+            if not fs
+            else ", ".join(f"{n[k]} {k}(s)" for k in SEVERITY_STYLE if n.get(k))
+        )
+        lines.append(f"check --engine {e['engine']} {e['version']} on the output: {verdict}")
+        if fs:
+            rows = [(f["code"], f["severity"], f["subject"] or "", f["message"]) for f in group(fs)]
+            lines.append(
+                table(
+                    ["code", "severity", "subject", "message"],
+                    rows,
+                    out,
+                    prose=(3, 2),
+                    styles={1: lambda c: SEVERITY_STYLE.get(c)},
+                )
+            )
+    return lines
+
+
 def convert_text(r: dict, dry_run: bool, out: Output | None = None) -> str:
     """The plan (``--dry-run``: every tensor's source, output name, file, dtype, shape), or what
     was written (a summary: the tensor-by-tensor table is the dry run's, and ``--json``'s)."""
@@ -786,7 +818,8 @@ def convert_text(r: dict, dry_run: bool, out: Output | None = None) -> str:
         lines.append(f"## weightcheck convert `{r['source']}` → `{r['out']}` ({r['to']})\n")
     else:
         lines.append(
-            f"{'plan' if dry_run else 'converted'}: {r['source']} ({r['source_dialect']}) -> "
+            f"{'plan' if dry_run or r.get('refused') else 'converted'}: {r['source']} "
+            f"({r['source_dialect']}) -> "
             f"{r['out']} [{r['to']}]"
         )
     if dry_run:
@@ -808,6 +841,13 @@ def convert_text(r: dict, dry_run: bool, out: Output | None = None) -> str:
             lines.append("")
     lines += _lines(r["config_changes"], out, "config: ")
     lines += _lines(r["notes"], out, "note: ")
+    lines += _gate_lines(r, out)
+    if r.get("refused"):
+        lines.append(
+            paint("refused: the output would fail its check (above); nothing written", "error", out)
+            + " — fix the source, or pass --allow-errors to write it anyway"
+        )
+        return "\n".join(lines)
     if dry_run:
         lines.append("dry run: nothing written")
         return "\n".join(lines)

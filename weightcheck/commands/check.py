@@ -8,20 +8,11 @@ rules (weightcheck/rules/, documented in docs/rules.md) -> report (schema ``weig
 from __future__ import annotations
 
 from weightcheck.engines import aux
-from weightcheck.engines import view as engine_mod
-from weightcheck.errors import WeightcheckError
-from weightcheck.model.drafter import Drafter, source_report
-from weightcheck.rules import (
-    ERROR,
-    INFO,
-    RULES,
-    SEVERITY_ORDER,
-    WARNING,
-    Context,
-    Finding,
-    training,
-)
-from weightcheck.rules import values as values_mod
+from weightcheck.model.drafter import source_report
+from weightcheck.rules import ERROR, INFO, WARNING, Context
+from weightcheck.rules.apply import run, vocab_gate
+
+__all__ = ["run", "vocab_gate", "report", "SCHEMA", "ALL_CLEAR"]
 
 SCHEMA = "weightcheck.check/1"
 
@@ -29,59 +20,6 @@ ALL_CLEAR = (
     "weights and config check out: if acceptance is still low, look at the chat template "
     "and the training data (prompt format mismatch), not the weights"
 )
-
-
-def run(
-    d: Drafter,
-    engine: str | None = None,
-    engine_version: str | None = None,
-    target=None,
-    training_config: str | None = None,
-    values: bool = False,
-    training_vocab=None,
-) -> tuple[Context, list]:
-    ctx = Context(drafter=d, rules=RULES, target=target, engine=engine)
-    if training_vocab is not None:
-        ctx.training_vocab = vocab_gate(d, training_vocab)
-    if engine and engine_mod.replays(d.architecture, engine):
-        ctx.engine_view = engine_mod.view(d, engine, engine_version, target)
-    if training_config:
-        from weightcheck.sources.base import read_json_file
-
-        cfg = read_json_file(training_config, "training config", 10_000_000)
-        if not isinstance(cfg, dict):
-            raise WeightcheckError(training_config, "training config is not a JSON object")
-        ctx.training = training.training_gate(d, cfg)
-    if values:
-        ctx.values = values_mod.value_stats(d)
-        if target is not None:
-            ctx.lm_head_equals_target = values_mod.lm_head_is_target_slice(ctx)
-    findings: list[Finding] = []
-    for r in RULES.values():
-        if r.needs == "engine" and ctx.engine_view is None:
-            continue
-        if r.needs == "target" and ctx.target is None:
-            continue
-        if r.needs == "values" and ctx.values is None:
-            continue
-        if r.needs == "training" and ctx.training is None:
-            continue
-        if r.needs == "training_vocab" and ctx.training_vocab is None:
-            continue
-        findings.extend(r.fn(ctx))
-    findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
-    return ctx, findings
-
-
-def vocab_gate(d: Drafter, training_map):
-    """--training-vocab: SRC's map (d2t, or the identity) against the training run's."""
-    from weightcheck.model import vocab
-    from weightcheck.rules import vocabmap
-
-    mine = vocab.from_drafter(d)
-    if mine is None:
-        raise WeightcheckError(d.source.spec, "no d2t, no lm_head and no vocab size: no map")
-    return vocabmap.gate(mine, training_map)
 
 
 def report(ctx: Context, findings: list, explain: bool = False) -> dict:

@@ -56,9 +56,11 @@ def version_key(v: str) -> tuple:
 
 @dataclass(frozen=True)
 class FormatInfo:
-    """[engine] of a format file (speculators): the drafter inventory it holds."""
+    """[engine] of a format file (speculators): the drafter inventory it holds, and the engines
+    that read the format (convert's gate checks an output of it as each of them loads it)."""
 
     inventory: str
+    read_by: tuple[Literal["sglang", "vllm"], ...]
 
 
 @dataclass(frozen=True)
@@ -557,6 +559,13 @@ def engine_data(name: str) -> Engine:
     if name not in ENGINES:
         raise WeightcheckError(None, f"unknown engine {name!r}: choose {', '.join(ENGINES)}")
     return load(name)
+
+
+def read_by(layout: str) -> tuple[str, ...]:
+    """The engines that load a ``convert --to`` layout: an engine its own, a format those its
+    [engine] ``read_by`` names."""
+    data = load(layout)
+    return data.engine.read_by if isinstance(data, Format) else (layout,)
 
 
 def newest(data: Engine) -> str:

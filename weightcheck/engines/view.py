@@ -44,6 +44,7 @@ from weightcheck.engines.data import (
     engine_data,
     load,
     newest,
+    read_by,
     replays,
 )
 from weightcheck.engines.data import version_key as _ver
@@ -55,6 +56,7 @@ __all__ = [
     "load",
     "engine_data",
     "newest",
+    "read_by",
     "replays",
     "view",
     "EngineView",

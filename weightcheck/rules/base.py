@@ -113,6 +113,10 @@ class Context:
     def tensor(self, canonical: str):
         return self.drafter.by_canonical().get(canonical)
 
+    def set_vocab_maps(self, d2t: list[int] | None, t2d: bytes | None) -> None:
+        """Give the maps instead of reading them (a drafter not written yet)."""
+        self._maps = (d2t, t2d)
+
     def vocab_maps(self) -> tuple[list[int] | None, bytes | None]:
         """(d2t list or None, t2d bytes or None), read once: the only tensor bytes check reads
         without --values (d2t is 8 bytes per draft token, t2d one byte per token)."""

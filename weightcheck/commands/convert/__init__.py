@@ -1,12 +1,14 @@
 """``weightcheck convert SRC OUT --to sglang|vllm|speculators``: engine-ready checkpoints.
 
-plan.py decides every output tensor and config.py the output config; produce.py writes the bytes,
-publish.py puts a verified OUT in place. Every byte written is re-read and checked before OUT
+plan.py decides every output tensor and config.py the output config; gate.py runs check's rules
+on that planned output (an error refuses); produce.py writes the bytes, publish.py puts a
+verified OUT in place. Every byte written is re-read and checked before OUT
 appears (storage/verify.py).
 """
 
 from __future__ import annotations
 
+from weightcheck.commands.convert.gate import check_plan
 from weightcheck.commands.convert.plan import (
     DESTINATIONS,
     Item,
@@ -26,6 +28,7 @@ from weightcheck.commands.convert.publish import (
 
 __all__ = [
     "DESTINATIONS",
+    "check_plan",
     "Item",
     "Plan",
     "parse_size",

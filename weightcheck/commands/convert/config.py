@@ -147,7 +147,6 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         layer = {k: flat[k] for k in LAYER_FIELDS if k in flat}
         layer["model_type"] = "llama"
         layer["architectures"] = ["LlamaForCausalLM"]
-        layer["num_hidden_layers"] = 1
         layer["torch_dtype"] = dtype_name
         if new_ids is not None and len(new_ids) != 3:  # fc's width (see the flat layout above)
             layer["num_aux_hidden_states"] = len(new_ids)
@@ -204,11 +203,57 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
                 "norm_before_residual written as false explicitly (vLLM "
                 "assumes true for speculators configs that omit it)"
             )
+    why = settle_from_weights(plan, cfg)
     # what changed, for --dry-run and the model card
     before = config_mod.normalize(src.config)
     after = config_mod.normalize(cfg)
     for spec in config_mod.field_specs():
         a, b = before.get(spec.name), after.get(spec.name)
         if a != b and spec.name != "aux_layer_ids":
-            plan.config_changes.append(f"{spec.name}: {json_value(a)} -> {json_value(b)}")
+            line = f"{spec.name}: {json_value(a)} -> {json_value(b)}"
+            plan.config_changes.append(line + (f" ({why[spec.name]})" if spec.name in why else ""))
     return cfg
+
+
+def settle_from_weights(plan: Plan, cfg: dict) -> dict[str, str]:
+    """Set the config fields the weights being written decide, and say why (field -> reason).
+
+    * ``draft_vocab_size``: the rows of the lm_head written (else d2t's length). SGLang reads the
+      field to build the head (absent: the load fails; null: it borrows the target's head and
+      asserts on an own one), vLLM sizes the head by it: a value the weights contradict fails
+      both (docs/engines.md).
+    * ``num_hidden_layers``: the layers written (one: the inventory has one decoder layer). Both
+      engines build as many layers as the field says and leave those without weights at init.
+    * ``tie_word_embeddings``: false when an own lm_head is written; SGLang would tie the head
+      to the embedding and drop the trained one.
+
+    When the lm_head and d2t disagree with each other nothing is set: the gate refuses."""
+    layer = cfg["transformer_layer_config"] if "transformer_layer_config" in cfg else cfg
+    by = {it.canonical: it for it in plan.items}
+    why: dict[str, str] = {}
+    head, d2t = by.get("lm_head.weight"), by.get("d2t")
+    rows = head.shape[0] if head is not None and len(head.shape) == 2 else None
+    n = d2t.shape[0] if d2t is not None and len(d2t.shape) == 1 else None
+    if rows is not None and n is not None and rows != n:
+        pass  # the weights disagree: nothing to take the size from
+    elif (rows or n) is not None and cfg.get("draft_vocab_size") != (rows or n):
+        cfg["draft_vocab_size"] = rows or n
+        why["draft_vocab_size"] = (
+            f"from the weights: {head.out_name} has {rows} rows"
+            if rows is not None
+            else f"from the weights: {d2t.out_name} has {n} entries"
+        )
+    layers = 1  # the inventory (mappings/architectures/) holds one decoder layer
+    if layer.get("num_hidden_layers") != layers:
+        why["num_hidden_layers"] = "from the weights: one decoder layer is written; " + (
+            "absent, the engines' LlamaConfig default builds 32"
+            if layer.get("num_hidden_layers") is None
+            else "the engines build every layer the field names and leave the rest at init"
+        )
+        layer["num_hidden_layers"] = layers
+    if head is not None and layer.get("tie_word_embeddings") is True:
+        layer["tie_word_embeddings"] = False
+        why["tie_word_embeddings"] = (
+            f"an own {head.out_name} is written: tied, SGLang would drop it for the embedding"
+        )
+    return why

@@ -1,0 +1,100 @@
+"""``convert`` is gated by ``check``: the planned output goes through the same rules as
+``check OUT --engine E [--target T]`` before a byte is written.
+
+The output is known before it exists: every tensor's name, dtype and shape (the plan's items),
+the shards, the config written. :func:`planned_drafter` builds the drafter ``check`` would read
+from OUT once written, without writing it; the only tensor bytes the rules read without
+``--values`` (d2t and t2d, rules/base.py ``Context.vocab_maps``) come from where the plan takes
+them: the source's byte range for a copied tensor, the vocabulary map for a written one.
+
+E is each engine that reads the destination layout (``--to sglang``: SGLang; ``--to vllm``
+and ``--to speculators``: vLLM — mappings/engines/*.toml ``read_by``), at the newest release the
+data describe. An error refuses the conversion (exit 1, the findings printed, nothing written);
+warnings are reported with the conversion.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import TYPE_CHECKING
+
+from weightcheck.engines import view as engine_mod
+from weightcheck.model.drafter import Drafter, from_source
+from weightcheck.rules import ERROR
+from weightcheck.sources.base import Source, TensorRecord, WeightFile
+
+if TYPE_CHECKING:
+    from weightcheck.commands.convert.plan import Item, Plan
+
+
+def planned_drafter(p: Plan) -> Drafter:
+    """OUT as ``check`` will read it: the planned names, dtypes, shapes, shards and config."""
+    out = os.path.abspath(p.out)
+    src = Source(
+        spec=p.out,
+        kind="folder",
+        location=out,
+        layout="model.safetensors" if p.shards == 1 else "sharded safetensors",
+        config=p.config,
+        config_file="config.json",
+    )
+    for i in range(p.shards):
+        name = p.shard_name(i)
+        src.files[name] = WeightFile(name, "safetensors", local_path=os.path.join(out, name))
+    for it in p.items:
+        src.tensors[it.out_name] = TensorRecord(
+            it.out_name, it.dtype, tuple(it.shape), it.nbytes, p.shard_name(it.shard)
+        )
+    return from_source(src)
+
+
+def _bytes_of(p: Plan, it: Item | None) -> bytes | None:
+    """A small planned tensor's bytes (d2t, t2d): from the map written, or the source's copy."""
+    if it is None:
+        return None
+    if it.kind == "vocab-map":
+        return bytes(it.data)
+    if it.kind in ("copy", "pickle"):
+        from weightcheck.sources.tensors import read_small
+
+        return read_small(p.src.source, it.src_name)
+    return None  # cast or taken from a target: never a vocabulary map
+
+
+def vocab_maps(p: Plan) -> tuple[list[int] | None, bytes | None]:
+    """(d2t as a list, t2d bytes) of the planned output, as ``Context.vocab_maps`` reads them."""
+    by = {it.canonical: it for it in p.items}
+    d2t = t2d = None
+    it = by.get("d2t")
+    if it is not None and it.dtype == "I64" and len(it.shape) == 1:
+        raw = _bytes_of(p, it)
+        if raw is not None:
+            d2t = list(struct.unpack(f"<{len(raw) // 8}q", raw))
+    it = by.get("t2d")
+    if it is not None and it.dtype in ("BOOL", "U8") and len(it.shape) == 1:
+        t2d = _bytes_of(p, it)
+    return d2t, t2d
+
+
+def check_plan(p: Plan) -> dict:
+    """Run check's rules on the planned output for each engine that reads the layout.
+
+    Returns the ``check`` part of the convert report: ``{"ok", "engines": [{"engine",
+    "version", "findings": [...]}]}``; ``ok`` is False when any finding is an error."""
+    from weightcheck.rules.apply import run
+
+    d = planned_drafter(p)
+    maps = vocab_maps(p)
+    runs = []
+    for engine in engine_mod.read_by(p.to):
+        _, findings = run(d, engine=engine, target=p.target, vocab_maps=maps)
+        runs.append(
+            {
+                "engine": engine,
+                "version": engine_mod.newest(engine_mod.load(engine)),
+                "findings": [f.as_dict() for f in findings],
+            }
+        )
+    ok = all(f["severity"] != ERROR for r in runs for f in r["findings"])
+    return {"ok": ok, "engines": runs}
