@@ -183,7 +183,18 @@ def check(src, *args) -> tuple[int, dict]:
 
 
 def by_code(report: dict, code: str) -> list[dict]:
+    """The findings of ``code``, top-level only (a consequence is listed under its root)."""
     return [f for f in report["findings"] if f["code"] == code]
+
+
+def consequences_of(f: dict, code: str) -> list[dict]:
+    """The findings of ``code`` a root finding explains, at any depth under it."""
+    out = []
+    for c in f.get("consequences", []):
+        if c["code"] == code:
+            out.append(c)
+        out += consequences_of(c, code)
+    return out
 
 
 def codes(report: dict) -> set[str]:

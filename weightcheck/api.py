@@ -152,7 +152,7 @@ class ConvertResult(_Result):
     def findings(self) -> tuple["Finding", ...]:
         """The gate's findings, for every engine that reads the layout in turn."""
         g = self.report.get("check") or {"engines": []}
-        return tuple(Finding(**f) for e in g["engines"] for f in e["findings"])
+        return tuple(Finding.from_dict(f) for e in g["engines"] for f in e["findings"])
 
 
 @dataclass(frozen=True)
@@ -317,7 +317,7 @@ def check(
     return CheckResult(
         report=r,
         ok=bool(r["ok"]),
-        findings=tuple(Finding(**f) for f in r["findings"]),
+        findings=tuple(Finding.from_dict(f) for f in r["findings"]),
         conclusion=r["conclusion"],
     )
 

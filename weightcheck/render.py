@@ -622,7 +622,7 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
     lines.append(table([], head, out, prose=(1,), styles={0: lambda c: "bold"}))
     lines.append("")
     if findings:
-        rows = [(f["code"], f["severity"], f["subject"] or "", f["message"]) for f in findings]
+        rows = finding_rows(findings)
         lines.append(
             table(
                 ["code", "severity", "subject", "message"],
@@ -684,6 +684,54 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
     return "\n".join(lines)
 
 
+def finding_rows(findings: list, depth: int = 0) -> list[tuple]:
+    """(code, severity, subject, message) rows: each finding, then the consequences its cause
+    explains (rules/causes.py) indented under it, near-identical ones said once."""
+    from weightcheck.rules.grouping import group
+
+    rows = []
+    for f in findings:
+        code = ("  " * (depth - 1) + "↳ " if depth else "") + f["code"]
+        rows.append((code, f["severity"], f["subject"] or "", f["message"]))
+        if f.get("consequences"):
+            rows += finding_rows(_collapse(group(f["consequences"])), depth + 1)
+    return rows
+
+
+MAX_CONSEQUENCES = 3  # of one code under a root, shown one by one; more are one row
+
+
+def _collapse(consequences: list[dict]) -> list[dict]:
+    """Many consequences of one code (every parameter of 31 layers left at init) are one row:
+    the first, and how many more (``--json`` lists each)."""
+    by_code: dict[str, list[dict]] = {}
+    for c in consequences:
+        by_code.setdefault(c["code"], []).append(c)
+    out = []
+    for c in consequences:
+        same = by_code[c["code"]]
+        if len(same) <= MAX_CONSEQUENCES:
+            out.append(c)
+        elif c is same[0]:
+            n = sum(x.get("count", 1) for x in same) - c.get("count", 1)
+            out.append({**c, "message": f"{c['message']} (and {n} more like it)"})
+    return out
+
+
+def _explains(f: dict) -> str:
+    """' (explains WC206, WC703)': the codes under a root, for one-line formats."""
+    codes: list[str] = []
+
+    def walk(x):
+        for c in x.get("consequences", []):
+            if c["code"] not in codes:
+                codes.append(c["code"])
+            walk(c)
+
+    walk(f)
+    return f" (explains {', '.join(codes)})" if codes else ""
+
+
 def _summary(r: dict, out: Output) -> str:
     s = r["summary"]
     errors = paint(f"{s['errors']} error(s)", "error" if s["errors"] else "ok", out)
@@ -696,6 +744,7 @@ def _check_concise(r: dict, findings: list, out: Output) -> str:
     spec = r["source"]["spec"]
     lines = [
         f"{spec}: {paint(f['code'], SEVERITY_STYLE[f['severity']], out)} {f['message']}"
+        + _explains(f)
         for f in findings
     ]
     s = r["summary"]
@@ -745,7 +794,9 @@ def _check_github(r: dict, findings: list) -> str:
     lines = []
     for f in findings:
         subject = f["subject"] if f["subject"] and f["subject"] not in f["message"] else None
-        message = f"{src['spec']}: " + (f"{subject}: " if subject else "") + f["message"]
+        message = (
+            f"{src['spec']}: " + (f"{subject}: " if subject else "") + f["message"] + _explains(f)
+        )
         title = f"{f['code']} {f['rule'] or ''}".strip()
         lines.append(gh_command(f["severity"], title, message, file))
     s = r["summary"]
@@ -796,7 +847,7 @@ def _gate_lines(r: dict, out: Output) -> list[str]:
         )
         lines.append(f"check --engine {e['engine']} {e['version']} on the output: {verdict}")
         if fs:
-            rows = [(f["code"], f["severity"], f["subject"] or "", f["message"]) for f in group(fs)]
+            rows = finding_rows(group(fs))
             lines.append(
                 table(
                     ["code", "severity", "subject", "message"],
@@ -893,6 +944,10 @@ def rule_text(page: dict, out: Output) -> str:
     ):
         if page.get(key):
             lines.append(_wrap(f"{paint(label + ':', 'bold', out)} {page[key]}", out))
+    if page.get("explains"):
+        from weightcheck.commands.rule import explains_text
+
+        lines.append(_wrap(f"{paint('Explains:', 'bold', out)} {explains_text(page)}", out))
     lines.append(_wrap(f"{paint('Runs:', 'bold', out)} {runs}", out))
     return "\n".join(lines)
 
@@ -907,6 +962,12 @@ def rule_markdown(page: dict) -> str:
     if page.get("reported"):
         lines.append(f"**Reported**: {page['reported']}")
     lines.append(f"**Fix**: {page['fix']}")
+    if page.get("explains"):
+        from weightcheck.commands.rule import explains_text
+
+        lines.append(
+            f"**Explains** (listed under it, not as findings of their own): {explains_text(page)}"
+        )
     return "\n\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
-from weightcheck.rules import RULES
+from weightcheck.rules import RULES, causes
 
 SCHEMA = "weightcheck.rule/1"
 
@@ -34,9 +34,21 @@ def pages() -> list[dict]:
                 "why": _flat(t.get("why", "")),
                 "reported": _flat(t.get("reported", "")),
                 "fix": _flat(t.get("fix", "")),
+                "explains": causes.explained_by(code),
             }
         )
     return out
+
+
+def explains_text(page: dict) -> str:
+    """'WC206, WC703 on the same subject: why; ...' — the consequences a rule's finding lists
+    under it (mappings/causes.toml)."""
+    where = {"same": "on the same subject", "any": ""}
+    parts = []
+    for e in page.get("explains", []):
+        rel = where.get(e["subject"], f"on subjects matching `{e['subject']}`")
+        parts.append(f"{', '.join(e['explains'])}{' ' + rel if rel else ''} ({e['why']})")
+    return "; ".join(parts)
 
 
 def _flat(text: str) -> str:

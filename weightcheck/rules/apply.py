@@ -8,7 +8,7 @@ from weightcheck import rules
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
-from weightcheck.rules import SEVERITY_ORDER, Context, Finding, training
+from weightcheck.rules import SEVERITY_ORDER, Context, Finding, causes, training
 from weightcheck.rules import values as values_mod
 
 
@@ -56,7 +56,7 @@ def run(
             continue
         findings.extend(r.fn(ctx))
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
-    return ctx, findings
+    return ctx, causes.fold(findings)
 
 
 def vocab_gate(d: Drafter, training_map):

@@ -33,6 +33,8 @@ class Finding:
     message: str
     subject: str | None = None  # the tensor or config field concerned
     rule: str | None = None  # the rule's slug
+    # the findings this one's cause explains (rules/causes.py, mappings/causes.toml)
+    consequences: tuple["Finding", ...] = ()
 
     def as_dict(self) -> dict:
         return {
@@ -41,7 +43,20 @@ class Finding:
             "message": self.message,
             "subject": self.subject,
             "rule": self.rule,
+            "consequences": [c.as_dict() for c in self.consequences],
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Finding":
+        """The inverse of :meth:`as_dict` (a report's finding back as a Finding)."""
+        return cls(
+            d["code"],
+            d["severity"],
+            d["message"],
+            d.get("subject"),
+            d.get("rule"),
+            tuple(cls.from_dict(c) for c in d.get("consequences", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,7 @@ class Context:
     lm_head_equals_target: bool | None = None  # --values with --target (rules/values.py)
     training_vocab: object | None = None  # --training-vocab: rules/vocabmap.py VocabGate
     _maps: tuple[list[int] | None, bytes | None] | None = field(default=None, repr=False)
+    _views: dict | None = field(default=None, repr=False)
 
     def f(
         self, code: str, message: str, subject: str | None = None, severity: Severity | None = None
@@ -112,6 +128,29 @@ class Context:
 
     def tensor(self, canonical: str):
         return self.drafter.by_canonical().get(canonical)
+
+    def views(self) -> dict[str, "EngineView"]:
+        """The served view of each engine the answer depends on: the --engine one, else every
+        supported engine's (newest release), computed once. A drafter no engine data describe
+        (an MLA drafter) has none."""
+        if self._views is None:
+            from weightcheck.engines import view as engine_mod
+
+            engines = [self.engine] if self.engine else list(engine_mod.ENGINES)
+            views = {}
+            for e in engines:
+                if self.engine_view is not None and self.engine == e:
+                    views[e] = self.engine_view
+                elif engine_mod.replays(self.d.architecture, e):
+                    views[e] = engine_mod.view(self.d, e, target=self.target)
+            self._views = views
+        return self._views
+
+    def hurts(self, hurt: Callable[["EngineView"], bool]) -> tuple[list[str], list[str]]:
+        """(engines ``hurt`` holds for, engines it does not), over :meth:`views`."""
+        views = self.views()
+        bad = [e for e, v in views.items() if hurt(v)]
+        return bad, [e for e in views if e not in bad]
 
     def set_vocab_maps(self, d2t: list[int] | None, t2d: bytes | None) -> None:
         """Give the maps instead of reading them (a drafter not written yet)."""

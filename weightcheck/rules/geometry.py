@@ -215,12 +215,50 @@ def stale_rope(ctx):
         )
 
 
-@rule("WC406", "layer-count", "warning", "A drafter config with num_hidden_layers other than 1.")
+@rule(
+    "WC406",
+    "layer-count",
+    "error",
+    "num_hidden_layers other than the one decoder layer the weights hold.",
+)
 def layer_count(ctx):
     L = ctx.n.get("num_hidden_layers")
-    if L is not None and L != 1 and not ctx.d.looks_like_target:
+    if ctx.d.looks_like_target or L == 1 or ctx.d.source.config is None:  # no config: WC201
+        return
+    # what the engines build from it (both: one layer per num_hidden_layers, absent = Llama's
+    # default 32; sglang 0.5.23 models/llama_eagle3.py:198-204, vllm 0.32.0 :198-207)
+    hurt, fine = ctx.hurts(lambda v: v.layers != 1 or not v.starts)
+    if not ctx.views():
+        if L is not None:
+            yield ctx.f(
+                "WC406",
+                f"num_hidden_layers is {L}; the weights hold one decoder layer",
+                "num_hidden_layers",
+                severity=WARNING,
+            )
+        return
+    if not hurt:
+        return
+    built = sorted({ctx.views()[e].layers for e in hurt if ctx.views()[e].layers is not None})
+    said = "absent (Llama's default: 32)" if L is None else str(L)
+    one = len(hurt) == 1
+    if built and min(built) > 1:
+        what = (
+            f"{'builds' if one else 'build'} {'/'.join(map(str, built))} decoder layers and "
+            f"{'leaves' if one else 'leave'} all but one at init"
+        )
+    else:
+        what = f"{'builds' if one else 'build'} no decoder layer from it"
+    message = (
+        f"num_hidden_layers is {said} but the weights hold one decoder layer: "
+        f"{' and '.join(hurt)} {what}; set it to 1 (`weightcheck convert` does)"
+    )
+    if fine:
         yield ctx.f(
             "WC406",
-            f"num_hidden_layers is {L}; an EAGLE-3 drafter has one decoder layer",
+            message + f" ({', '.join(fine)} is unaffected)",
             "num_hidden_layers",
+            severity=WARNING,
         )
+    else:
+        yield ctx.f("WC406", message, "num_hidden_layers")

@@ -1,0 +1,103 @@
+"""One cause, one finding: the findings a root cause explains are listed under it.
+
+The table is data (mappings/causes.toml): a root code, the codes it explains, and how their
+subjects relate ("same", "any", or a regular expression over the consequence's subject).
+:func:`fold` applies it to check's findings: each consequence moves under its root
+(``Finding.consequences``), and the root's severity becomes its worst consequence's, so the
+exit status is what it was. Rule pages say which codes a rule explains (:func:`explained_by`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
+
+from weightcheck import mappings
+from weightcheck.errors import WeightcheckError
+from weightcheck.rules.base import SEVERITY_ORDER, Finding
+
+
+@dataclass(frozen=True)
+class Cause:
+    root: str
+    explains: tuple[str, ...]
+    subject: str  # "same", "any" or a regular expression
+    why: str
+
+    def relates(self, root: Finding, f: Finding) -> bool:
+        if f.code not in self.explains:
+            return False
+        if self.subject == "same":
+            return f.subject is not None and f.subject == root.subject
+        if self.subject == "any":
+            return True
+        return f.subject is not None and re.search(self.subject, f.subject) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def table() -> tuple[Cause, ...]:
+    """mappings/causes.toml, validated: every key known, every code a rule's."""
+    from weightcheck.rules import RULES
+
+    where = "mappings/causes.toml"
+    out = []
+    for i, c in enumerate(mappings.load("causes.toml").get("cause", [])):
+        unknown = set(c) - {"root", "explains", "subject", "why"}
+        if unknown:
+            raise WeightcheckError(where, f"cause {i}: unknown key(s) {sorted(unknown)}")
+        codes = [c.get("root"), *c.get("explains", [])]
+        bad = [x for x in codes if x not in RULES]
+        if bad:
+            raise WeightcheckError(where, f"cause {i}: no rule {bad[0]!r}")
+        subject = c.get("subject", "same")
+        if subject not in ("same", "any"):
+            try:
+                re.compile(subject)
+            except re.error as e:
+                raise WeightcheckError(where, f"cause {i}: subject: {e}") from None
+        out.append(Cause(c["root"], tuple(c["explains"]), subject, c.get("why", "")))
+    return tuple(out)
+
+
+class _Node:
+    __slots__ = ("f", "children")
+
+    def __init__(self, f: Finding):
+        self.f = f
+        self.children: list[_Node] = []
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def build(self) -> Finding:
+        kids = tuple(c.build() for c in self.children)
+        sev = min([self.f.severity, *(k.severity for k in kids)], key=SEVERITY_ORDER.__getitem__)
+        return dataclasses.replace(self.f, severity=sev, consequences=kids)
+
+
+def fold(findings: list[Finding], causes: tuple[Cause, ...] | None = None) -> list[Finding]:
+    """Move each consequence under its root (the first cause in table order that claims it)."""
+    top = [_Node(f) for f in findings]
+    for cause in table() if causes is None else causes:
+        for root in [n for t in top for n in t.walk() if n.f.code == cause.root]:
+            taken = [t for t in top if t is not root and root not in list(t.walk())]
+            taken = [t for t in taken if cause.relates(root.f, t.f)]
+            if taken:
+                root.children.extend(taken)
+                top = [t for t in top if t not in taken]
+    out = [t.build() for t in top]
+    out.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
+    return out
+
+
+def explained_by(code: str) -> list[dict]:
+    """What a rule explains, for its page: [{codes, subject, why}]."""
+    return [
+        {"explains": list(c.explains), "subject": c.subject, "why": c.why}
+        for c in table()
+        if c.root == code
+    ]
