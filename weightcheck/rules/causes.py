@@ -38,16 +38,23 @@ class Cause:
 
 @functools.lru_cache(maxsize=None)
 def table() -> tuple[Cause, ...]:
-    """mappings/causes.toml, validated: every key known, every code a rule's."""
+    """mappings/causes.toml, validated."""
+    return parse(mappings.load("causes.toml"), "mappings/causes.toml")
+
+
+def parse(data: dict, where: str) -> tuple[Cause, ...]:
+    """The [[cause]] tables of ``data``: every key known, every code a rule's, every subject
+    "same", "any" or a regular expression; anything else is an error naming ``where``."""
     from weightcheck.rules import RULES
 
-    where = "mappings/causes.toml"
     out = []
-    for i, c in enumerate(mappings.load("causes.toml").get("cause", [])):
+    for i, c in enumerate(data.get("cause", [])):
         unknown = set(c) - {"root", "explains", "subject", "why"}
         if unknown:
             raise WeightcheckError(where, f"cause {i}: unknown key(s) {sorted(unknown)}")
-        codes = [c.get("root"), *c.get("explains", [])]
+        if not isinstance(c.get("explains"), list) or not c["explains"]:
+            raise WeightcheckError(where, f"cause {i}: explains must list codes")
+        codes = [c.get("root"), *c["explains"]]
         bad = [x for x in codes if x not in RULES]
         if bad:
             raise WeightcheckError(where, f"cause {i}: no rule {bad[0]!r}")

@@ -1,0 +1,218 @@
+"""One cause, one finding (the served-view issue, item 7; mappings/causes.toml).
+
+Each case is a real mistake at the byte level on the SpecForge fixture: check lists one root
+finding with its consequences under it, never the consequences beside it, and exits as before.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from check_builders import consequences_of, read_config, read_tensors, write_checkpoint
+from conftest import PRODUCERS, run_cli
+
+from weightcheck.errors import WeightcheckError
+from weightcheck.rules import causes
+from weightcheck.rules.base import Finding
+from weightcheck.storage.writer import OutTensor
+
+SRC = PRODUCERS / "specforge-sglang"
+
+
+def variant(tmp_path, name, cfg_edit=None, tensors_edit=None):
+    cfg, ts = read_config(SRC), read_tensors(SRC)
+    if cfg_edit is not None:
+        cfg_edit(cfg)
+    if tensors_edit is not None:
+        ts = tensors_edit(ts)
+    return write_checkpoint(tmp_path / name, cfg, ts)
+
+
+def check(src, *args):
+    r = run_cli("check", src, *args, "--json")
+    assert r.exit_code in (0, 1), r
+    return r.exit_code, r.json
+
+
+def _fc_2h(ts):
+    out = []
+    for t in ts:
+        if t.name == "fc.weight":
+            h = t.shape[0]
+            t = OutTensor(t.name, t.dtype, (h, 2 * h), t.data[: h * 2 * h * 2])
+        out.append(t)
+    return out
+
+
+def _d2t_out_of_range(ts):
+    out = []
+    for t in ts:
+        if t.name == "d2t":
+            n = t.shape[0]
+            t = OutTensor("d2t", "I64", t.shape, struct.pack(f"<{n}q", *[10**6] * n))
+        out.append(t)
+    return out
+
+
+CASES = {
+    # name: (config edit, tensor edit, engine, the one top-level code, {code explained: count})
+    "fc-2h-wide": (None, _fc_2h, "sglang", "WC402", {"WC206": 1, "WC703": 1, "WC704": 1}),
+    "32-layers": (
+        lambda c: c.update(num_hidden_layers=32),
+        None,
+        "vllm",
+        "WC406",
+        {"WC704": None},  # every parameter of layers 1..31
+    ),
+    "head-missing": (
+        None,
+        lambda ts: [t for t in ts if t.name != "lm_head.weight"],
+        "sglang",
+        "WC302",
+        {"WC704": 1},
+    ),
+    "draft-vocab-null-own-head": (
+        lambda c: c.update(draft_vocab_size=None),
+        None,
+        "sglang",
+        "WC301",
+        {"WC304": 1, "WC309": 1, "WC703": 1},
+    ),
+    "tied-own-head": (
+        lambda c: c.update(tie_word_embeddings=True),
+        None,
+        "sglang",
+        "WC303",
+        {"WC702": 1},
+    ),
+    "d2t-out-of-range": (None, _d2t_out_of_range, "sglang", "WC306", {"WC310": 1}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_one_cause_is_one_finding(tmp_path, case):
+    cfg_edit, tensors_edit, engine, root_code, explained = CASES[case]
+    src = variant(tmp_path, case, cfg_edit, tensors_edit)
+    code, r = check(src, "--engine", engine)
+    assert code == 1
+    errors = [f for f in r["findings"] if f["severity"] == "error"]
+    assert [f["code"] for f in errors] == [root_code], [f["code"] for f in r["findings"]]
+    assert r["summary"]["errors"] == 1
+    (root,) = errors
+    for c, n in explained.items():
+        under = consequences_of(root, c)
+        assert under and (n is None or len(under) == n), (c, root)
+        assert not [f for f in r["findings"] if f["code"] == c]  # never beside the root
+    if case == "32-layers":
+        subjects = {f["subject"].split(".")[1] for f in consequences_of(root, "WC704")}
+        assert subjects == {str(i) for i in range(1, 32)}
+        assert "build 32 decoder layers" in root["message"] or "builds 32" in root["message"]
+
+
+def test_the_table_shows_consequences_under_their_root(tmp_path):
+    src = variant(tmp_path, "fc", tensors_edit=_fc_2h)
+    r = run_cli("check", src, "--engine", "sglang")
+    lines = r.stdout.splitlines()
+    root = next(i for i, line in enumerate(lines) if line.startswith("WC402"))
+    assert lines[root + 1].startswith("↳ WC206") and "↳ WC703" in "\n".join(lines[root:])
+    concise = run_cli("check", src, "--engine", "sglang", "--format", "concise").stdout
+    assert (
+        "(explains WC206, WC703, WC704)" in concise and "WC703 " not in concise.split("explains")[0]
+    )
+
+
+def test_many_consequences_of_one_code_are_one_row(tmp_path):
+    src = variant(tmp_path, "l32", lambda c: c.update(num_hidden_layers=32))
+    out = run_cli("check", src, "--engine", "sglang").stdout
+    rows = [line for line in out.splitlines() if line.startswith("↳ WC704")]
+    assert len(rows) == 1 and "(and 309 more like it)" in rows[0]
+    j = check(src, "--engine", "sglang")[1]
+    assert len(consequences_of(j["findings"][0], "WC704")) == 310  # --json keeps each
+
+
+def test_a_clean_drafter_has_no_consequences():
+    code, r = check(SRC, "--engine", "sglang")
+    assert code == 0 and all(f["consequences"] == [] for f in r["findings"])
+
+
+# --- fold, on findings made here ----------------------------------------------------------------
+def F(code, sev="error", subject=None):
+    return Finding(code, sev, f"{code} message", subject, code.lower())
+
+
+def test_fold_same_subject_any_and_pattern():
+    table = causes.parse(
+        {
+            "cause": [
+                {"root": "WC206", "explains": ["WC703"], "subject": "same"},
+                {"root": "WC306", "explains": ["WC310"], "subject": "any"},
+                {"root": "WC406", "explains": ["WC704"], "subject": "^layers\\.[1-9]"},
+            ]
+        },
+        "test",
+    )
+    fs = [
+        F("WC206", subject="fc.weight"),
+        F("WC703", subject="fc.weight"),
+        F("WC703", subject="lm_head.weight"),  # another subject: stays
+        F("WC306", subject="d2t"),
+        F("WC310", subject="t2d"),
+        F("WC406", "warning", "num_hidden_layers"),
+        F("WC704", subject="layers.1.mlp.up_proj.weight"),
+        F("WC704", subject="layers.0.mlp.up_proj.weight"),  # layer 0: not the layer count's
+    ]
+    out = causes.fold(fs, table)
+    top = {(f.code, f.subject): f for f in out}
+    assert set(top) == {
+        ("WC206", "fc.weight"),
+        ("WC703", "lm_head.weight"),
+        ("WC306", "d2t"),
+        ("WC406", "num_hidden_layers"),
+        ("WC704", "layers.0.mlp.up_proj.weight"),
+    }
+    assert [c.subject for c in top["WC206", "fc.weight"].consequences] == ["fc.weight"]
+    assert [c.code for c in top["WC306", "d2t"].consequences] == ["WC310"]
+    # a warning root of an error consequence becomes an error: the exit status stays
+    assert top["WC406", "num_hidden_layers"].severity == "error"
+
+
+def test_fold_nests_a_root_that_is_itself_explained():
+    table = causes.parse(
+        {
+            "cause": [
+                {"root": "WC206", "explains": ["WC703"], "subject": "same"},
+                {"root": "WC402", "explains": ["WC206"], "subject": "same"},
+            ]
+        },
+        "test",
+    )
+    out = causes.fold(
+        [F("WC206", subject="fc"), F("WC402", subject="fc"), F("WC703", subject="fc")], table
+    )
+    assert [f.code for f in out] == ["WC402"]
+    assert [f.code for f in out[0].consequences] == ["WC206"]
+    assert [f.code for f in out[0].consequences[0].consequences] == ["WC703"]
+    assert Finding.from_dict(out[0].as_dict()) == out[0]
+
+
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ({"root": "WC206", "explains": ["WC703"], "subjekt": "same"}, "unknown key"),
+        ({"root": "WC999", "explains": ["WC703"]}, "no rule 'WC999'"),
+        ({"root": "WC206", "explains": []}, "explains must list codes"),
+        ({"root": "WC206", "explains": ["WC703"], "subject": "("}, "subject"),
+    ],
+)
+def test_the_table_fails_loudly(bad, words):
+    with pytest.raises(WeightcheckError) as e:
+        causes.parse({"cause": [bad]}, "mappings/causes.toml")
+    assert words in str(e.value) and "mappings/causes.toml" in str(e.value)
+
+
+def test_the_shipped_table_loads_and_each_root_page_says_what_it_explains():
+    table = causes.table()
+    assert table and {c.root for c in table} >= {"WC206", "WC301", "WC302", "WC402", "WC406"}
+    r = run_cli("rule", "WC402")
+    assert "Explains: WC206, WC703, WC704" in " ".join(r.stdout.split())
