@@ -35,6 +35,9 @@ class Finding:
     rule: str | None = None  # the rule's slug
     # the findings this one's cause explains (rules/causes.py, mappings/causes.toml)
     consequences: tuple["Finding", ...] = ()
+    # the command that fixes it, when one does: ``weightcheck convert SRC OUT ...`` with SRC,
+    # OUT and TARGET standing for the user's paths (tests run each on the case that triggers it)
+    fix: str | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -44,6 +47,7 @@ class Finding:
             "subject": self.subject,
             "rule": self.rule,
             "consequences": [c.as_dict() for c in self.consequences],
+            "fix": self.fix,
         }
 
     @classmethod
@@ -56,6 +60,7 @@ class Finding:
             d.get("subject"),
             d.get("rule"),
             tuple(cls.from_dict(c) for c in d.get("consequences", ())),
+            d.get("fix"),
         )
 
 
@@ -112,10 +117,20 @@ class Context:
     _views: dict | None = field(default=None, repr=False)
 
     def f(
-        self, code: str, message: str, subject: str | None = None, severity: Severity | None = None
+        self,
+        code: str,
+        message: str,
+        subject: str | None = None,
+        severity: Severity | None = None,
+        fix: str | None = None,
     ) -> Finding:
         r = self.rules[code]
-        return Finding(code, severity or r.severity, message, subject, r.slug)
+        return Finding(code, severity or r.severity, message, subject, r.slug, fix=fix)
+
+    def convert_fix(self, to: str, *options: str) -> str:
+        """The convert command that writes SRC in the layout ``to`` reads, checked against the
+        target (convert is gated by check; ``--target`` also settles the aux-id convention)."""
+        return " ".join(["weightcheck convert SRC OUT --to", to, *options, "--target TARGET"])
 
     # -- small helpers shared by rules -----------------------------------------------------
     @property
@@ -151,6 +166,17 @@ class Context:
         views = self.views()
         bad = [e for e, v in views.items() if hurt(v)]
         return bad, [e for e in views if e not in bad]
+
+    def built_dtypes(self) -> str:
+        """'sglang builds the draft in float16 (dtype (float32, auto)), vllm in bfloat16 (...)':
+        the dtype each engine builds the drafter in, from the served view."""
+        parts = [
+            f"{e} builds the draft in {v.dtype}" + (f" ({v.dtype_from})" if v.dtype_from else "")
+            if v.dtype
+            else f"{e} in the target's dtype"
+            for e, v in self.views().items()
+        ]
+        return ", ".join(parts)
 
     def set_vocab_maps(self, d2t: list[int] | None, t2d: bytes | None) -> None:
         """Give the maps instead of reading them (a drafter not written yet)."""

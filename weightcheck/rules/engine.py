@@ -131,18 +131,29 @@ def engine_config_error(ctx):
 def engine_cannot(ctx):
     v = ctx.engine_view
     data = engine_mod.load(v.engine)
-    if v.speculators_format and data.speculators_adapter is None:
-        yield ctx.f(
-            "WC706",
-            f"a speculators-format config (transformer_layer_config): {v.engine} "
-            "reads only flat fields and eagle_config; convert it with "
-            f"`weightcheck convert --to {v.engine}`",
-            "transformer_layer_config",
-        )
     # what the engine cannot express is what convert refuses to write for it (the same data)
-    for r in data.output.refuse:
-        if expr.holds(r.when, ctx.n.values):
-            yield ctx.f("WC706", f"{r.when}: {r.why}", r.when)
+    refused = [r for r in data.output.refuse if expr.holds(r.when, ctx.n.values)]
+    if v.speculators_format and data.speculators_adapter is None:
+        layout = (
+            f"a speculators-format config (transformer_layer_config): {v.engine} reads only "
+            "flat fields and eagle_config"
+        )
+        if refused:  # convert refuses it too: no command to suggest, the reason instead
+            r = refused[0]
+            yield ctx.f(
+                "WC706",
+                f"{layout}, and {v.engine} cannot express {r.when} ({r.why}): serve it with an "
+                "engine that reads it",
+                r.when,
+            )
+            return
+        fix = ctx.convert_fix(v.engine)
+        yield ctx.f(
+            "WC706", f"{layout}; convert it with `{fix}`", "transformer_layer_config", fix=fix
+        )
+        return
+    for r in refused:
+        yield ctx.f("WC706", f"{r.when}: {r.why}", r.when)
 
 
 @rule(
@@ -272,11 +283,17 @@ def shipped(ctx):
         if p.state == "from_target" and p.sources:
             t = ctx.d.by_canonical().get(p.canonical)
             size = f" ({t.nbytes / 1e9:.2f} GB)" if t is not None else ""
+            fix = (
+                ctx.convert_fix(ctx.engine_view.engine, "--embeddings drop")
+                if p.canonical == "embed_tokens.weight"
+                else None
+            )
             yield ctx.f(
                 "WC711",
                 f"{p.canonical}{size} is replaced by the target's in "
-                f"{ctx.engine_view.engine}; `convert --embeddings drop` removes it",
+                f"{ctx.engine_view.engine}" + (f"; `{fix}` leaves it out" if fix else ""),
                 p.canonical,
+                fix=fix,
             )
 
 

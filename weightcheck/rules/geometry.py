@@ -52,14 +52,15 @@ def architectures(ctx):
         fails = [e for e in engines if e not in loads]
         if loads:  # some engine loads it: a warning that says which does and which does not
             read_as = engine_mod.resolved_architecture(loads[0], names[0])
+            fix = ctx.convert_fix(fails[0])
             yield ctx.f(
                 "WC401",
                 f"architectures[0] is {names[0]}{hint}: {', '.join(loads)} read(s) it as "
                 f"{read_as} and load(s) the drafter; {', '.join(fails)} select(s) no EAGLE-3 "
-                "loader and fail(s) — write LlamaForCausalLMEagle3 (`weightcheck convert --to "
-                "sglang` does) to serve it everywhere",
+                f"loader and fail(s) — `{fix}` writes LlamaForCausalLMEagle3",
                 "architectures",
                 severity=WARNING,
+                fix=fix,
             )
             return
         yield ctx.f(
@@ -251,14 +252,17 @@ def layer_count(ctx):
         what = f"{'builds' if one else 'build'} no decoder layer from it"
     message = (
         f"num_hidden_layers is {said} but the weights hold one decoder layer: "
-        f"{' and '.join(hurt)} {what}; set it to 1 (`weightcheck convert` does)"
+        f"{' and '.join(hurt)} {what}; set it to 1"
     )
+    fix = ctx.convert_fix(hurt[0])
+    message += f" (`{fix}` does)"
     if fine:
         yield ctx.f(
             "WC406",
             message + f" ({', '.join(fine)} is unaffected)",
             "num_hidden_layers",
             severity=WARNING,
+            fix=fix,
         )
     else:
-        yield ctx.f("WC406", message, "num_hidden_layers")
+        yield ctx.f("WC406", message, "num_hidden_layers", fix=fix)

@@ -65,22 +65,25 @@ def wrappers(ctx):
         if loads and ctx.engine:
             continue  # this engine loads them: nothing dropped, nothing to say
         fails = [e for e in engines if e not in loads]
+        fix = ctx.convert_fix(fails[0])
         if loads:
             yield ctx.f(
                 "WC104",
                 f"tensor names carry the prefix `{prefix}` ({dname}): {', '.join(loads)} load(s) "
                 f"them as written; {', '.join(fails)} prepend(s) `model.` again and fail(s) — "
-                "`weightcheck convert` writes the names every engine reads",
+                f"`{fix}` writes the names it reads",
                 prefix,
                 severity=WARNING,
+                fix=fix,
             )
             continue
         who = f"{ctx.engine} prepends" if ctx.engine else "SGLang and vLLM prepend"
         yield ctx.f(
             "WC104",
             f"tensor names carry the prefix `{prefix}` ({dname}); {who} `model.` itself and "
-            "would match nothing — convert the checkpoint (weightcheck convert) before serving",
+            f"would match nothing — convert it before serving: `{fix}`",
             prefix,
+            fix=fix,
         )
 
 

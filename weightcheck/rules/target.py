@@ -89,9 +89,11 @@ def target_dtype(ctx):
         td = ctx.target.embed.dtype
     floats = {t.dtype for t in ctx.d.tensors if t.dtype in FLOAT_DTYPES}
     if td and floats and floats != {td}:
+        built = ctx.built_dtypes()
         yield ctx.f(
             "WC504",
             f"drafter weights are {', '.join(sorted(floats))}, the target is {td}: "
-            "the engine casts at load (and an fp32 drafter ships twice the bytes)",
+            + (f"{built}" if built else "the engine casts at load")
+            + (" (and an fp32 drafter ships twice the bytes)" if "F32" in floats else ""),
             "dtype",
         )

@@ -157,16 +157,20 @@ def dtype_config(ctx):
     declared = CONFIG_DTYPES.get(str(ctx.n.get("dtype") or "").lower())
     floats = {t.dtype for t in ctx.d.tensors if t.dtype in FLOAT_DTYPES}
     if declared and floats and floats != {declared}:
+        built = ctx.built_dtypes()
         yield ctx.f(
             "WC209",
             f"config says {ctx.n.get('dtype')} ({ctx.n.provenance.get('dtype')}) "
-            f"but weights are {', '.join(sorted(floats))}",
+            f"but weights are {', '.join(sorted(floats))}"
+            + (f": {built}, casting the weights at load" if built else ""),
             "dtype",
         )
     elif floats == {"F32"}:
+        built = ctx.built_dtypes()
         yield ctx.f(
             "WC209",
-            "weights are float32: twice the size of a bf16 export, and engines cast them at load",
+            "weights are float32: twice the size of a bf16 export"
+            + (f"; {built}" if built else ", cast at load"),
             "dtype",
         )
 

@@ -37,10 +37,28 @@ def lm_head_missing(ctx):
     if tied and ctx.tensor("embed_tokens.weight") is not None and vd == v:
         return
     if vd == v and not tied:
+        # a full-vocabulary head can be the target's: which engines take it, which keep a random
+        # one (SGLang on an explicit `draft_vocab_size: null`, vLLM always: the served view)
+        def random_head(view) -> bool:
+            return any(p.canonical == "lm_head.weight" and p.state == "random" for p in view.params)
+
+        hurt, fine = ctx.hurts(random_head)
+        if ctx.views() and not hurt:
+            return  # every engine asked takes the target's head: nothing missing
+        if fine:
+            yield ctx.f(
+                "WC302",
+                f"no lm_head.weight: {', '.join(hurt)} keep(s) a random head (accept length "
+                f"~1.00); {', '.join(fine)} take(s) the target's",
+                "lm_head.weight",
+                severity=WARNING,
+            )
+            return
+        who = " and ".join(hurt) if hurt else "the engine"
         yield ctx.f(
             "WC302",
             "no lm_head.weight, draft vocab = vocab and tie_word_embeddings is "
-            "false: the engine's head stays random (accept length ~1.00)",
+            f"false: {who} keep(s) a random head (accept length ~1.00)",
             "lm_head.weight",
         )
     else:

@@ -47,17 +47,23 @@ def training_vocab_differs(ctx):
     if g is None or (g.misread == 0 and g.src.size == g.training.size):
         return
     o = g.overlap
-    fix = f"weightcheck convert SRC OUT --to ENGINE --vocab-from {g.training.where}"
+    to = ctx.engine or "sglang"
+    options = [f"--vocab-from {g.training.where}"]
     if g.missing:
-        fix += (
-            f" --lm-head-from TARGET ({g.missing:,} of the map's tokens are not in SRC's head: "
-            "their rows come from the target's lm_head)"
-        )
+        options.append("--lm-head-from TARGET")
+    fix = ctx.convert_fix(to, *options)
+    why = (
+        f" ({g.missing:,} of the map's tokens are not in SRC's head: their rows come from the "
+        "target's lm_head)"
+        if g.missing
+        else ""
+    )
     yield ctx.f(
         "WC311",
         f"the training map ({g.training.where}: {o['b_draft']:,} draft tokens) differs from "
         f"SRC's ({o['a_draft']:,}): {g.misread:,} of SRC's lm_head rows would be read as other "
         f"tokens ({o['shared']:,} tokens shared, {o['same_index']:,} at the same index); "
-        f"re-index SRC first: {fix}",
+        f"re-index SRC first: {fix}{why}",
         "d2t",
+        fix=fix,
     )

@@ -9,7 +9,8 @@ Two parts, both used by :func:`weightcheck.commands.convert.write`:
   parsed again by our strict parser, not from the writer's running offset, so a writer that puts
   bytes in the wrong place fails. The checker runs while the writer copies the next range
   (``copy_file_range`` and ``preadv`` release the GIL), so on two cores a verified conversion
-  costs little more wall time than the copy alone (BENCHMARKS.md).
+  costs little more wall time than the copy alone (BENCHMARKS.md). Before its first check it
+  imports what :func:`reopen` needs, during the copy.
 * :func:`reopen` — once a file is complete: its header bytes on disk are the ones we wrote, it is
   exactly as long as that header says (so together with the ranges above every byte of the file
   is checked), and the safetensors library reads the same names, dtypes, shapes and
@@ -105,6 +106,11 @@ class RangeChecker:
 
     # -- the thread -----------------------------------------------------------------------
     def _run(self) -> None:
+        # first, what reopen() needs (numpy, ~50 ms): imported here while the writer copies
+        # (copy_file_range releases the GIL), so the re-open after the copy finds it loaded. In
+        # this thread, not one of its own: close() joins it, so no import is left running when
+        # a signal ends the process.
+        _import_reader()
         bufs = (bytearray(self._chunk), bytearray(self._chunk))
         files: dict[str, int] = {}
         try:
@@ -180,16 +186,6 @@ def _import_reader() -> None:
         import safetensors  # noqa: F401
     except ImportError:  # pragma: no cover - reopen says so if it matters
         pass
-
-
-def preload() -> threading.Thread:
-    """Import what :func:`reopen` needs (numpy, ~50 ms) in a background thread, so that it is
-    done while the writer copies: ``copy_file_range`` and the checker's reads release the GIL.
-    :func:`reopen`'s own import then finds the modules loaded, or waits for the import in
-    progress (Python's per-module import lock); nothing else depends on the thread."""
-    t = threading.Thread(target=_import_reader, name="weightcheck-preload", daemon=True)
-    t.start()
-    return t
 
 
 def reopen(path: str, written_header: bytes, expected: dict) -> None:

@@ -262,7 +262,6 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
         os.makedirs(tmp)  # only once the handlers are in place: a signal now removes it
         state["starting"] = True  # until the with below owns the thread, a signal is held
         checker = verify_mod.RangeChecker()
-        verify_mod.preload()  # numpy for the re-open, imported while the bytes are copied
         with checker:
             state["starting"] = False
             if state["held"] is not None:
