@@ -9,8 +9,7 @@ Two parts, both used by :func:`weightcheck.commands.convert.write`:
   parsed again by our strict parser, not from the writer's running offset, so a writer that puts
   bytes in the wrong place fails. The checker runs while the writer copies the next range
   (``copy_file_range`` and ``preadv`` release the GIL), so on two cores a verified conversion
-  costs little more wall time than the copy alone (BENCHMARKS.md). Before its first check it
-  imports what :func:`reopen` needs, during the copy.
+  costs little more wall time than the copy alone (BENCHMARKS.md).
 * :func:`reopen` — once a file is complete: its header bytes on disk are the ones we wrote, it is
   exactly as long as that header says (so together with the ranges above every byte of the file
   is checked), and the safetensors library reads the same names, dtypes, shapes and
@@ -106,11 +105,11 @@ class RangeChecker:
 
     # -- the thread -----------------------------------------------------------------------
     def _run(self) -> None:
-        # first, what reopen() needs (numpy, ~50 ms): imported here while the writer copies
-        # (copy_file_range releases the GIL), so the re-open after the copy finds it loaded. In
-        # this thread, not one of its own: close() joins it, so no import is left running when
-        # a signal ends the process.
-        _import_reader()
+        # Nothing is imported here (numpy for reopen() would overlap the copy, ~50 ms): SIGINT/
+        # SIGTERM raise in the main thread wherever it is, and one raised inside importlib's
+        # bootstrap there can leave the global import lock held, so an import in this thread
+        # waits forever and close() with it (seen: 1 run in 17 with SIGTERM as the temporary
+        # folder appears). reopen() imports in the main thread, after the copy.
         bufs = (bytearray(self._chunk), bytearray(self._chunk))
         files: dict[str, int] = {}
         try:
@@ -178,14 +177,6 @@ class RangeChecker:
             self.checked += k
         if crc != expected:
             raise _differs(out_path, name)
-
-
-def _import_reader() -> None:
-    try:
-        import numpy  # noqa: F401  (the library's numpy framework reads headers without torch)
-        import safetensors  # noqa: F401
-    except ImportError:  # pragma: no cover - reopen says so if it matters
-        pass
 
 
 def reopen(path: str, written_header: bytes, expected: dict) -> None:
