@@ -53,10 +53,15 @@ def run_subprocess(*args, env=None, timeout=120) -> Result:
 
 
 def pytest_configure(config):
-    """``-m stress`` (alone or in an expression) runs the randomized tests at their full counts."""
+    """``-m stress`` (alone or in an expression) runs the randomized tests at their full counts.
+    The parsed-mappings cache (weightcheck/mappings.py) goes to a folder of this run, never the
+    user's home: every process the tests start inherits it."""
+    import tempfile
+
     import stress
 
     stress.FULL = "stress" in (config.option.markexpr or "")
+    os.environ["WEIGHTCHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="weightcheck-test-cache-")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -619,6 +619,8 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
                 f"{t['vocab_size']}, {t['num_hidden_layers']} layers)",
             )
         )
+    for e, v in (r.get("engines") or {}).items():  # plain check: each engine in a line
+        head.append((f"{e} {v['version']}", v["says"]))
     lines.append(table([], head, out, prose=(1,), styles={0: lambda c: "bold"}))
     lines.append("")
     if findings:

@@ -43,6 +43,8 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
         if errors == 0
         else f"{errors} error(s): fix them before training or serving",
     }
+    if ctx.engine is None:  # plain check: what each supported engine does with it
+        r["engines"] = {e: view.summary() for e, view in ctx.views().items()}
     v = ctx.engine_view
     if v is not None:
         r["engine"] = {

@@ -550,7 +550,13 @@ def load(engine: str) -> Engine | Format:
     if engine not in LAYOUTS:
         raise WeightcheckError(None, f"unknown engine {engine!r}: choose {', '.join(ENGINES)}")
     kind = Format if engine == "speculators" else Engine
-    return parse(mappings.load(f"engines/{engine}.toml"), f"mappings/engines/{engine}.toml", kind)
+    rel = f"engines/{engine}.toml"
+    # parsed and validated once per change of the file or of the code that reads it
+    return mappings.cached(
+        f"engine-{engine}",
+        lambda: parse(mappings.load(rel), f"mappings/{rel}", kind),
+        (mappings.path(rel), __file__, expr.__file__),
+    )
 
 
 def engine_data(name: str) -> Engine:

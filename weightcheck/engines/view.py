@@ -141,6 +141,39 @@ class EngineView:
     def table(self) -> list[dict]:
         return [dataclasses.asdict(l) for l in self.landings]
 
+    def summary(self) -> dict:
+        """What happens when this engine loads the drafter, for plain `check` (no --engine): it
+        starts or where it stops, the parameters left at init, the tensors dropped, where the
+        head and embedding come from, and one sentence saying it."""
+        left = [p.param for p in self.params if p.state == "random" and p.required]
+        dropped = [x.name for x in self.landings if x.fate == "dropped"]
+        state = {p.canonical: p.state for p in self.params}
+        if not self.starts:
+            f = self.failure
+            said = f"fails at {f.stage}" + (f" on {f.subject}" if f.subject else "") + f": {f.why}"
+        elif left:
+            said = f"starts, but leaves {len(left)} parameter(s) at init (first: {left[0]})"
+        elif dropped:
+            said = f"starts, but drops {len(dropped)} tensor(s) (first: {dropped[0]})"
+        else:
+            said = "loads every parameter"
+            if state.get("lm_head.weight") == "from_target":
+                said += "; the head is the target's"
+        if self.starts:
+            said += f"; built in {self.dtype or 'the target' + chr(39) + 's dtype'}"
+        return {
+            "version": self.version,
+            "starts": self.starts,
+            "layers": self.layers,
+            "dtype": self.dtype,
+            "draft_vocab": self.draft_vocab,
+            "lm_head": state.get("lm_head.weight"),
+            "embed_tokens": state.get("embed_tokens.weight"),
+            "left_at_init": left,
+            "dropped": dropped,
+            "says": said,
+        }
+
     def facts(self) -> dict:
         """The served view's facts, for the JSON report's `engine` section."""
         f = self.failure
