@@ -204,3 +204,16 @@ def codes(report: dict) -> set[str]:
 def mentions(f: dict, text: str) -> bool:
     """The finding names ``text`` as its subject or in its message."""
     return f.get("subject") == text or text in (f.get("subject") or "") or text in f["message"]
+
+
+def fixture_variant(tmp_path, name, cfg_edit=None, tensors_edit=None, src=None) -> pathlib.Path:
+    """A producer fixture (default: specforge-sglang) with one thing changed, as a real trainer
+    might have written it: ``cfg_edit(cfg)`` edits the config in place, ``tensors_edit(tensors)``
+    returns the new tensor list. Written to ``tmp_path / name``."""
+    src = PRODUCERS / "specforge-sglang" if src is None else src
+    cfg, ts = read_config(src), read_tensors(src)
+    if cfg_edit is not None:
+        cfg_edit(cfg)
+    if tensors_edit is not None:
+        ts = tensors_edit(ts)
+    return write_checkpoint(tmp_path / name, cfg, ts)

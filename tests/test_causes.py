@@ -9,7 +9,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from check_builders import consequences_of, read_config, read_tensors, write_checkpoint
+from check_builders import (
+    consequences_of,
+    fixture_variant,
+)
 from conftest import PRODUCERS, run_cli
 
 from weightcheck.errors import WeightcheckError
@@ -18,15 +21,6 @@ from weightcheck.rules.base import Finding
 from weightcheck.storage.writer import OutTensor
 
 SRC = PRODUCERS / "specforge-sglang"
-
-
-def variant(tmp_path, name, cfg_edit=None, tensors_edit=None):
-    cfg, ts = read_config(SRC), read_tensors(SRC)
-    if cfg_edit is not None:
-        cfg_edit(cfg)
-    if tensors_edit is not None:
-        ts = tensors_edit(ts)
-    return write_checkpoint(tmp_path / name, cfg, ts)
 
 
 def check(src, *args):
@@ -93,7 +87,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_cause_is_one_finding(tmp_path, case):
     cfg_edit, tensors_edit, engine, root_code, explained = CASES[case]
-    src = variant(tmp_path, case, cfg_edit, tensors_edit)
+    src = fixture_variant(tmp_path, case, cfg_edit, tensors_edit)
     code, r = check(src, "--engine", engine)
     assert code == 1
     errors = [f for f in r["findings"] if f["severity"] == "error"]
@@ -111,7 +105,7 @@ def test_one_cause_is_one_finding(tmp_path, case):
 
 
 def test_the_table_shows_consequences_under_their_root(tmp_path):
-    src = variant(tmp_path, "fc", tensors_edit=_fc_2h)
+    src = fixture_variant(tmp_path, "fc", tensors_edit=_fc_2h)
     r = run_cli("check", src, "--engine", "sglang")
     lines = r.stdout.splitlines()
     root = next(i for i, line in enumerate(lines) if line.startswith("WC402"))
@@ -123,7 +117,7 @@ def test_the_table_shows_consequences_under_their_root(tmp_path):
 
 
 def test_many_consequences_of_one_code_are_one_row(tmp_path):
-    src = variant(tmp_path, "l32", lambda c: c.update(num_hidden_layers=32))
+    src = fixture_variant(tmp_path, "l32", lambda c: c.update(num_hidden_layers=32))
     out = run_cli("check", src, "--engine", "sglang").stdout
     rows = [line for line in out.splitlines() if line.startswith("↳ WC704")]
     assert len(rows) == 1 and "(and 309 more like it)" in rows[0]

@@ -16,7 +16,7 @@ import json
 import struct
 
 import pytest
-from check_builders import read_config, read_tensors, write_checkpoint
+from check_builders import fixture_variant
 from conftest import PRODUCERS, run_cli
 from convert_helpers import ENGINE_OF, check, fixture_target, leftovers
 
@@ -25,16 +25,6 @@ from weightcheck.storage.writer import OutTensor
 
 SRC = PRODUCERS / "specforge-sglang"  # hidden 64, draft vocab 128, vocab 512, own lm_head
 LAYOUTS = ("sglang", "vllm", "speculators")
-
-
-def variant(tmp_path, name, cfg_edit=None, tensors_edit=None):
-    cfg = read_config(SRC)
-    ts = read_tensors(SRC)
-    if cfg_edit is not None:
-        cfg_edit(cfg)
-    if tensors_edit is not None:
-        ts = tensors_edit(ts)
-    return write_checkpoint(tmp_path / name, cfg, ts)
 
 
 def replace(ts, name, new: OutTensor | None):
@@ -106,7 +96,7 @@ FIXES = {
 @pytest.mark.parametrize("case", sorted(FIXES))
 def test_what_the_weights_decide_is_set_and_said(tmp_path, case, to):
     edit, field, value, reason = FIXES[case]
-    src = variant(tmp_path, case, edit)
+    src = fixture_variant(tmp_path, case, edit)
     out = tmp_path / "out"
     code, r = convert_json(src, out, to)
     assert code == 0 and not r["refused"], r["check"]
@@ -152,7 +142,7 @@ REFUSALS = {
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_an_output_check_rejects_is_refused_and_nothing_written(tmp_path, case, to):
     edit, code_expected = REFUSALS[case]
-    src = variant(tmp_path, case, tensors_edit=edit)
+    src = fixture_variant(tmp_path, case, tensors_edit=edit)
     out = tmp_path / "out"
     r = run_cli("convert", src, out, "--to", to, "--target", fixture_target())
     assert r.exit_code == 1, r
@@ -166,7 +156,7 @@ def test_an_output_check_rejects_is_refused_and_nothing_written(tmp_path, case, 
 
 
 def test_dry_run_reports_the_gate_and_exits_1_on_errors(tmp_path):
-    src = variant(tmp_path, "bad", tensors_edit=_bad_d2t)
+    src = fixture_variant(tmp_path, "bad", tensors_edit=_bad_d2t)
     r = run_cli("convert", src, tmp_path / "out", "--to", "sglang", "--dry-run")
     assert r.exit_code == 1 and "WC306" in r.stdout and "check --engine sglang" in r.stdout
     ok = run_cli("convert", SRC, tmp_path / "out", "--to", "sglang", "--dry-run")
@@ -175,7 +165,7 @@ def test_dry_run_reports_the_gate_and_exits_1_on_errors(tmp_path):
 
 
 def test_allow_errors_writes_and_says_what_check_found(tmp_path):
-    src = variant(tmp_path, "bad", tensors_edit=_bad_d2t)
+    src = fixture_variant(tmp_path, "bad", tensors_edit=_bad_d2t)
     out = tmp_path / "out"
     r = run_cli("convert", src, out, "--to", "sglang", "--allow-errors")
     assert r.exit_code == 0, r
@@ -184,7 +174,9 @@ def test_allow_errors_writes_and_says_what_check_found(tmp_path):
 
 
 def test_missing_head_taken_from_the_target_passes_the_gate(tmp_path):
-    src = variant(tmp_path, "nohead", tensors_edit=lambda ts: replace(ts, "lm_head.weight", None))
+    src = fixture_variant(
+        tmp_path, "nohead", tensors_edit=lambda ts: replace(ts, "lm_head.weight", None)
+    )
     out = tmp_path / "out"
     code, r = convert_json(src, out, "sglang", "--lm-head-from", fixture_target())
     assert code == 0 and r["check"]["ok"], r["check"]
@@ -201,7 +193,7 @@ def test_the_gate_checks_against_the_target_given(tmp_path):
 
 
 def test_api_result_of_a_refusal(tmp_path):
-    src = variant(tmp_path, "bad", tensors_edit=_bad_d2t)
+    src = fixture_variant(tmp_path, "bad", tensors_edit=_bad_d2t)
     res = api.convert(src, tmp_path / "out", to="sglang")
     assert res.refused and res.exit_status == 1 and res.written is None and not res.dry_run
     assert "WC306" in {f.code for f in res.findings}

@@ -12,22 +12,13 @@ import shlex
 import struct
 
 import pytest
-from check_builders import read_config, read_tensors, write_checkpoint
+from check_builders import fixture_variant, read_config, read_tensors, write_checkpoint
 from conftest import PRODUCERS, run_cli
 from convert_helpers import fixture_target
 
 from weightcheck.storage.writer import OutTensor
 
 SPECFORGE = PRODUCERS / "specforge-sglang"
-
-
-def variant(tmp_path, name, cfg_edit=None, tensors_edit=None, src=SPECFORGE):
-    cfg, ts = read_config(src), read_tensors(src)
-    if cfg_edit is not None:
-        cfg_edit(cfg)
-    if tensors_edit is not None:
-        ts = tensors_edit(ts)
-    return write_checkpoint(tmp_path / name, cfg, ts)
 
 
 def _prefixed(ts):
@@ -64,14 +55,20 @@ def _reversed_map(tmp_path):
 
 # name: (build(tmp_path) -> SRC, check options (TARGET stands for the target), the code)
 CASES = {
-    "WC104 model. prefix": (lambda p: variant(p, "prefixed", tensors_edit=_prefixed), [], "WC104"),
+    "WC104 model. prefix": (
+        lambda p: fixture_variant(p, "prefixed", tensors_edit=_prefixed),
+        [],
+        "WC104",
+    ),
     "WC401 LlamaForCausalLM": (
-        lambda p: variant(p, "llama-arch", lambda c: c.update(architectures=["LlamaForCausalLM"])),
+        lambda p: fixture_variant(
+            p, "llama-arch", lambda c: c.update(architectures=["LlamaForCausalLM"])
+        ),
         [],
         "WC401",
     ),
     "WC406 32 layers": (
-        lambda p: variant(p, "l32", lambda c: c.update(num_hidden_layers=32)),
+        lambda p: fixture_variant(p, "l32", lambda c: c.update(num_hidden_layers=32)),
         [],
         "WC406",
     ),

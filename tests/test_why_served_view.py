@@ -18,7 +18,7 @@ Where another file already holds the item's test it is named here, not repeated:
 from __future__ import annotations
 
 import pytest
-from check_builders import read_config, read_tensors, write_checkpoint
+from check_builders import fixture_variant
 from conftest import PRODUCERS, run_cli
 from convert_helpers import fixture_target
 from test_target import kimi_k25_target
@@ -26,15 +26,6 @@ from test_target import kimi_k25_target
 from weightcheck.storage.writer import OutTensor
 
 SPECFORGE = PRODUCERS / "specforge-sglang"
-
-
-def variant(tmp_path, name, cfg_edit=None, tensors_edit=None, src=SPECFORGE):
-    cfg, ts = read_config(src), read_tensors(src)
-    if cfg_edit is not None:
-        cfg_edit(cfg)
-    if tensors_edit is not None:
-        ts = tensors_edit(ts)
-    return write_checkpoint(tmp_path / name, cfg, ts)
 
 
 def check(src, *args):
@@ -56,7 +47,7 @@ def all_codes(report):
 def test_1_the_target_named_by_lm_head_from_settles_the_family(tmp_path):
     """A K2.5-like drafter without lm_head (model_type llama, ids [2, 30, 58]): --lm-head-from a
     Kimi-K2.5 target says the family, so the ids are converted for it, not for a Llama."""
-    src = variant(
+    src = fixture_variant(
         tmp_path,
         "k25-nohead",
         lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[2, 30, 58]),
@@ -82,7 +73,7 @@ def test_1_the_target_named_by_lm_head_from_settles_the_family(tmp_path):
 # --- 4 ------------------------------------------------------------------------------------------
 def test_4_llama_architecture_is_no_error_under_vllm(tmp_path):
     """The original EAGLE trainer's `architectures: ["LlamaForCausalLM"]`: vLLM renames it."""
-    src = variant(tmp_path, "arch", lambda c: c.update(architectures=["LlamaForCausalLM"]))
+    src = fixture_variant(tmp_path, "arch", lambda c: c.update(architectures=["LlamaForCausalLM"]))
     r = check(src, "--engine", "vllm")
     assert r["ok"] and "WC401" not in all_codes(r) and r["engine"]["starts"]
     assert r["engine"]["architecture"] == "Eagle3LlamaForCausalLM"
@@ -93,7 +84,7 @@ def test_4_llama_architecture_is_no_error_under_vllm(tmp_path):
 
 def test_4_tied_embeddings_are_no_error_under_vllm(tmp_path):
     """vLLM never ties the drafter's head: WC303 is SGLang's problem only."""
-    src = variant(tmp_path, "tied", lambda c: c.update(tie_word_embeddings=True))
+    src = fixture_variant(tmp_path, "tied", lambda c: c.update(tie_word_embeddings=True))
     assert "WC303" not in all_codes(check(src, "--engine", "vllm"))
     assert "WC303" in all_codes(check(src, "--engine", "sglang"))
 
@@ -112,7 +103,7 @@ def test_4_model_prefix_is_no_error_under_sglang(tmp_path):
             for t in ts
         ]
 
-    src = variant(tmp_path, "prefixed", tensors_edit=prefixed)
+    src = fixture_variant(tmp_path, "prefixed", tensors_edit=prefixed)
     r = check(src, "--engine", "sglang")
     assert r["ok"] and "WC104" not in all_codes(r)
     assert not [t for t in r["engine"]["tensors"] if t["fate"] == "dropped"]
@@ -121,7 +112,7 @@ def test_4_model_prefix_is_no_error_under_sglang(tmp_path):
 # --- 5 ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("engine", [None, "sglang", "vllm"])
 def test_5_more_layers_declared_than_weighed_is_an_error(tmp_path, engine):
-    src = variant(tmp_path, "l4", lambda c: c.update(num_hidden_layers=4))
+    src = fixture_variant(tmp_path, "l4", lambda c: c.update(num_hidden_layers=4))
     r = check(src, *(["--engine", engine] if engine else []))
     assert not r["ok"]
     (f,) = [f for f in r["findings"] if f["code"] == "WC406"]
@@ -143,7 +134,7 @@ def test_6a_no_engines_ignore_d2t_next_to_vllm_loading_it():
 def test_6b_a_null_draft_vocab_borrows_the_target_head_in_sglang(tmp_path):
     """`draft_vocab_size: null` without an lm_head: SGLang takes the target's head. No WC302
     "stays random"."""
-    src = variant(
+    src = fixture_variant(
         tmp_path,
         "null-nohead",
         lambda c: c.update(draft_vocab_size=None),
@@ -158,7 +149,7 @@ def test_6b_a_null_draft_vocab_borrows_the_target_head_in_sglang(tmp_path):
 def test_6c_null_draft_vocab_with_an_own_head_fails_sglang_and_says_so(tmp_path):
     """null with an own [Vd, H] head: SGLang builds a [V, H] head and its loader asserts. The
     view says it does not start; one root finding, the load failure under it."""
-    src = variant(tmp_path, "null-head", lambda c: c.update(draft_vocab_size=None))
+    src = fixture_variant(tmp_path, "null-head", lambda c: c.update(draft_vocab_size=None))
     r = check(src, "--engine", "sglang", "--explain")
     assert not r["engine"]["starts"] and r["engine"]["fails"]["stage"] == "load"
     (head,) = [t for t in r["engine"]["tensors"] if t["canonical"] == "lm_head.weight"]
@@ -169,7 +160,9 @@ def test_6c_null_draft_vocab_with_an_own_head_fails_sglang_and_says_so(tmp_path)
 
 def test_6d_the_dtype_sglang_builds_in_is_said(tmp_path):
     """An fp32-config drafter is built in float16 by SGLang (auto), not "cast at load"."""
-    src = variant(tmp_path, "fp32", lambda c: c.update(dtype="float32", torch_dtype="float32"))
+    src = fixture_variant(
+        tmp_path, "fp32", lambda c: c.update(dtype="float32", torch_dtype="float32")
+    )
     r = check(src, "--engine", "sglang", "--target", fixture_target())
     assert r["engine"]["dtype"] == "float16"
     (f,) = [f for f in r["findings"] if f["code"] == "WC209"]

@@ -624,16 +624,7 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
     lines.append(table([], head, out, prose=(1,), styles={0: lambda c: "bold"}))
     lines.append("")
     if findings:
-        rows = finding_rows(findings)
-        lines.append(
-            table(
-                ["code", "severity", "subject", "message"],
-                rows,
-                out,
-                prose=(3, 2),
-                styles={1: lambda c: SEVERITY_STYLE.get(c)},
-            )
-        )
+        lines.append(findings_table(findings, out))
         lines.append("")
     if explain and r["engine"]:
         e = r["engine"]
@@ -684,6 +675,17 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
         lines.append("")
     lines.append(_wrap(_summary(r, out), out))
     return "\n".join(lines)
+
+
+def findings_table(findings: list, out: Output) -> str:
+    """check's findings table (grouped findings in, consequences indented under their root)."""
+    return table(
+        ["code", "severity", "subject", "message"],
+        finding_rows(findings),
+        out,
+        prose=(3, 2),
+        styles={1: lambda c: SEVERITY_STYLE.get(c)},
+    )
 
 
 def finding_rows(findings: list, depth: int = 0) -> list[tuple]:
@@ -849,16 +851,7 @@ def _gate_lines(r: dict, out: Output) -> list[str]:
         )
         lines.append(f"check --engine {e['engine']} {e['version']} on the output: {verdict}")
         if fs:
-            rows = finding_rows(group(fs))
-            lines.append(
-                table(
-                    ["code", "severity", "subject", "message"],
-                    rows,
-                    out,
-                    prose=(3, 2),
-                    styles={1: lambda c: SEVERITY_STYLE.get(c)},
-                )
-            )
+            lines.append(findings_table(group(fs), out))
     return lines
 
 
