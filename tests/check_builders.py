@@ -217,3 +217,16 @@ def fixture_variant(tmp_path, name, cfg_edit=None, tensors_edit=None, src=None) 
     if tensors_edit is not None:
         ts = tensors_edit(ts)
     return write_checkpoint(tmp_path / name, cfg, ts)
+
+
+def model_prefixed(tensors) -> list:
+    """The tensor list with ``model.`` before every ``midlayer.`` name (the HF-style export)."""
+    return [
+        OutTensor(
+            "model." + t.name if t.name.startswith("midlayer.") else t.name,
+            t.dtype,
+            t.shape,
+            t.data,
+        )
+        for t in tensors
+    ]

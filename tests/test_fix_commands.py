@@ -12,25 +12,19 @@ import shlex
 import struct
 
 import pytest
-from check_builders import fixture_variant, read_config, read_tensors, write_checkpoint
+from check_builders import (
+    fixture_variant,
+    model_prefixed,
+    read_config,
+    read_tensors,
+    write_checkpoint,
+)
 from conftest import PRODUCERS, run_cli
 from convert_helpers import fixture_target
 
 from weightcheck.storage.writer import OutTensor
 
 SPECFORGE = PRODUCERS / "specforge-sglang"
-
-
-def _prefixed(ts):
-    return [
-        OutTensor(
-            "model." + t.name if t.name.startswith("midlayer.") else t.name,
-            t.dtype,
-            t.shape,
-            t.data,
-        )
-        for t in ts
-    ]
 
 
 def _reversed_map(tmp_path):
@@ -56,7 +50,7 @@ def _reversed_map(tmp_path):
 # name: (build(tmp_path) -> SRC, check options (TARGET stands for the target), the code)
 CASES = {
     "WC104 model. prefix": (
-        lambda p: fixture_variant(p, "prefixed", tensors_edit=_prefixed),
+        lambda p: fixture_variant(p, "prefixed", tensors_edit=model_prefixed),
         [],
         "WC104",
     ),

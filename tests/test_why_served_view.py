@@ -23,8 +23,6 @@ from conftest import PRODUCERS, run_cli
 from convert_helpers import fixture_target
 from test_target import kimi_k25_target
 
-from weightcheck.storage.writer import OutTensor
-
 SPECFORGE = PRODUCERS / "specforge-sglang"
 
 
@@ -92,18 +90,7 @@ def test_4_tied_embeddings_are_no_error_under_vllm(tmp_path):
 def test_4_model_prefix_is_no_error_under_sglang(tmp_path):
     """SGLang tries a name as written first: `model.midlayer.*` loads; nothing dropped."""
 
-    def prefixed(ts):
-        return [
-            OutTensor(
-                "model." + t.name if t.name.startswith("midlayer.") else t.name,
-                t.dtype,
-                t.shape,
-                t.data,
-            )
-            for t in ts
-        ]
-
-    src = fixture_variant(tmp_path, "prefixed", tensors_edit=prefixed)
+    src = fixture_variant(tmp_path, "prefixed", tensors_edit=model_prefixed)
     r = check(src, "--engine", "sglang")
     assert r["ok"] and "WC104" not in all_codes(r)
     assert not [t for t in r["engine"]["tensors"] if t["fate"] == "dropped"]
