@@ -54,6 +54,11 @@ CASES = {
         [],
         "WC104",
     ),
+    "WC301 draft_vocab_size null beside an own head": (
+        lambda p: fixture_variant(p, "null-vd", lambda c: c.update(draft_vocab_size=None)),
+        [],
+        "WC301",
+    ),
     "WC401 LlamaForCausalLM": (
         lambda p: fixture_variant(
             p, "llama-arch", lambda c: c.update(architectures=["LlamaForCausalLM"])

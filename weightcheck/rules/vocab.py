@@ -15,11 +15,20 @@ def lm_head_rows(ctx):
     t = ctx.tensor("lm_head.weight")
     _, vd = _vocab(ctx)
     if t is not None and vd and t.shape and t.shape[0] != vd:
+        raw = ctx.d.source.config or {}
+        if "draft_vocab_size" in raw and raw["draft_vocab_size"] is None:
+            said = f"null, read as vocab_size {vd}"
+        elif ctx.n.provenance.get("draft_vocab_size") == "default":
+            said = f"absent, read as vocab_size {vd}"
+        else:
+            said = f"{vd} ({ctx.n.provenance.get('draft_vocab_size')})"
+        fix = ctx.convert_fix(ctx.engine or "sglang")
         yield ctx.f(
             "WC301",
-            f"{t.name} has {t.shape[0]} rows but draft_vocab_size is {vd} "
-            f"({ctx.n.provenance.get('draft_vocab_size')})",
+            f"{t.name} has {t.shape[0]} rows but draft_vocab_size is {said}; set it to "
+            f"{t.shape[0]} (`{fix}` sets it from the weights)",
             t.name,
+            fix=fix,
         )
 
 

@@ -210,6 +210,8 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     for spec in config_mod.field_specs():
         a, b = before.get(spec.name), after.get(spec.name)
         if a != b and spec.name != "aux_layer_ids":
+            if spec.name in why and (src.config or {}).get(spec.name) is None:
+                a = None  # absent or null as written, not the default it is read as
             line = f"{spec.name}: {json_value(a)} -> {json_value(b)}"
             plan.config_changes.append(line + (f" ({why[spec.name]})" if spec.name in why else ""))
     return cfg
