@@ -21,25 +21,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from weightcheck import _API
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.rules.base import Finding, Severity
 
-__all__ = [
-    "inspect",
-    "compare",
-    "check",
-    "convert",
-    "clean",
-    "rule",
-    "rule_pages",
-    "InspectResult",
-    "CompareResult",
-    "CheckResult",
-    "ConvertResult",
-    "CleanResult",
-    "Finding",
-    "WeightcheckError",
-]
+__all__ = [*_API, "WeightcheckError"]  # the names the package exports from here
 
 Verdict = Literal["identical", "compatible", "incompatible"]
 

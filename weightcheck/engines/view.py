@@ -160,7 +160,7 @@ class EngineView:
             if state.get("lm_head.weight") == "from_target":
                 said += "; the head is the target's"
         if self.starts:
-            said += f"; built in {self.dtype or 'the target' + chr(39) + 's dtype'}"
+            said += f"; built in {self.dtype}" if self.dtype else "; built in the target's dtype"
         return {
             "version": self.version,
             "starts": self.starts,
