@@ -24,13 +24,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import struct
 import subprocess
 import sys
 import time
 
 import pytest
 from conftest import PRODUCERS, ROOT
+from engine_helpers import read_st, side_python, variant, write_st
 
 pytestmark = pytest.mark.engine
 
@@ -57,88 +57,7 @@ FATES = {"loaded", "dropped", "error", "not_reached"}  # a checkpoint key's fate
 
 
 def sglang_python() -> str:
-    """The side venv's interpreter, or skip (the reason names what to run)."""
-    p = os.environ.get("WEIGHTCHECK_SGLANG_PYTHON")
-    if not p:
-        venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser(
-            "~/.cache/weightcheck/venvs"
-        )
-        p = os.path.join(venvs, "sglang", "bin", "python")
-    if not (os.path.isfile(p) and os.access(p, os.X_OK)):
-        pytest.skip(
-            f"no SGLang interpreter: {p} is absent (run `bash tests/engine/setup_sglang_venv.sh`"
-            " or set WEIGHTCHECK_SGLANG_PYTHON)"
-        )
-    return p
-
-
-# --- stdlib safetensors rewriting (the variants) --------------------------------------------------
-
-
-def read_st(path: pathlib.Path) -> tuple[dict, dict[str, bytes], dict]:
-    """(metadata, name -> raw bytes, name -> {dtype, shape}) in file (data offset) order."""
-    raw = path.read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    data, info = {}, {}
-    for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        b, en = e["data_offsets"]
-        data[name] = raw[base + b : base + en]
-        info[name] = {"dtype": e["dtype"], "shape": e["shape"]}
-    return meta, data, info
-
-
-def write_st(path: pathlib.Path, meta: dict, data: dict[str, bytes], info: dict) -> None:
-    """Header entries and data in the order of ``data``."""
-    header, off = {}, 0
-    if meta:
-        header["__metadata__"] = meta
-    for name, b in data.items():
-        header[name] = {
-            "dtype": info[name]["dtype"],
-            "shape": info[name]["shape"],
-            "data_offsets": [off, off + len(b)],
-        }
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(data.values()))
-
-
-def variant(
-    src: pathlib.Path,
-    out: pathlib.Path,
-    rename=None,
-    drop=(),
-    add=None,
-    first=None,
-    config=None,
-    drop_config=(),
-):
-    """A copy of drafter SRC with tensors renamed / dropped / added (``first``: added tensors go
-    before the others in the file) and config keys set or removed."""
-    out.mkdir(parents=True, exist_ok=True)
-    meta, data, info = read_st(src / "model.safetensors")
-    new_data, new_info = {}, {}
-    for name, (dtype, shape, b) in (first or {}).items():
-        new_data[name], new_info[name] = b, {"dtype": dtype, "shape": list(shape)}
-    for name in data:
-        if name in drop:
-            continue
-        nn = rename(name) if callable(rename) else (rename or {}).get(name, name)
-        new_data[nn], new_info[nn] = data[name], info[name]
-    for name, (dtype, shape, b) in (add or {}).items():
-        new_data[name], new_info[name] = b, {"dtype": dtype, "shape": list(shape)}
-    write_st(out / "model.safetensors", meta, new_data, new_info)
-    cfg = json.loads((src / "config.json").read_text())
-    for k in drop_config:
-        cfg.pop(k, None)
-    for k, v in (config or {}).items():
-        cfg[k] = v
-    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    return out
+    return side_python("sglang")
 
 
 def _convert(src: pathlib.Path, out: pathlib.Path, to: str):

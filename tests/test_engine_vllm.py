@@ -35,6 +35,7 @@ import time
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 from convert_helpers import canon
+from engine_helpers import side_python
 
 from weightcheck.commands.convert import produce
 from weightcheck.storage.header import read_local_header
@@ -65,19 +66,7 @@ SERVE_TIMEOUT = 300
 
 
 def _vllm_python() -> str:
-    """WEIGHTCHECK_VLLM_PYTHON, else the venv tests/engine/setup_vllm_venv.sh builds by default."""
-    p = os.environ.get("WEIGHTCHECK_VLLM_PYTHON")
-    if not p:
-        venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser(
-            "~/.cache/weightcheck/venvs"
-        )
-        p = os.path.join(venvs, "vllm", "bin", "python")
-    if not (os.path.isfile(p) and os.access(p, os.X_OK)):
-        pytest.skip(
-            f"no vLLM CPU interpreter: {p} is absent (run `bash tests/engine/setup_vllm_venv.sh`"
-            " or set WEIGHTCHECK_VLLM_PYTHON)"
-        )
-    return p
+    return side_python("vllm")
 
 
 class Engine:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import struct
 import subprocess
 import sys
 import time
 
 import pytest
 from conftest import PRODUCERS, ROOT
+from engine_helpers import read_st, side_python, variant
 
 pytestmark = pytest.mark.engine
 
@@ -49,73 +49,7 @@ FATES = {"loaded", "dropped", "error", "not_reached"}  # a checkpoint key's fate
 
 
 def vllm_python() -> str:
-    """The side venv's interpreter, or skip (the reason names what to run)."""
-    p = os.environ.get("WEIGHTCHECK_VLLM_PYTHON")
-    if not p:
-        venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser(
-            "~/.cache/weightcheck/venvs"
-        )
-        p = os.path.join(venvs, "vllm", "bin", "python")
-    if not (os.path.isfile(p) and os.access(p, os.X_OK)):
-        pytest.skip(
-            f"no vLLM CPU interpreter: {p} is absent (run `bash tests/engine/setup_vllm_venv.sh`"
-            " or set WEIGHTCHECK_VLLM_PYTHON)"
-        )
-    return p
-
-
-# --- stdlib safetensors rewriting (the variants) --------------------------------------------------
-
-
-def _read_st(path: pathlib.Path) -> tuple[dict, dict[str, bytes], dict]:
-    """(metadata, name -> raw bytes, name -> {dtype, shape}) in file order."""
-    raw = path.read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    data, info = {}, {}
-    for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        b, en = e["data_offsets"]
-        data[name] = raw[base + b : base + en]
-        info[name] = {"dtype": e["dtype"], "shape": e["shape"]}
-    return meta, data, info
-
-
-def _write_st(path: pathlib.Path, meta: dict, data: dict[str, bytes], info: dict) -> None:
-    header, off = {}, 0
-    if meta:
-        header["__metadata__"] = meta
-    for name, b in data.items():
-        header[name] = {
-            "dtype": info[name]["dtype"],
-            "shape": info[name]["shape"],
-            "data_offsets": [off, off + len(b)],
-        }
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(data.values()))
-
-
-def variant(src: pathlib.Path, out: pathlib.Path, rename=None, drop=(), add=None, config=None):
-    """A copy of drafter SRC with tensors renamed / dropped / added and config keys set."""
-    out.mkdir(parents=True, exist_ok=True)
-    meta, data, info = _read_st(src / "model.safetensors")
-    new_data, new_info = {}, {}
-    for name in data:
-        if name in drop:
-            continue
-        nn = rename(name) if callable(rename) else (rename or {}).get(name, name)
-        new_data[nn], new_info[nn] = data[name], info[name]
-    for name, (dtype, shape, b) in (add or {}).items():
-        new_data[name], new_info[name] = b, {"dtype": dtype, "shape": list(shape)}
-    _write_st(out / "model.safetensors", meta, new_data, new_info)
-    cfg = json.loads((src / "config.json").read_text())
-    for k, v in (config or {}).items():
-        cfg[k] = v
-    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    return out
+    return side_python("vllm")
 
 
 # --- the one oracle run ----------------------------------------------------------------------------
@@ -215,7 +149,7 @@ def oracle(tmp_path_factory):
         base, root / "top_level_aux_ids", config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}
     )
     dirs["no_k_proj"] = variant(base, root / "no_k_proj", drop={"midlayer.self_attn.k_proj.weight"})
-    meta, data, info = _read_st(base / "model.safetensors")
+    meta, data, info = read_st(base / "model.safetensors")
     dn = "midlayer.mlp.down_proj.weight"
     dirs["duplicate"] = variant(
         base,

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import logging
 import os
@@ -53,6 +52,8 @@ import sys
 import time
 import traceback
 import warnings
+
+from oracle_common import caused_by, checkpoint_keys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -67,31 +68,6 @@ def _first_line(e: BaseException) -> str:
     """``"<ExceptionType>: <first line of its message>"`` (just the type if there is no message)."""
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
-
-
-def _caused_by(e: BaseException, inner: BaseException) -> bool:
-    """``inner`` is ``e`` or in its cause/context chain."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if e is inner:
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def _checkpoint_keys(drafter: str) -> list[str]:
-    """Every tensor name in the drafter's safetensors files (SGLang may not read all of them)."""
-    from safetensors import safe_open
-
-    names = []
-    for f in sorted(glob.glob(os.path.join(drafter, "*.safetensors"))):
-        try:
-            with safe_open(f, "pt") as s:
-                names += list(s.keys())
-        except Exception:  # noqa: BLE001 - a broken file: SGLang's iterator reports it
-            pass
-    return names
 
 
 class Engine:
@@ -512,7 +488,7 @@ class _Recorder:
         """load_weights raised: the key it stopped on is an error (the one whose weight_loader
         raised this exception, else the one being processed; None: between keys)."""
         self.load_failed = True
-        raised = [k for k, x in self.raised if k is not None and _caused_by(e, x)]
+        raised = [k for k, x in self.raised if k is not None and caused_by(e, x)]
         self.failing = raised[-1] if raised else self.current
         if self.failing in self.keys:
             self.keys[self.failing]["fate"] = "error"
@@ -534,7 +510,7 @@ class _Recorder:
         # loading never started or stopped early, else dropped (SGLang did not read them)
         stopped = self.model is None or (self.load_failed and not self.iter_done)
         unread = "not_reached" if stopped else "dropped"
-        for k in _checkpoint_keys(out["drafter"]):
+        for k in checkpoint_keys(out["drafter"]):
             keys.setdefault(k, {"fate": unread, "params": []})
         out["keys"] = keys
         extra = out["sglang"]

@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import glob
 import json
 import os
 import sys
 import tempfile
 import time
 import traceback
+
+from oracle_common import caused_by, checkpoint_keys
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,17 +91,6 @@ class Recorder:
         self.raised: list = []  # [(key, exception)] from a weight_loader that raised
         self.load_failed = False  # DefaultModelLoader.load_weights raised
         self.failing: str | None = None  # the key loading stopped on
-
-
-def _caused_by(e: BaseException, inner: BaseException) -> bool:
-    """``inner`` is ``e`` or in its cause/context chain."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if e is inner:
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
 
 
 REC: Recorder | None = None
@@ -287,7 +277,7 @@ def install_hooks() -> None:
             # the tensor loading stopped on: the one whose weight_loader raised this error,
             # else the one the loading code had pulled last (None: it was between tensors)
             REC.load_failed = True
-            raised = [k for k, x in REC.raised if k is not None and _caused_by(e, x)]
+            raised = [k for k, x in REC.raised if k is not None and caused_by(e, x)]
             REC.failing = raised[-1] if raised else REC.current
             raise
         finally:
@@ -337,20 +327,6 @@ def init_world(vllm_config) -> None:
     os.environ["VLLM_DIST_IDENT"] = os.path.basename(path)
     init_worker_distributed_environment(vllm_config, 0, method, 0, "gloo")
     _DIST_READY = True
-
-
-def _checkpoint_keys(drafter: str) -> list[str]:
-    """Every tensor name in the drafter's safetensors files (vLLM may not read all of them)."""
-    from safetensors import safe_open
-
-    names = []
-    for f in sorted(glob.glob(os.path.join(drafter, "*.safetensors"))):
-        try:
-            with safe_open(f, "pt") as s:
-                names += list(s.keys())
-        except Exception:  # noqa: BLE001 - a broken file: vLLM's iterator reports it
-            pass
-    return names
 
 
 def _captured_layers(runner, vllm_config) -> list | None:
@@ -526,7 +502,7 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
             "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", False)),
         }
     # in the order vLLM's iterator yielded them, then any it never yielded (file order)
-    ckpt = _checkpoint_keys(rec["drafter"])
+    ckpt = checkpoint_keys(rec["drafter"])
     keys = {}
     for k in list(REC.keys) + [k for k in ckpt if k not in REC.keys]:
         params = sorted(REC.keys.get(k, {}).get("params", ()))
