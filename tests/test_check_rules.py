@@ -506,33 +506,6 @@ def t_captured_count(w):
     return out, ["--engine", "sglang", "--target", TARGET]
 
 
-@trigger("WC700", "architectures")
-def t_engine_view_unavailable(w):
-    """An MLA drafter: its loader is not replayed, and nothing is reported as dropped."""
-    import synth
-
-    mla = {
-        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
-        "model_type": "kimi_k2",
-        "hidden_size": 128,
-        "intermediate_size": 320,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "q_lora_rank": 96,
-        "kv_lora_rank": 64,
-        "qk_nope_head_dim": 32,
-        "qk_rope_head_dim": 16,
-        "v_head_dim": 32,
-        "vocab_size": 2048,
-        "draft_vocab_size": 400,
-        "torch_dtype": "bfloat16",
-        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
-    }
-    out = w.path("mla")
-    synth.write_drafter(str(out), mla)
-    return out, ["--engine", "sglang"]
-
-
 @trigger("WC711", "embed_tokens.weight")
 def t_shipped_for_nothing(w):
     return PRODUCERS / "specforge-hf", ["--engine", "sglang"]

@@ -54,7 +54,10 @@ def test_every_field_given_every_json_type(spec):
         for path in spec.paths:
             n = config_mod.normalize(_put({}, path, value))
             mine = [m for f, m in n.problems if f == spec.name]
-            if value is None:  # null is transformers' "not set": absent, no problem
+            if value is None and spec.null == "value":  # null is the value (q_lora_rank)
+                assert n.provenance[spec.name] == path and n.values[spec.name] is None
+                assert not mine, mine
+            elif value is None:  # null is transformers' "not set": absent, no problem
                 assert n.provenance[spec.name] in ("absent", "default"), (path, found)
                 assert not mine, mine
             elif found in ACCEPTS[spec.type]:

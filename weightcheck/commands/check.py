@@ -50,6 +50,7 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
         r["engine"] = {
             "name": v.engine,
             "version": v.version,
+            "loader": f"mappings/engines/{v.loader}.toml",
             "speculators_format": v.speculators_format,
             "config": v.config,
             "tensors": [

@@ -35,12 +35,16 @@ Regex = NewType("Regex", str)  # a Python regular expression (re.search on tenso
 Path = NewType("Path", str)  # a dotted config path: eagle_config.norm_before_fc
 Version = NewType("Version", str)  # an engine release: 0.5.12, 0.4.10.post2
 
-Step = Literal["rewrite", "special", "skip", "drop", "stacked", "prefix"]
+Step = Literal["rewrite", "special", "skip", "drop", "stacked", "concat", "prefix"]
 # where an engine stops when it does not start: reading the config, building the model, loading the
 # weights, binding the draft to the target
 Stage = Literal["config", "build", "load", "bind"]
 FromTarget = Literal[
-    "always", "unless_target_hidden_differs", "if_draft_vocab_null", "if_absent_or_equal"
+    "always",
+    "unless_target_hidden_differs",
+    "if_draft_vocab_null",
+    "if_draft_vocab_unset",
+    "if_absent_or_equal",
 ]
 
 
@@ -74,6 +78,9 @@ class EngineInfo:
     arch_rename: ArchRename | None = None  # the engine renames architectures before selecting
     # where it stops when architectures[0] selects no EAGLE-3 loader
     arch_fails_at: Stage = "config"
+    # the engine's other drafter loaders (another class, e.g. the MLA drafter): files
+    # mappings/engines/<name>.toml, each selected by its own `architectures`
+    loaders: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,10 +160,23 @@ class Stacked:
 
 
 @dataclass(frozen=True)
+class Concat:
+    """Tensors the loader holds until every part has arrived, then concatenates (dim 0, in
+    ``parts`` order) into one parameter: the name with ``parts[0]`` replaced by ``into``. A part
+    whose partners never come is dropped without a word, as is a pair whose fused name is no
+    parameter (SGLang's MLA drafter: q_a_proj + kv_a_proj_with_mqa)."""
+
+    parts: tuple[str, ...]
+    into: str
+    cite: str
+
+
+@dataclass(frozen=True)
 class Prefix:
     add: str
-    mode: Literal["unless_parameter", "unless_contains"]
+    mode: Literal["unless_parameter", "unless_contains", "unless_starts_with"]
     unless_contains: tuple[str, ...] = ()
+    unless_starts_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,6 +208,7 @@ class Names:
     skip: tuple[Skip, ...] = ()
     drop: tuple[Drop, ...] = ()
     stacked: tuple[Stacked, ...] = ()
+    concat: tuple[Concat, ...] = ()
     prefix: tuple[Prefix, ...] = ()
     conditional: tuple[Conditional, ...] = ()
     never: tuple[Never, ...] = ()
@@ -547,7 +568,9 @@ def load_file(path) -> Engine | Format:
 
 @functools.lru_cache(maxsize=None)
 def load(engine: str) -> Engine | Format:
-    if engine not in LAYOUTS:
+    """A file of mappings/engines/: an engine's (first) loader, a format, or one of an engine's
+    other loaders (named in its [engine] ``loaders``)."""
+    if engine not in LAYOUTS and not any(engine in load(e).engine.loaders for e in ENGINES):
         raise WeightcheckError(None, f"unknown engine {engine!r}: choose {', '.join(ENGINES)}")
     kind = Format if engine == "speculators" else Engine
     rel = f"engines/{engine}.toml"
@@ -578,7 +601,53 @@ def newest(data: Engine) -> str:
     return max(data.engine.versions_read, key=version_key)
 
 
+def files() -> tuple[str, ...]:
+    """Every file of mappings/engines/ by name: the layouts and the engines' other loaders."""
+    return LAYOUTS + tuple(n for e in ENGINES for n in load(e).engine.loaders)
+
+
+def loaders(engine: str) -> list[Engine]:
+    """Every drafter loader of an engine, its first file first."""
+    first = engine_data(engine)
+    return [first] + [load(n) for n in first.engine.loaders]
+
+
+def renamed(data: Engine, arch):
+    """``architectures[0]`` as the engine reads it before selecting a class (vLLM's EAGLEConfig
+    prefixes Eagle3)."""
+    r = data.engine.arch_rename
+    if r is None or not isinstance(arch, str):
+        return arch
+    if arch.startswith(r.keep_affix) or arch.endswith(r.keep_affix):
+        return arch
+    return r.prefix + arch
+
+
+def loader_for(engine: str, arch0) -> str:
+    """The file (mappings/engines/<name>.toml) of the loader ``architectures[0]`` selects in the
+    engine; the engine's first one (whose replay says that nothing selects it) when none does."""
+    for name in (engine, *engine_data(engine).engine.loaders):
+        data = load(name)
+        if renamed(data, arch0) in data.engine.architectures:
+            return name
+    return engine
+
+
+def loader_of(architecture, engine: str) -> Engine | None:
+    """The engine's loader for a drafter architecture (mappings/architectures/), None when the
+    engine data describe none."""
+    for data in loaders(engine):
+        if architecture is not None and architecture.name == data.engine.inventory:
+            return data
+    return None
+
+
 def replays(architecture, engine: str = "sglang") -> bool:
     """Whether the engine data describe this drafter architecture's loader (``inventory`` in
-    [engine]); an unknown architecture is replayed as the engines would treat it."""
-    return architecture is None or architecture.name == load(engine).engine.inventory
+    [engine] of one of its files); an unknown architecture is replayed as the engines would
+    treat it."""
+    if architecture is None:
+        return True
+    if engine not in ENGINES:  # a format: the inventory it holds
+        return architecture.name == load(engine).engine.inventory
+    return loader_of(architecture, engine) is not None

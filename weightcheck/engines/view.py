@@ -43,8 +43,12 @@ from weightcheck.engines.data import (
     Parameter,
     engine_data,
     load,
+    loader_for,
+    loader_of,
+    loaders,
     newest,
     read_by,
+    renamed,
     replays,
 )
 from weightcheck.engines.data import version_key as _ver
@@ -55,6 +59,9 @@ __all__ = [
     "LAYOUTS",
     "load",
     "engine_data",
+    "loader_for",
+    "loader_of",
+    "loaders",
     "newest",
     "read_by",
     "replays",
@@ -133,6 +140,7 @@ class EngineView:
     draft_vocab: dict = field(default_factory=dict)  # {"size", "from"}
     tied_head: bool | None = None  # the head is the embedding module (no lm_head parameter)
     captured_layers: list | None = None  # target layers captured (needs the target)
+    loader: str = ""  # the file replayed: mappings/engines/<loader>.toml
 
     @property
     def starts(self) -> bool:
@@ -321,24 +329,16 @@ def _expand(param: str, n: int) -> list[str]:
     return [param.format(i=i) for i in range(n)] if "{i}" in param else [param]
 
 
-def _renamed(data: Engine, arch):
-    r = data.engine.arch_rename
-    if r is None or not isinstance(arch, str):
-        return arch
-    if arch.startswith(r.keep_affix) or arch.endswith(r.keep_affix):
-        return arch
-    return r.prefix + arch
-
-
 def resolved_architecture(engine: str, arch) -> object:
     """``architectures[0]`` as the engine reads it (vLLM renames LlamaForCausalLM to
     Eagle3LlamaForCausalLM for an EAGLE-3 drafter; SGLang renames nothing)."""
-    return _renamed(load(engine), arch)
+    return renamed(load(loader_for(engine, arch)), arch)
 
 
 def selects_eagle3_loader(engine: str, arch) -> bool:
-    """Whether ``architectures[0]`` selects the engine's EAGLE-3 drafter loader."""
-    return resolved_architecture(engine, arch) in load(engine).engine.architectures
+    """Whether ``architectures[0]`` selects one of the engine's EAGLE-3 drafter loaders."""
+    data = load(loader_for(engine, arch))
+    return renamed(data, arch) in data.engine.architectures
 
 
 def _int(v, default):
@@ -364,18 +364,19 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     """The engine's view of ``drafter``. ``target`` (model/target.py's Target, optional) supplies
     what the engine takes from it: its dtype (vLLM), the target layers the aux ids capture, and
     the bytes of its embedding and head (vLLM shares equal ones)."""
-    data = engine_data(engine)  # not load(): it also knows the `speculators` layout
-    version = version or newest(data)
     raw = drafter.config or {}
+    arch_names = raw.get("architectures") or []
+    arch0 = arch_names[0] if isinstance(arch_names, list) and arch_names else None
+    loader = loader_for(engine, arch0)  # the loader architectures[0] selects
+    data = load(loader)
+    version = version or newest(data)
     names_cfg = data.names
     vals, shown, errors, spec, failures = engine_config(data, raw, version, target)
     if spec and data.speculators_adapter is None:  # it stops reading the config before these
         errors, failures = [], []
-    arch_names = raw.get("architectures") or []
-    arch0 = arch_names[0] if isinstance(arch_names, list) and arch_names else None
     accepted = set(data.engine.architectures)
     adapter = data.speculators_adapter
-    built_arch = _renamed(data, arch0)
+    built_arch = renamed(data, arch0)
     arch_ok = (spec and adapter is not None and adapter.derives_architecture) or (
         built_arch in accepted
     )
@@ -423,6 +424,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     exceptions = [re.compile(x) for x in names_cfg.unknown_exceptions]
     module_exceptions = [re.compile(x) for x in names_cfg.module_exceptions]
     by_name = {t.name: t for t in drafter.tensors}
+    pending: list = []  # (landing index, Concat, part, name, tensor): held by a concat rule
     for t in drafter.tensors:
         if not arch_ok:
             landings.append(
@@ -478,13 +480,26 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
                     if r.from_ in name:
                         name, shard = name.replace(r.from_, r.to, 1), r.shard
                         break
+            elif step == "concat":
+                for r in names_cfg.concat:
+                    part = next((i for i, x in enumerate(r.parts) if x in name), None)
+                    if part is not None:
+                        fate, held = "held", (r, part)
+                        break
             elif step == "prefix":
                 for r in names_cfg.prefix:
                     if r.mode == "unless_parameter":
                         if name not in param_names:
                             name = r.add + name
+                    elif r.mode == "unless_starts_with":
+                        if not any(name.startswith(x) for x in r.unless_starts_with):
+                            name = r.add + name
                     elif not any(s in name for s in r.unless_contains):
                         name = r.add + name
+        if fate == "held":  # settled below, when every tensor has arrived
+            pending.append((len(landings), *held, name, t))
+            landings.append(Landing(t.name, t.canonical, name, None, "dropped", "", held[0].cite))
+            continue
         if fate is None:
             key = f"{name}[{shard}]" if shard else name
             if key in params or (name in params and not shard) or (not shard and name in fused):
@@ -522,6 +537,8 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
             cite = names_cfg.cite
         landings.append(Landing(t.name, t.canonical, name, None, fate, why, cite))
 
+    _settle_concat(pending, landings, params, shapes)
+
     # which parameters received nothing, and who fills them
     filled: dict[str, list] = {}
     for l in landings:
@@ -549,6 +566,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
                 and "draft_vocab_size" in raw
                 and raw["draft_vocab_size"] is None
             )
+            or (ft == "if_draft_vocab_unset" and raw.get("draft_vocab_size") is None)
             or (ft == "if_absent_or_equal" and (not got or equal))
         )
         if got and target_fills and ft != "if_absent_or_equal":
@@ -654,7 +672,56 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         draft_vocab={"size": vd, "from": vd_from},
         tied_head=tied,
         captured_layers=captured,
+        loader=loader,
     )
+
+
+def _settle_concat(pending: list, landings: list, params: dict, shapes: dict) -> None:
+    """What the tensors held by a concat rule became, replayed in checkpoint order as the loader
+    caches them: a complete set is concatenated (dim 0) into the fused parameter, checked against
+    its shape as a whole (the tensor that completes the set is the one the load stops on); a
+    part replaced in the cache, or whose partners never come, is dropped without a word."""
+    cache: dict[str, int] = {}  # name as looked up -> index of the landing held under it
+    shape_of = {idx: list(t.shape) for idx, *_rest, t in pending}
+    for idx, r, part, name, _t in pending:
+        if name in cache:
+            replaced = landings[cache[name]]
+            replaced.why = (
+                f"held for its partner, then replaced in the loader's cache by {landings[idx].name}"
+            )
+        cache[name] = idx
+        names = [name.replace(r.parts[part], x, 1) for x in r.parts]
+        if not all(n in cache for n in names):
+            continue
+        fused = names[0].replace(r.parts[0], r.into, 1)
+        held = [cache.pop(n) for n in names]
+        keys = [f"{fused}[{i}]" for i in range(len(names))]
+        if not all(k in params for k in keys):
+            for i in held:
+                others = " + ".join(landings[j].name for j in held if j != i)
+                landings[i].why = (
+                    f"concatenated with {others} into {fused}, which is no parameter: "
+                    "discarded without a word"
+                )
+            continue
+        for i, k in zip(held, keys):
+            l = landings[i]
+            l.fate, l.param, l.engine_name, l.why, l.cite = "loaded", k, fused, "", params[k].cite
+        want = [shapes.get(k) for k in keys]
+        if any(w is None for w in want):
+            continue
+        got = [shape_of[i] for i in held]
+        rows, rows_want = sum(g[0] for g in got), sum(w[0] for w in want)
+        if rows != rows_want or any(g[1:] != want[0][1:] for g in got):
+            l = landings[idx]
+            l.fate = "error"
+            l.why = (
+                f"concatenated {' + '.join(map(str, got))} into parameter {fused} "
+                f"{[rows_want, *want[0][1:]]}: the weight loader asserts and the load stops"
+            )
+    for i in cache.values():
+        if not landings[i].why:
+            landings[i].why = "held for its partner, which never comes: dropped without a word"
 
 
 def _winner(drafter, names: list) -> str | None:

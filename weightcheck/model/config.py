@@ -27,6 +27,9 @@ class FieldSpec:
     category: str
     symbol: str | None = None
     default: str | None = None
+    # an explicit null: "absent" (the default stands in, how transformers writes "not set") or
+    # "value" (null is the value: DeepseekV3Config's q_lora_rank null is not its default 1536)
+    null: str = "absent"
 
 
 @dataclass
@@ -63,6 +66,7 @@ def field_specs() -> tuple[FieldSpec, ...]:
             category=f["category"],
             symbol=f.get("symbol"),
             default=f.get("default"),
+            null=f.get("null", "absent"),
         )
         for f in data["field"]
     )
@@ -158,6 +162,10 @@ def normalize(raw: dict | None) -> NormalizedConfig:
         invalid = None
         for path in spec.paths:
             v = lookup(raw, path)
+            if v is None and spec.null == "value":
+                out.values[spec.name] = None
+                out.provenance[spec.name] = path
+                break
             if v is _MISSING or v is None:  # null is how transformers writes "not set"
                 continue
             if spec.type == "float" and type(v) is int:

@@ -12,23 +12,6 @@ from weightcheck.rules.base import WARNING, rule
 
 
 @rule(
-    "WC700",
-    "engine-view-unavailable",
-    "info",
-    "--engine was asked for a drafter architecture whose loader is not replayed (MLA drafters).",
-)
-def engine_unavailable(ctx):
-    if ctx.engine and ctx.engine_view is None:
-        arch = ctx.d.architecture.name if ctx.d.architecture else "an unknown architecture"
-        yield ctx.f(
-            "WC700",
-            f"{ctx.engine}'s loader for {arch} is not replayed (mappings/engines/ "
-            "describes LlamaForCausalLMEagle3): the engine view was not checked",
-            "architectures",
-        )
-
-
-@rule(
     "WC701",
     "engine-architecture",
     "error",
