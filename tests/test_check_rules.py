@@ -18,6 +18,7 @@ from typing import Callable
 import pytest
 import synth
 from check_builders import (
+    mla_drafter,
     TARGET,
     by_code,
     check,
@@ -212,6 +213,14 @@ def t_index_inconsistent(w):
     return write_sharded(w.path("x"), w.cfg, ts, split, weight_map_edit=lie), []
 
 
+@trigger("WC211", "midlayer.self_attn.kv_a_proj_with_mqa.weight")
+def t_swapped_tensors(w):
+    """An MLA export with kv_a_proj_with_mqa and kv_b_proj under each other's names."""
+    a, b = "midlayer.self_attn.kv_a_proj_with_mqa.weight", "midlayer.self_attn.kv_b_proj.weight"
+    src = mla_drafter(w.path("mla"))
+    return edit(src, w.path("x"), rename={a: b, b: a}), []
+
+
 # --- WC3xx vocabulary ----------------------------------------------------------------------------
 @trigger("WC301", "lm_head.weight")
 def t_lm_head_rows(w):
@@ -380,6 +389,13 @@ def t_layer_count(w):
 def t_aux_ids_missing(w):
     # real: `speculators convert` drops the ids unless passed explicitly (fixture README)
     return PRODUCERS / "speculators-convert", []
+
+
+@trigger("WC408", "kv_lora_rank")
+def t_mla_dims(w):
+    """kv_lora_rank 48 beside weights trained with 64."""
+    src = mla_drafter(w.path("mla"))
+    return edit(src, w.path("x"), cfg=lambda c: c.update(kv_lora_rank=48)), []
 
 
 # --- WC5xx target --------------------------------------------------------------------------------

@@ -1018,30 +1018,14 @@ def test_pickled_training_state_needs_a_config(tmp_path):
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
-def test_mla_drafter_is_refused_not_mangled(tmp_path):
-    """The output layouts describe Llama EAGLE-3 drafters: an MLA drafter is refused, not written
-    under a Llama architecture."""
-    import synth
+def test_mla_drafter_is_refused_by_the_speculators_format(tmp_path):
+    """The speculators format holds Llama EAGLE-3 drafters (Eagle3Speculator): an MLA drafter is
+    refused with one line, not written under a Llama architecture (--to sglang / vllm convert it:
+    tests/test_mla.py)."""
+    from check_builders import mla_drafter
 
-    mla = {
-        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
-        "model_type": "kimi_k2",
-        "hidden_size": 128,
-        "intermediate_size": 320,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "q_lora_rank": 96,
-        "kv_lora_rank": 64,
-        "qk_nope_head_dim": 32,
-        "qk_rope_head_dim": 16,
-        "v_head_dim": 32,
-        "vocab_size": 2048,
-        "draft_vocab_size": 400,
-        "torch_dtype": "bfloat16",
-    }
-    src = tmp_path / "mla"
-    synth.write_drafter(str(src), mla)
-    r = run_cli("convert", src, tmp_path / "out", "--to", "sglang")
-    assert r.exit_code == 2 and "deepseek_mla_eagle3" in r.stderr
+    src = mla_drafter(tmp_path / "mla")
+    r = run_cli("convert", src, tmp_path / "out", "--to", "speculators")
+    assert r.exit_code == 2 and "deepseek_mla_eagle3" in r.stderr and "llama_eagle3" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()

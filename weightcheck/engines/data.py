@@ -296,6 +296,11 @@ class Output:
     config_layout: Literal["flat", "speculators"]
     aux_ids_paths: tuple[Path, ...]
     aux_convention: Literal["sglang", "vllm"]
+    # model_type written when the source says none (or "eagle3"), and the config fields written
+    # with their value even when the source leaves them to a default (the engines' defaults are
+    # a config class's, easy to get wrong: the MLA dims)
+    model_type: str = "llama"
+    explicit: tuple[str, ...] = ()
     keep: tuple[str, ...] = ()
     refuse: tuple[Refuse, ...] = ()
     family_architectures: dict[str, str] = field(default_factory=dict)
@@ -640,6 +645,16 @@ def loader_of(architecture, engine: str) -> Engine | None:
         if architecture is not None and architecture.name == data.engine.inventory:
             return data
     return None
+
+
+def output_for(layout: str, architecture) -> Output:
+    """What ``convert --to layout`` writes for a drafter of ``architecture``: the [output] of the
+    engine's loader for it (a format's own)."""
+    if layout in ENGINES:
+        data = loader_of(architecture, layout)
+        if data is not None:
+            return data.output
+    return load(layout).output
 
 
 def replays(architecture, engine: str = "sglang") -> bool:

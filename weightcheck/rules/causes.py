@@ -1,7 +1,7 @@
 """One cause, one finding: the findings a root cause explains are listed under it.
 
 The table is data (mappings/causes.toml): a root code, the codes it explains, and how their
-subjects relate ("same", "any", or a regular expression over the consequence's subject).
+subjects relate ("same", "any", "named", or a regular expression over the consequence's subject).
 :func:`fold` applies it to check's findings: each consequence moves under its root
 (``Finding.consequences``), and the root's severity becomes its worst consequence's, so the
 exit status is what it was. Rule pages say which codes a rule explains (:func:`explained_by`).
@@ -23,7 +23,7 @@ from weightcheck.rules.base import SEVERITY_ORDER, Finding
 class Cause:
     root: str
     explains: tuple[str, ...]
-    subject: str  # "same", "any" or a regular expression
+    subject: str  # "same", "any", "named" or a regular expression
     why: str
 
     def relates(self, root: Finding, f: Finding) -> bool:
@@ -33,6 +33,10 @@ class Cause:
             return f.subject is not None and f.subject == root.subject
         if self.subject == "any":
             return True
+        if self.subject == "named":  # the root's message names what the consequence concerns
+            return f.subject is not None and re.search(
+                rf"(?<![\w.]){re.escape(f.subject)}(?![\w.])", root.message
+            ) is not None
         return f.subject is not None and re.search(self.subject, f.subject) is not None
 
 
@@ -44,7 +48,7 @@ def table() -> tuple[Cause, ...]:
 
 def parse(data: dict, where: str) -> tuple[Cause, ...]:
     """The [[cause]] tables of ``data``: every key known, every code a rule's, every subject
-    "same", "any" or a regular expression; anything else is an error naming ``where``."""
+    "same", "any", "named" or a regular expression; anything else is an error naming ``where``."""
     from weightcheck.rules import RULES
 
     out = []
@@ -59,7 +63,7 @@ def parse(data: dict, where: str) -> tuple[Cause, ...]:
         if bad:
             raise WeightcheckError(where, f"cause {i}: no rule {bad[0]!r}")
         subject = c.get("subject", "same")
-        if subject not in ("same", "any"):
+        if subject not in ("same", "any", "named"):
             try:
                 re.compile(subject)
             except re.error as e:

@@ -6,6 +6,7 @@ from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
 from weightcheck.model import inventory
 from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.tensors import swapped_pairs
 
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
 
@@ -266,3 +267,94 @@ def layer_count(ctx):
         )
     else:
         yield ctx.f("WC406", message, "num_hidden_layers", fix=fix)
+
+
+# the MLA dims and the shape symbols mappings/architectures/deepseek_mla_eagle3.toml writes them as
+MLA_DIMS = {
+    "q_lora_rank": "q_rank",
+    "kv_lora_rank": "kv_rank",
+    "qk_rope_head_dim": "d_rope",
+    "qk_nope_head_dim": "d_nope",
+    "v_head_dim": "d_v",
+}
+
+
+def mla_dims_held(ctx) -> dict[str, tuple[int, list[str]]]:
+    """The MLA dims the weights hold, each with the tensors that say so: kv_lora_rank from
+    kv_a_layernorm / kv_b_proj, q_lora_rank from q_a_layernorm / q_b_proj / q_a_proj, the rope
+    dims from kv_a_proj_with_mqa's rows past kv_lora_rank, v_head_dim from o_proj, the nope dims
+    from kv_b_proj (with num_attention_heads)."""
+    a = "midlayer.self_attn."
+    got = {c: list(t.shape) for c, t in ctx.d.by_canonical().items()}
+
+    def dim(name: str, axis: int):
+        s = got.get(a + name + ".weight")
+        return (s[axis], a + name + ".weight") if s is not None and len(s) > axis else None
+
+    def first(*options):
+        found = [o for o in options if o is not None]
+        return (found[0][0], [n for _, n in found]) if found else None
+
+    held = {}
+    kv = first(dim("kv_a_layernorm", 0), dim("kv_b_proj", 1))
+    q = first(dim("q_a_layernorm", 0), dim("q_b_proj", 1), dim("q_a_proj", 0))
+    if kv:
+        held["kv_lora_rank"] = kv
+    if q:
+        held["q_lora_rank"] = q
+    kva = dim("kv_a_proj_with_mqa", 0)
+    if kv and kva and kva[0] > kv[0]:
+        held["qk_rope_head_dim"] = (kva[0] - kv[0], [kva[1], *kv[1]])
+    nh = ctx.n.get("num_attention_heads")
+    o, kvb = dim("o_proj", 1), dim("kv_b_proj", 0)
+    if isinstance(nh, int) and nh > 0 and o and o[0] % nh == 0:
+        d_v = o[0] // nh
+        held["v_head_dim"] = (d_v, [o[1]])
+        if kvb and kvb[0] % nh == 0 and kvb[0] // nh > d_v:
+            held["qk_nope_head_dim"] = (kvb[0] // nh - d_v, [kvb[1], o[1]])
+    return held
+
+
+@rule(
+    "WC408",
+    "mla-dims",
+    "error",
+    "An MLA dimension of the config (kv_lora_rank, q_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim) contradicts the weights.",
+)
+def mla_dims(ctx):
+    arch = ctx.d.architecture
+    if arch is None or arch.attention != "mla" or ctx.d.source.config is None:
+        return
+    if swapped_pairs(ctx):  # WC211: the shapes sit under the wrong names
+        return
+    inv = ctx.d.inventory
+    for field, (value, evidence) in mla_dims_held(ctx).items():
+        said, where = ctx.n.get(field), ctx.n.provenance.get(field)
+        if said == value:
+            continue
+        if said is None and where != "absent":  # q_lora_rank null: the one-projection query
+            continue
+        symbol = MLA_DIMS[field]
+        # every tensor whose expected shape the field decides, and that the weights contradict
+        hit = [
+            t.name
+            for t in arch.tensors
+            if any(symbol in s or field in s for s in t.shape)
+            and ctx.tensor(t.name) is not None
+            and inv.tensors.get(t.name) is not None
+            and inv.tensors[t.name].shape is not None
+            and tuple(ctx.tensor(t.name).shape) != inv.tensors[t.name].shape
+        ]
+        names = sorted(set(evidence) | set(hit))
+        was = (
+            f"is absent (the engines take {said})"
+            if where == "default"
+            else ("is absent" if said is None else f"is {said}")
+        )
+        yield ctx.f(
+            "WC408",
+            f"{field} {was} but the weights hold {value} ({', '.join(names)}): the engines build "
+            "every projection it sizes to the config and stop on the shapes",
+            field,
+            fix=f'set "{field}": {value} in config.json',
+        )

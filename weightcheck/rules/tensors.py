@@ -187,3 +187,37 @@ def index_drift(ctx):
             yield ctx.f("WC210", note.split(": ", 1)[1], ctx.d.source.index_file, severity=WARNING)
         elif note.startswith("index-"):
             yield ctx.f("WC210", note.split(": ", 1)[1], ctx.d.source.index_file)
+
+
+def swapped_pairs(ctx) -> list[tuple[str, str]]:
+    """Pairs of canonical tensors that hold each other's expected shapes (and not their own):
+    names swapped in an export (MLA's kv_a_proj_with_mqa / kv_b_proj, q_a_proj / q_b_proj)."""
+    inv = ctx.d.inventory
+    if inv is None or ctx.d.source.config is None:
+        return []
+    got = {c: tuple(t.shape) for c, t in ctx.d.by_canonical().items()}
+    want = {c: e.shape for c, e in inv.tensors.items() if e.shape is not None and c in got}
+    wrong = sorted(c for c in want if got[c] != want[c])
+    pairs = []
+    for i, a in enumerate(wrong):
+        for b in wrong[i + 1 :]:
+            if got[a] == want[b] and got[b] == want[a]:
+                pairs.append((a, b))
+    return pairs
+
+
+@rule(
+    "WC211",
+    "swapped-tensors",
+    "error",
+    "Two tensors hold each other's shapes: their names are swapped.",
+)
+def swapped(ctx):
+    for a, b in swapped_pairs(ctx):
+        shape_a, shape_b = list(ctx.tensor(a).shape), list(ctx.tensor(b).shape)
+        yield ctx.f(
+            "WC211",
+            f"{a} holds {shape_a} and {b} holds {shape_b}: each is the other's shape, the names "
+            "are swapped (the engines load them into the wrong parameters or stop on the shapes)",
+            a,
+        )

@@ -65,8 +65,8 @@ def flat_view(raw: dict) -> dict:
 
 def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     """The output config.json in the destination layout of mappings/engines/<to>.toml [output]."""
-    out_spec = engine_mod.load(plan.to).output
     src = plan.src
+    out_spec = engine_mod.output_for(plan.to, src.architecture)
     norm = config_mod.normalize(base)
     flat = flat_view(base)
     # drop every place aux ids could be; they are written back where the destination reads them
@@ -118,9 +118,14 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         cfg["draft_vocab_size"] = vd  # SGLang reads it as an attribute: absent fails
         if norm.get("target_hidden_size") is not None and "target_hidden_size" in flat:
             cfg["target_hidden_size"] = norm.get("target_hidden_size")
-        cfg.setdefault("model_type", "llama")
         if flat.get("model_type") in (None, "eagle3"):
-            cfg["model_type"] = "llama"
+            cfg["model_type"] = out_spec.model_type
+        for k in out_spec.explicit:  # the value the engines would default to, written out
+            if k not in flat and norm.get(k) is not None:
+                cfg[k] = norm.get(k)
+                plan.config_changes.append(
+                    f"{k}: absent -> {norm.get(k)} (the default the engines take, written out)"
+                )
         if new_ids is not None:
             for path in out_spec.aux_ids_paths:
                 if path.startswith("eagle_config."):

@@ -126,7 +126,6 @@ def plan(
     p = Plan(
         src=src, to=to, out=out, target=target, embed_target=embed_target, head_target=lm_head_from
     )
-    out_spec = engine_mod.load(to).output
     if src.naming.unknown:
         raise WeightcheckError(
             src.source.spec,
@@ -142,12 +141,13 @@ def plan(
             src.source.spec, f"looks like a target model, not a drafter: {src.looks_like_target}"
         )
     if not engine_mod.replays(src.architecture, to):
+        inv = engine_mod.load(to).engine.inventory
         raise WeightcheckError(
             src.source.spec,
-            f"a {src.architecture.name} drafter: the layouts in "
-            "mappings/engines/ describe LlamaForCausalLMEagle3 "
-            "drafters only, so it is not converted",
+            f"a {src.architecture.name} drafter: the {to} layout (mappings/engines/{to}.toml) "
+            f"holds {inv} drafters only, so it is not converted",
         )
+    out_spec = engine_mod.output_for(to, src.architecture)
     base = src.config
     if config_from is not None:
         c = compatibility.judge(src, config_from, aux.same_aux_layers)
