@@ -253,10 +253,11 @@ MLA_CFG = {
 }
 
 
-def mla_drafter(folder, seed: int = 0, **cfg) -> pathlib.Path:
-    """MLA_CFG with ``cfg`` over it (a value None removes the key), written by synth."""
+def mla_drafter(folder, seed: int = 0, drop=(), **cfg) -> pathlib.Path:
+    """MLA_CFG with ``cfg`` over it and the keys ``drop`` removed, written by synth (the tensors
+    the config implies, with its defaults)."""
     import synth
 
-    c = {k: v for k, v in {**MLA_CFG, **cfg}.items() if v is not None}
+    c = {k: v for k, v in {**MLA_CFG, **cfg}.items() if k not in drop}
     synth.write_drafter(str(folder), c, seed=seed)
     return pathlib.Path(folder)

@@ -18,7 +18,6 @@ from typing import Callable
 import pytest
 import synth
 from check_builders import (
-    mla_drafter,
     TARGET,
     by_code,
     check,
@@ -28,6 +27,7 @@ from check_builders import (
     i64_bytes,
     i64_values,
     mentions,
+    mla_drafter,
     read_config,
     read_tensors,
     target_copy,

@@ -151,6 +151,10 @@ def architecture_for(cfg: dict, canonical: set[str]) -> tuple[Architecture | Non
     named = named_by(cfg)
     if named is not None:
         first = cfg["architectures"][0]
+        if named.signature and all(s in canonical for s in named.signature):
+            # the tensors agree with the config (an MLA drafter with a q_proj has Llama's
+            # signature too): the config's word stands
+            return named, f"config architectures[0] = {first}"
         for b in archs:
             if b is not named and b.signature and all(s in canonical for s in b.signature):
                 return b, f"tensors {', '.join(b.signature)} (config says {first})"

@@ -34,9 +34,11 @@ class Cause:
         if self.subject == "any":
             return True
         if self.subject == "named":  # the root's message names what the consequence concerns
-            return f.subject is not None and re.search(
-                rf"(?<![\w.]){re.escape(f.subject)}(?![\w.])", root.message
-            ) is not None
+            return (
+                f.subject is not None
+                and re.search(rf"(?<![\w.]){re.escape(f.subject)}(?![\w.])", root.message)
+                is not None
+            )
         return f.subject is not None and re.search(self.subject, f.subject) is not None
 
 
