@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from weightcheck.engines import view as engine_mod
 from weightcheck.rules.base import WARNING, rule
 
 
@@ -91,17 +90,9 @@ def tied(ctx):
         return
     # only an engine that ties the head is hurt (vLLM never ties the drafter's head: vllm 0.32.0
     # model_executor/models/llama_eagle3.py builds lm_head [Vd, H] whatever the flag says)
-    engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
-    views = {
-        e: ctx.engine_view
-        if ctx.engine_view is not None and ctx.engine == e
-        else engine_mod.view(ctx.d, e)
-        for e in engines
-    }
-    ties = [e for e, view in views.items() if view.tied_head]
+    ties, untied = ctx.hurts(lambda view: view.tied_head)
     if not ties:
         return
-    untied = [e for e in engines if e not in ties]
     message = (
         f"tie_word_embeddings is true but draft_vocab_size {vd} != vocab_size "
         f"{v}: lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H]"
