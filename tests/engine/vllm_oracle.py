@@ -127,7 +127,9 @@ def _fill_marked(model) -> None:
 def _wrap_weight_loaders(model) -> None:
     from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
-    for name, p in model.named_parameters(remove_duplicate=False):
+    # one wrapper per parameter, under its canonical name (named_parameters() de-duplicates:
+    # vLLM's MLA layer re-references its modules under ``self_attn.mla_attn.*``)
+    for name, p in model.named_parameters():
         orig = getattr(p, "weight_loader", default_weight_loader)
 
         def wrapped(param, loaded_weight, *args, _orig=orig, _name=name, **kwargs):
@@ -196,7 +198,7 @@ def _expected_and_state(name: str, p) -> dict:
 def _snapshot_after_load(model) -> None:
     import torch
 
-    for name, p in model.named_parameters(remove_duplicate=False):
+    for name, p in model.named_parameters():
         REC.params[name] = _expected_and_state(name, p)
         # integer/bool parameters: unwritten elements back to their init (e.g. zeros for d2t)
         if name in REC.init_values:
@@ -522,7 +524,7 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
             else None
         )
         target_ids = {id(p) for p in target.parameters()} if target is not None else set()
-        final = dict(model.named_parameters(remove_duplicate=False))
+        final = dict(model.named_parameters())
         for name, p in final.items():
             if id(p) in target_ids:
                 entry = {"shape": list(p.shape), "state": "from_target", "equals_checkpoint": None}
