@@ -172,8 +172,10 @@ def test_sglang_bind_needs_cuda_synchronize_neutralised(records):
     target, the checkpoint's lm_head discarded); TorchSpec's has one -> set_embed only."""
     recs = records("sglang")
     mo, ts = recs["modelopt"], recs["torchspec"]
-    assert any("set_embed_and_head" in c for c in mo["cpu_patches"]), mo.get("cpu_patches")
-    assert any("set_embed " in c + " " for c in ts["cpu_patches"]), ts.get("cpu_patches")
+    assert any(c.endswith(":423 set_embed_and_head") for c in mo["cpu_patches"]), mo.get(
+        "cpu_patches"
+    )
+    assert any(c.endswith(":415 set_embed") for c in ts["cpu_patches"]), ts.get("cpu_patches")
     for r in (mo, ts):
         post = r["sglang"]["post_load_weights"]
         assert post == {

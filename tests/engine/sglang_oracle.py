@@ -36,6 +36,14 @@ iterator is wrapped to know the current key. When ``load_weights`` raises, the k
 the iterator never yielded are ``not_reached``. What is still NaN after ``load_weights`` was
 written by nothing. A checkpoint tensor that itself holds NaN would look unwritten there.
 
+MLA drafters (``Eagle3DeepseekV2ForCausalLM``, models/kimi_k25_eagle3.py) take the same path. Two
+things differ: its ``load_weights`` writes ``cat([q_a_proj, kv_a_proj_with_mqa])`` into one fused
+parameter, which the recorder attributes to both keys (``_Recorder.pieces``), and its bind step
+calls ``torch.cuda.synchronize()``, which raises on a CPU torch: that one call is made a no-op
+during bind and every absorbed call is listed in the record's ``cpu_patches`` (``--strict-cuda``:
+not neutralised, the bind fails with SGLang's own error). A key on which SGLang logged a WARNING
+and that wrote nothing is ``warned``.
+
 Output: one JSON object per drafter (stdout, and ``--jsonl`` if given), schema in
 docs/engine-test.md "SGLang oracle". Extra engine details sit under the key ``"sglang"``.
 """

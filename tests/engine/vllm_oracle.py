@@ -33,7 +33,9 @@ run it, up to the point where serving would start:
    captured aux tensors are matched against the embedding output and every layer's output.
 
 One JSON object per drafter is printed (and appended to --jsonl), in the schema shared with the
-SGLang oracle (docs/engine-test.md, "vLLM oracle"). Exceptions are caught per drafter.
+SGLang oracle (docs/engine-test.md, "vLLM oracle"). Exceptions are caught per drafter. Parameters
+are named as ``named_parameters()`` names them (aliases removed: the MLA drafter,
+``Eagle3DeepseekV2ForCausalLM``, re-references its attention modules as ``self_attn.mla_attn.*``).
 """
 
 from __future__ import annotations
