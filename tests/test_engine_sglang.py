@@ -53,7 +53,8 @@ ORACLE_TIMEOUT = 1200
 QKV = "model.layers.0.self_attn.qkv_proj.weight"
 GATE_UP = "model.layers.0.mlp.gate_up_proj.weight"
 DOWN = "model.layers.0.mlp.down_proj.weight"
-FATES = {"loaded", "dropped", "error", "not_reached"}  # a checkpoint key's fate
+# a checkpoint key's fate; "warned": dropped, and SGLang logged a WARNING while processing it
+FATES = {"loaded", "dropped", "warned", "error", "not_reached"}
 
 
 def sglang_python() -> str:
@@ -703,8 +704,13 @@ def test_llama_architecture_is_built_as_the_target_class(oracle):
     # its head is [V, H]: the drafter's [Vd, H] lm_head trips the shape assertion; what came
     # before it in sorted order (d2t, fc.weight) matched nothing
     assert r["error"].startswith("AssertionError: self.org_vocab_size=512 "), r["error"]
-    assert r["keys"]["d2t"] == {"fate": "dropped", "params": []}
-    assert r["keys"]["fc.weight"] == {"fate": "dropped", "params": []}
+    # LlamaForCausalLM.load_weights logs "Parameter X not found in params_dict" for both
+    for k in ("d2t", "fc.weight"):
+        assert r["keys"][k] == {
+            "fate": "warned",
+            "params": [],
+            "warning": f"Parameter {k} not found in params_dict",
+        }, r["keys"][k]
     assert r["keys"]["lm_head.weight"] == {"fate": "error", "params": []}
     assert r["keys"]["norm.weight"] == {"fate": "not_reached", "params": []}
 

@@ -43,11 +43,18 @@ BASES = {
     "ma": "modelopt-default-aux",
     "mf": "modelopt-fullvocab-fp32",
 }
+# MLA drafters (Eagle3DeepseekV2ForCausalLM; tests/fixtures/producers/make_mla_fixtures.py writes
+# them in the ModelOpt-kimik2 and TorchSpec-native layouts): their own variants, mla_variants()
+MLA_BASES = {"mm": "mla-modelopt", "mt": "mla-torchspec"}
+MLA_ARCHITECTURE = "Eagle3DeepseekV2ForCausalLM"
+ALL_BASES = {**BASES, **MLA_BASES}
 # what the base's names look like: SpecForge writes midlayer.*, the others layers.0.*
 LAYER = {"sf": "midlayer.", "sh": "midlayer.", "st": "layers.0.", "sc": "layers.0."}
 LAYER.update(dict.fromkeys(("mo", "ma", "mf"), "layers.0."))
+LAYER.update({"mm": "layers.0.", "mt": "midlayer."})
 DIALECT = {"sf": "specforge", "sh": "specforge", "st": "speculators", "sc": "speculators"}
 DIALECT.update(dict.fromkeys(("mo", "ma", "mf"), "modelopt"))
+DIALECT.update({"mm": "modelopt", "mt": "torchspec"})
 
 AXES = (
     "dialect",
@@ -115,7 +122,7 @@ _CACHE: dict = {}
 
 def base_of(key: str) -> tuple[dict, list[Tensor]]:
     if key not in _CACHE:
-        d = os.path.join(PRODUCERS, BASES[key])
+        d = os.path.join(PRODUCERS, ALL_BASES[key])
         with open(os.path.join(d, "config.json")) as f:
             cfg = json.load(f)
         _CACHE[key] = (cfg, _read_safetensors(os.path.join(d, "model.safetensors")))
@@ -1051,9 +1058,406 @@ def variants() -> list[Variant]:
         for d, tag, desc, axis in cases:
             v(d.variant(f"{b}.x.{tag}", f"{BASES[b]}: {desc}", "combination", "dialect", axis))
 
+    out.extend(mla_variants())
+
     ids = [x.id for x in out]
     dup = {i for i in ids if ids.count(i) > 1}
     assert not dup, dup
+    return out
+
+
+# MLA dims of the two fixtures (make_mla_fixtures.py): H = 64, 2 heads, q_lora_rank 64,
+# kv_lora_rank 32, qk_nope 32, qk_rope 16, v_head 32, intermediate 128, V = 512, Vd = 256 (TorchSpec)
+MLA_NH, MLA_Q, MLA_KV, MLA_NOPE, MLA_ROPE, MLA_V = 2, 64, 32, 32, 16, 32
+MLA_VD = 256
+
+
+def is_mla(x: Variant) -> bool:
+    """An MLA drafter variant (compared only where weightcheck replays that loader)."""
+    return x.base in MLA_BASES
+
+
+def _mla_layer(d: Draft, prefix: str, width: int) -> None:
+    """The tensors of one MLA decoder layer under ``prefix`` (attention input ``width``)."""
+    dt = d.wdtype()
+    qk = MLA_NH * (MLA_NOPE + MLA_ROPE)
+    for rest, shape in (
+        ("self_attn.q_a_proj.weight", (MLA_Q, width)),
+        ("self_attn.q_a_layernorm.weight", (MLA_Q,)),
+        ("self_attn.q_b_proj.weight", (qk, MLA_Q)),
+        ("self_attn.kv_a_proj_with_mqa.weight", (MLA_KV + MLA_ROPE, width)),
+        ("self_attn.kv_a_layernorm.weight", (MLA_KV,)),
+        ("self_attn.kv_b_proj.weight", (MLA_NH * (MLA_NOPE + MLA_V), MLA_KV)),
+        ("self_attn.o_proj.weight", (H, MLA_NH * MLA_V)),
+        ("mlp.gate_proj.weight", (I, H)),
+        ("mlp.up_proj.weight", (I, H)),
+        ("mlp.down_proj.weight", (H, I)),
+        ("input_layernorm.weight", (H,)),
+        ("post_attention_layernorm.weight", (H,)),
+    ):
+        d.add(prefix + rest, dt, shape)
+
+
+def mla_variants() -> list[Variant]:
+    """MLA drafter variants: the two fixtures as written and re-laid-out, and the defects
+    docs/mla-drafters.md §2 and §7 say the two engines treat differently."""
+    out: list[Variant] = []
+    v = out.append
+    name = MLA_BASES
+    for b in MLA_BASES:
+        L = LAYER[b]
+        v(Draft(b).variant(f"{b}.asis", f"{name[b]} as written", "dialect"))
+        other = _to_midlayer if L == "layers.0." else _to_layers0
+        o = "midlayer." if L == "layers.0." else "layers.0."
+        v(
+            Draft(b)
+            .rename(other)
+            .variant(f"{b}.relayout", f"{name[b]} with {L}* renamed to {o}*", "dialect")
+        )
+        # missing: the two halves of the fused down-projection, each alone and both
+        for miss, desc in (
+            ("self_attn.q_a_proj.weight", "without q_a_proj (kv_a_proj_with_mqa alone)"),
+            ("self_attn.kv_a_proj_with_mqa.weight", "without kv_a_proj_with_mqa (q_a alone)"),
+            ("self_attn.kv_a_layernorm.weight", "without kv_a_layernorm"),
+        ):
+            tag = miss.split(".")[1]
+            v(Draft(b).drop(L + miss).variant(f"{b}.miss.{tag}", f"{name[b]} {desc}", "missing"))
+        v(
+            Draft(b)
+            .drop(L + "self_attn.q_a_proj.weight", L + "self_attn.kv_a_proj_with_mqa.weight")
+            .variant(f"{b}.miss.both_a", f"{name[b]} without q_a_proj and kv_a", "missing")
+        )
+        v(
+            Draft(b)
+            .drop("norm.weight")
+            .variant(f"{b}.miss.norm", f"{name[b]} without norm", "missing")
+        )
+        v(
+            Draft(b)
+            .drop("lm_head.weight")
+            .variant(
+                f"{b}.miss.lm_head",
+                f"{name[b]} without lm_head"
+                + (" (draft_vocab_size 256 in config)" if b == "mt" else " (no draft_vocab_size)"),
+                "missing",
+                "draft_vocab_size",
+            )
+        )
+        # typos
+        v(
+            Draft(b)
+            .rename_one(L + "self_attn.q_b_proj.weight", L + "self_attn.q_b_prj.weight")
+            .variant(f"{b}.typo.q_b", f"{name[b]}: q_b_proj misspelled q_b_prj", "typo")
+        )
+        v(
+            Draft(b)
+            .rename_one(L + "mlp.down_proj.weight", L + "mlp.down_prj.weight")
+            .variant(f"{b}.typo.down", f"{name[b]}: down_proj misspelled down_prj", "typo")
+        )
+        # wrappers
+        v(
+            Draft(b)
+            .rename(lambda n: "model." + n)
+            .variant(f"{b}.wrap.model", f"{name[b]}: every name prefixed model.", "wrapper")
+        )
+        v(
+            Draft(b)
+            .rename(lambda n: "eagle_module." + n)
+            .variant(
+                f"{b}.wrap.eagle_module", f"{name[b]}: every name prefixed eagle_module.", "wrapper"
+            )
+        )
+        # extras
+        v(
+            Draft(b)
+            .add("fc.bias", shape=(H,))
+            .variant(f"{b}.extra.fc_bias", f"{name[b]} + fc.bias", "extra")
+        )
+        v(
+            Draft(b)
+            .add("fc.bias", shape=(H,))
+            .set("bias", True)
+            .variant(
+                f"{b}.extra.fc_bias_flag",
+                f"{name[b]} + fc.bias, bias: true",
+                "extra",
+                "config_flags",
+            )
+        )
+        d = Draft(b)
+        _mla_layer(d, "layers.1.", H)
+        v(d.variant(f"{b}.extra.layer1", f"{name[b]} + layers.1.* (H-input MLA layer)", "extra"))
+        d = Draft(b)
+        _mla_layer(d, "layers.1.", H)
+        d.set("num_hidden_layers", 2)
+        v(
+            d.variant(
+                f"{b}.nl2.layer1",
+                f"{name[b]}: num_hidden_layers 2 + layers.1.*",
+                "num_hidden_layers",
+                "extra",
+            )
+        )
+        v(
+            Draft(b)
+            .set("num_hidden_layers", 2)
+            .variant(
+                f"{b}.nl2",
+                f"{name[b]}: num_hidden_layers 2, one layer of weights",
+                "num_hidden_layers",
+            )
+        )
+        v(
+            Draft(b)
+            .add("input_norm.weight", shape=(3 * H,))
+            .variant(f"{b}.extra.input_norm", f"{name[b]} + input_norm.weight [3H]", "extra")
+        )
+        # duplicates / spellings
+        v(
+            Draft(b)
+            .add(o + "self_attn.kv_b_proj.weight", like=L + "self_attn.kv_b_proj.weight")
+            .variant(f"{b}.dup.kv_b", f"{name[b]} + kv_b_proj also spelled {o}*", "duplicate")
+        )
+        v(
+            Draft(b)
+            .rename(
+                lambda n, L=L, o=o: (
+                    n.replace(L, o, 1) if n == L + "self_attn.q_a_proj.weight" else n
+                )
+            )
+            .variant(
+                f"{b}.mix.q_a",
+                f"{name[b]}: q_a_proj spelled {o}*, kv_a as {L}*",
+                "dialect",
+                "duplicate",
+            )
+        )
+        # swapped names
+        d = Draft(b)
+        ka, kb = L + "self_attn.kv_a_proj_with_mqa.weight", L + "self_attn.kv_b_proj.weight"
+        d.rename(lambda n, ka=ka, kb=kb: kb if n == ka else ka if n == kb else n)
+        v(
+            d.variant(
+                f"{b}.swap.kv_a_kv_b",
+                f"{name[b]}: kv_a_proj_with_mqa and kv_b_proj names swapped",
+                "typo",
+            )
+        )
+        # wrong kv_lora_rank in config (tensors for 32)
+        v(
+            Draft(b)
+            .set("kv_lora_rank", 64)
+            .variant(
+                f"{b}.cfg.kv_rank64",
+                f"{name[b]}: kv_lora_rank 64 in config, tensors for 32",
+                "config_flags",
+            )
+        )
+        # MLA dims absent -> DeepseekV3Config defaults (q_lora_rank 1536, ...)
+        v(
+            Draft(b)
+            .unset("q_lora_rank")
+            .variant(
+                f"{b}.cfg.no_q_rank",
+                f"{name[b]}: q_lora_rank absent (class default 1536)",
+                "config_flags",
+                "missing",
+            )
+        )
+        # q_lora_rank null + q_proj (TorchSpec can train this; ModelOpt cannot export it)
+        d = Draft(b).drop(
+            L + "self_attn.q_a_proj.weight",
+            L + "self_attn.q_a_layernorm.weight",
+            L + "self_attn.q_b_proj.weight",
+        )
+        d.add(L + "self_attn.q_proj.weight", shape=(MLA_NH * (MLA_NOPE + MLA_ROPE), 2 * H))
+        d.set("q_lora_rank", None)
+        v(
+            d.variant(
+                f"{b}.q_proj",
+                f"{name[b]}: q_lora_rank null + q_proj [nh*(nope+rope), 2H]",
+                "config_flags",
+            )
+        )
+        # pre-fused down-projections (neither is a published layout)
+        fused_rows = MLA_Q + MLA_KV + MLA_ROPE
+        d = Draft(b).drop(
+            L + "self_attn.q_a_proj.weight", L + "self_attn.kv_a_proj_with_mqa.weight"
+        )
+        d.add(L + "self_attn.fused_qkv_a_proj_with_mqa.weight", shape=(fused_rows, 2 * H))
+        v(
+            d.variant(
+                f"{b}.fused.sglang", f"{name[b]}: pre-fused fused_qkv_a_proj_with_mqa", "dialect"
+            )
+        )
+        d = Draft(b).drop(
+            L + "self_attn.q_a_proj.weight", L + "self_attn.kv_a_proj_with_mqa.weight"
+        )
+        d.add(L + "self_attn.fused_qkv_a_proj.weight", shape=(fused_rows, 2 * H))
+        v(
+            d.variant(
+                f"{b}.fused.vllm", f"{name[b]}: pre-fused fused_qkv_a_proj (vLLM's name)", "dialect"
+            )
+        )
+        # vocabulary
+        v(
+            Draft(b)
+            .set("draft_vocab_size", None)
+            .variant(f"{b}.vd.null", f"{name[b]}: draft_vocab_size null", "draft_vocab_size")
+        )
+        v(
+            Draft(b)
+            .set("tie_word_embeddings", True)
+            .variant(f"{b}.tied", f"{name[b]}: tie_word_embeddings true", "tie_word_embeddings")
+        )
+        # architectures and model_type
+        for arch, tag in (
+            ("Eagle3DeepseekV3ForCausalLM", "v3eagle"),
+            ("DeepseekV3ForCausalLM", "v3"),
+            ("LlamaForCausalLMEagle3", "llama"),
+        ):
+            v(
+                Draft(b)
+                .set("architectures", [arch])
+                .variant(f"{b}.arch.{tag}", f"{name[b]}: architectures [{arch}]", "architectures")
+            )
+        v(
+            Draft(b)
+            .set("model_type", "deepseek_v3")
+            .variant(f"{b}.mt.deepseek_v3", f"{name[b]}: model_type deepseek_v3", "config_flags")
+        )
+        # aux ids
+        v(
+            Draft(b)
+            .unset("eagle_config.eagle_aux_hidden_state_layer_ids")
+            .variant(f"{b}.aux.none", f"{name[b]}: no aux ids", "aux_ids")
+        )
+        v(
+            Draft(b)
+            .unset("eagle_config.eagle_aux_hidden_state_layer_ids")
+            .set("eagle_aux_hidden_state_layer_ids", [1, 2, 3])
+            .variant(
+                f"{b}.aux.top", f"{name[b]}: aux ids [1, 2, 3] at the top level only", "aux_ids"
+            )
+        )
+        v(
+            Draft(b)
+            .set("eagle_config.eagle_aux_hidden_state_layer_ids", [0, 2])
+            .replace("fc.weight", shape=(H, 2 * H))
+            .variant(f"{b}.aux.two", f"{name[b]}: 2 aux ids, fc [H, 2H]", "aux_ids")
+        )
+        v(
+            Draft(b)
+            .set("num_aux_hidden_states", 2)
+            .variant(f"{b}.aux.num2", f"{name[b]}: num_aux_hidden_states 2, fc [H, 3H]", "aux_ids")
+        )
+        # config flags
+        d = Draft(b).set("fc_norm", True)
+        for i in range(3):
+            d.add(f"fc_norm.{i}.weight", shape=(H,))
+        v(
+            d.variant(
+                f"{b}.cfg.fc_norm", f"{name[b]}: fc_norm true + fc_norm.{{0,1,2}}", "config_flags"
+            )
+        )
+        v(
+            Draft(b)
+            .set("hidden_act", "gelu")
+            .variant(f"{b}.cfg.gelu", f"{name[b]}: hidden_act gelu", "config_flags")
+        )
+        v(
+            Draft(b)
+            .set("target_hidden_size", None)
+            .variant(f"{b}.cfg.ths_null", f"{name[b]}: target_hidden_size null", "config_flags")
+        )
+        # dtype
+        v(Draft(b).retype("F32").variant(f"{b}.retype.f32", f"{name[b]}: tensors F32", "dtype"))
+        # combinations: a dialect and a defect together
+        d = Draft(b).rename(other).drop(o + "self_attn.q_a_proj.weight")
+        v(
+            d.variant(
+                f"{b}.x.relayout_miss_q_a",
+                f"{name[b]}: {o}* names and no q_a_proj",
+                "combination",
+                "dialect",
+                "missing",
+            )
+        )
+        d = Draft(b).rename(lambda n: "model." + n).set("num_hidden_layers", 2)
+        v(
+            d.variant(
+                f"{b}.x.wrap_nl2",
+                f"{name[b]}: model. prefix and num_hidden_layers 2",
+                "combination",
+                "wrapper",
+                "num_hidden_layers",
+            )
+        )
+    # per-base specifics
+    # ModelOpt with a pruned vocabulary (docs/mla-drafters.md §7.3): d2t and a [Vd, H] head, no
+    # draft_vocab_size (the kimik2 template has none)
+    d = Draft("mm").replace("lm_head.weight", shape=(MLA_VD, H)).add("d2t", "I64", (MLA_VD,))
+    v(
+        d.variant(
+            "mm.vd.pruned",
+            "mla-modelopt: pruned vocab (d2t, lm_head [256, H]), no draft_vocab_size",
+            "draft_vocab_size",
+            "combination",
+        )
+    )
+    # d2t with Vd == V (vLLM: no draft_id_to_target_id parameter)
+    d = Draft("mm").add("d2t", "I64", (V,))
+    v(
+        d.variant(
+            "mm.vd.d2t_full", "mla-modelopt + d2t [512] (Vd == V)", "draft_vocab_size", "extra"
+        )
+    )
+    d = Draft("mt").replace("lm_head.weight", shape=(V, H)).set("draft_vocab_size", V).drop("d2t")
+    d.add("d2t", "I64", (V,))
+    v(
+        d.variant(
+            "mt.vd.d2t_full",
+            "mla-torchspec: draft_vocab_size 512, lm_head [512, H], d2t [512]",
+            "draft_vocab_size",
+        )
+    )
+    v(
+        Draft("mt")
+        .unset("draft_vocab_size")
+        .variant(
+            "mt.vd.absent",
+            "mla-torchspec: draft_vocab_size absent (lm_head [256, H], d2t)",
+            "draft_vocab_size",
+        )
+    )
+    v(
+        Draft("mt")
+        .drop("embed_tokens.weight")
+        .variant("mt.miss.embed", "mla-torchspec without embed_tokens", "missing")
+    )
+    v(
+        Draft("mt")
+        .drop("d2t")
+        .variant("mt.miss.d2t", "mla-torchspec without d2t (t2d kept)", "missing")
+    )
+    v(
+        Draft("mt")
+        .set("index_topk", 8)
+        .variant(
+            "mt.cfg.index_topk",
+            "mla-torchspec: index_topk 8 (a DeepSeek-V3.2 config field)",
+            "config_flags",
+        )
+    )
+    d = Draft("mt").add(
+        "layers.0.self_attn.kv_a_proj_with_mqa.weight",
+        like="midlayer.self_attn.kv_a_proj_with_mqa.weight",
+    )
+    v(
+        d.variant(
+            "mt.dup.kv_a", "mla-torchspec + kv_a_proj_with_mqa also spelled layers.0.*", "duplicate"
+        )
+    )
     return out
 
 

@@ -36,6 +36,14 @@ iterator is wrapped to know the current key. When ``load_weights`` raises, the k
 the iterator never yielded are ``not_reached``. What is still NaN after ``load_weights`` was
 written by nothing. A checkpoint tensor that itself holds NaN would look unwritten there.
 
+MLA drafters (``Eagle3DeepseekV2ForCausalLM``, models/kimi_k25_eagle3.py) take the same path. Two
+things differ: its ``load_weights`` writes ``cat([q_a_proj, kv_a_proj_with_mqa])`` into one fused
+parameter, which the recorder attributes to both keys (``_Recorder.pieces``), and its bind step
+calls ``torch.cuda.synchronize()``, which raises on a CPU torch: that one call is made a no-op
+during bind and every absorbed call is listed in the record's ``cpu_patches`` (``--strict-cuda``:
+not neutralised, the bind fails with SGLang's own error). A key on which SGLang logged a WARNING
+and that wrote nothing is ``warned``.
+
 Output: one JSON object per drafter (stdout, and ``--jsonl`` if given), schema in
 docs/engine-test.md "SGLang oracle". Extra engine details sit under the key ``"sglang"``.
 """
@@ -70,12 +78,38 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
 
 
+class _WarningLog(logging.Handler):
+    """SGLang's own WARNING lines while a drafter loads, attributed to the key being processed
+    (e.g. kimi_k25_eagle3.py ``logger.warning("Eagle3 MLA: skipping unexpected weight %s", name)``)."""
+
+    def __init__(self, engine):
+        super().__init__(level=logging.WARNING)
+        self.engine = engine
+
+    def emit(self, record):
+        rec = getattr(self.engine, "recorder", None)
+        if rec is None or rec.model is None or rec.current is None:
+            return
+        try:
+            msg = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed log call is not ours to report
+            return
+        rec.warnings.setdefault(rec.current, []).append(msg)
+
+
 class Engine:
     """SGLang imported once, the process group and the target model built once."""
 
-    def __init__(self, target: str, verbose: bool = False):
+    def __init__(self, target: str, verbose: bool = False, cuda_sync_patch: bool = True):
         t0 = time.perf_counter()
         logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
+        self.cuda_sync_patch = cuda_sync_patch
+        # SGLang's loggers at WARNING at least, so that what a loader warns about is seen (and
+        # captured per key below); they still go to stderr only
+        sg_log = logging.getLogger("sglang")
+        if not verbose:
+            sg_log.setLevel(logging.WARNING)
+        sg_log.addHandler(_WarningLog(self))
         import torch
         from sglang.srt.configs.model_config import ModelConfig
         from sglang.srt.configs.update_config import adjust_config_with_unaligned_cpu_tp
@@ -244,6 +278,37 @@ class Engine:
 
         DML.load_weights_only = staticmethod(load_weights_only)
 
+    @contextlib.contextmanager
+    def _cuda_sync_neutralised(self, out: dict):
+        """The bind step of the MLA drafter ends with ``torch.cuda.empty_cache();
+        torch.cuda.synchronize()`` (sglang 0.5.23 models/kimi_k25_eagle3.py set_embed /
+        set_embed_and_head), which raises ``AssertionError: Torch not compiled with CUDA enabled``
+        on a CPU torch. With ``cuda_sync_patch`` (the default) ``torch.cuda.synchronize`` is a
+        no-op during bind only, and every call it absorbed is reported in the record's
+        ``cpu_patches`` list (absent when none was made: the Llama drafter's bind uses
+        ``current_platform.synchronize()``). Without it SGLang's own error is the result."""
+        torch = self.torch
+        if not self.cuda_sync_patch or torch.cuda.is_available():
+            yield
+            return
+        calls = []
+        original = torch.cuda.synchronize
+
+        def synchronize(device=None):
+            frame = traceback.extract_stack(limit=2)[0]
+            calls.append(f"{os.path.basename(frame.filename)}:{frame.lineno} {frame.name}")
+
+        torch.cuda.synchronize = synchronize
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize = original
+            if calls:
+                out["cpu_patches"] = [
+                    f"torch.cuda.synchronize() made a no-op during bind, called from {c}"
+                    for c in calls
+                ]
+
     # -- one drafter ---------------------------------------------------------------------------
     def run(self, drafter: str) -> dict:
         m = self.m
@@ -347,6 +412,15 @@ class Engine:
             if rec.model is None:
                 raise RuntimeError("oracle: the loader never called load_weights_only")
 
+            post = {}  # MLA: kv_b_proj split by post_load_weights (run inside load_weights)
+            for mname, mod in model.named_modules():
+                for attr in ("w_kc", "w_vc"):
+                    t = getattr(mod, attr, None)
+                    if isinstance(t, self.torch.Tensor):
+                        post[f"{mname}.{attr}"] = list(t.shape)
+            if post:
+                extra["post_load_weights"] = post
+
             stage = "bind"
             worker = object.__new__(m["EagleDraftWorker"])
             worker.speculative_algorithm = self.algo
@@ -358,8 +432,9 @@ class Engine:
                 )
             )
             worker.draft_runner = _NS(model=model)
-            worker.init_token_map()
-            worker.init_lm_head()
+            with self._cuda_sync_neutralised(out):
+                worker.init_token_map()
+                worker.init_lm_head()
             hot = getattr(worker, "hot_token_id", None)
             extra["hot_token_id_len"] = None if hot is None else int(hot.shape[0])
             extra["load_lm_head_from_target"] = bool(
@@ -422,6 +497,7 @@ class _Recorder:
         self.load_failed = False
         self.nan_state: dict[str, str] = {}
         self.names: dict[int, str] = {}
+        self.warnings: dict[str, list] = {}  # key -> SGLang's WARNING lines while it was current
 
     def begin(self, model):
         torch = self.engine.torch
@@ -447,6 +523,15 @@ class _Recorder:
             except BaseException as e:  # the loader refused this tensor: no write recorded
                 rec.raised.append((rec.current, e))
                 raise
+            pieces = rec.pieces(loaded_weight) if shard is None else None
+            if pieces:  # a tensor SGLang built from several keys (MLA: cat(q_a, kv_a))
+                for i, (key, rows) in enumerate(pieces):
+                    rec.writes.setdefault(pname, []).append((key, f"cat{i}", rows))
+                    ent = rec.keys[key]
+                    ent["fate"] = "loaded"
+                    if pname not in ent["params"]:
+                        ent["params"].append(pname)
+                return result
             rows = None
             if before is not None:  # which rows (dim 0) this shard's write changed
                 after = param.data
@@ -465,6 +550,37 @@ class _Recorder:
 
         weight_loader.__wrapped__ = inner
         return weight_loader
+
+    def pieces(self, loaded):
+        """When the tensor handed to a weight_loader is not the current key's (another shape),
+        the checkpoint tensors it is the row-wise concatenation of, each exactly once:
+        ``[(key, (first row, end row)), ...]``; None if it is not such a concatenation.
+        (sglang 0.5.23 kimi_k25_eagle3.py load_weights hands ``torch.cat([q_a, kv_a])`` to the
+        fused parameter while processing whichever half came second.)"""
+        torch = self.engine.torch
+        cur = self.tensors.get(self.current) if self.current is not None else None
+        if cur is None or loaded is cur or tuple(cur.shape) == tuple(loaded.shape):
+            return None
+        if loaded.dim() < 1:
+            return None
+        recent = list(dict.fromkeys(reversed(self.order)))  # newest first
+        out, off, used = [], 0, set()
+        n = loaded.shape[0]
+        while off < n:
+            for k in recent:
+                t = self.tensors.get(k)
+                if k in used or t is None or t.dim() != loaded.dim():
+                    continue
+                if tuple(t.shape[1:]) != tuple(loaded.shape[1:]) or off + t.shape[0] > n:
+                    continue
+                if torch.equal(loaded[off : off + t.shape[0]], t.to(loaded.dtype)):
+                    out.append((k, (off, off + t.shape[0])))
+                    used.add(k)
+                    off += t.shape[0]
+                    break
+            else:
+                return None
+        return out if len(out) > 1 else None
 
     def iterate(self, weights):
         model = self.model
@@ -506,6 +622,10 @@ class _Recorder:
     # -- the per-drafter JSON ------------------------------------------------------------------
     def report(self, out: dict, bound: bool):
         keys = {k: {"fate": v["fate"], "params": list(v["params"])} for k, v in self.keys.items()}
+        for k, msgs in self.warnings.items():  # wrote nothing, and SGLang logged a warning on it
+            if k in keys and keys[k]["fate"] == "dropped":
+                keys[k]["fate"] = "warned"
+                keys[k]["warning"] = msgs[0]
         # then the checkpoint's names the iterator never yielded (file order): not reached when
         # loading never started or stopped early, else dropped (SGLang did not read them)
         stopped = self.model is None or (self.load_failed and not self.iter_done)
@@ -592,13 +712,19 @@ def main(argv=None) -> int:
         help='add a "sglang" object: layers_to_capture, the iterator\'s key order, '
         "which keys wrote each parameter, shard ids, timings, traceback tail",
     )
+    ap.add_argument(
+        "--strict-cuda",
+        action="store_true",
+        help="do not neutralise torch.cuda.synchronize() in the bind step (the MLA drafter's "
+        "set_embed* calls it; on a CPU torch that fails the bind with SGLang's own error)",
+    )
     ap.add_argument("drafters", nargs="+")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     # SGLang prints warnings at import and publish; keep stdout for the JSON lines
     with contextlib.redirect_stdout(sys.stderr):
-        engine = Engine(args.target, verbose=args.verbose)
+        engine = Engine(args.target, verbose=args.verbose, cuda_sync_patch=not args.strict_cuda)
     print(
         json.dumps(
             {

@@ -33,7 +33,9 @@ run it, up to the point where serving would start:
    captured aux tensors are matched against the embedding output and every layer's output.
 
 One JSON object per drafter is printed (and appended to --jsonl), in the schema shared with the
-SGLang oracle (docs/engine-test.md, "vLLM oracle"). Exceptions are caught per drafter.
+SGLang oracle (docs/engine-test.md, "vLLM oracle"). Exceptions are caught per drafter. Parameters
+are named as ``named_parameters()`` names them (aliases removed: the MLA drafter,
+``Eagle3DeepseekV2ForCausalLM``, re-references its attention modules as ``self_attn.mla_attn.*``).
 """
 
 from __future__ import annotations
@@ -127,7 +129,9 @@ def _fill_marked(model) -> None:
 def _wrap_weight_loaders(model) -> None:
     from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
-    for name, p in model.named_parameters(remove_duplicate=False):
+    # one wrapper per parameter, under its canonical name (named_parameters() de-duplicates:
+    # vLLM's MLA layer re-references its modules under ``self_attn.mla_attn.*``)
+    for name, p in model.named_parameters():
         orig = getattr(p, "weight_loader", default_weight_loader)
 
         def wrapped(param, loaded_weight, *args, _orig=orig, _name=name, **kwargs):
@@ -196,7 +200,7 @@ def _expected_and_state(name: str, p) -> dict:
 def _snapshot_after_load(model) -> None:
     import torch
 
-    for name, p in model.named_parameters(remove_duplicate=False):
+    for name, p in model.named_parameters():
         REC.params[name] = _expected_and_state(name, p)
         # integer/bool parameters: unwritten elements back to their init (e.g. zeros for d2t)
         if name in REC.init_values:
@@ -522,7 +526,7 @@ def _fill_result(rec: dict, vllm_config, runner) -> None:
             else None
         )
         target_ids = {id(p) for p in target.parameters()} if target is not None else set()
-        final = dict(model.named_parameters(remove_duplicate=False))
+        final = dict(model.named_parameters())
         for name, p in final.items():
             if id(p) in target_ids:
                 entry = {"shape": list(p.shape), "state": "from_target", "equals_checkpoint": None}
