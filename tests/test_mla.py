@@ -348,3 +348,32 @@ def test_convert_refuses_what_check_refuses(tmp_path, mla):
     r = run_cli("convert", src, tmp_path / "out", "--to", "vllm", "--json")
     assert r.exit_code == 1 and r.json["refused"]
     assert not (tmp_path / "out").exists()
+
+
+def test_deepseek_v3_model_type_fails_in_vllm_and_convert_writes_kimi_k2(tmp_path, mla):
+    """vLLM rewrites any draft config of model_type deepseek_v3 to an MTP model
+    (config/speculative.py hf_config_override, found by the vLLM oracle): no EAGLE-3 drafter is
+    built. kimi_k2 is the same DeepseekV3Config in both engines: convert --to vllm writes it."""
+    src = edit(mla, tmp_path / "x", cfg=lambda c: c.update(model_type="deepseek_v3"))
+    _, vl = engine(src, "vllm")
+    assert (
+        vl["engine"]["fails"]["stage"] == "config"
+        and "deepseek_mtp" in vl["engine"]["fails"]["why"]
+    )
+    code, sg = engine(src, "sglang")
+    assert code == 0 and sg["engine"]["starts"]
+    out = tmp_path / "out"
+    r = convert(
+        src,
+        out,
+        "--to",
+        "vllm",
+        "--target",
+        write_target(
+            tmp_path / "t", "kimi_k2", 61, hidden=128, architecture="DeepseekV3ForCausalLM"
+        ),
+    )
+    assert config(out)["model_type"] == "kimi_k2"
+    assert any(c.startswith("model_type: deepseek_v3 -> kimi_k2") for c in r["config_changes"])
+    code, vl = engine(out, "vllm")
+    assert code == 0 and vl["engine"]["starts"]

@@ -301,6 +301,8 @@ class Output:
     # a config class's, easy to get wrong: the MLA dims)
     model_type: str = "llama"
     explicit: tuple[str, ...] = ()
+    # model_type values the engine cannot take, and the one convert writes instead (same class)
+    model_type_for: dict[str, str] = field(default_factory=dict)
     keep: tuple[str, ...] = ()
     refuse: tuple[Refuse, ...] = ()
     family_architectures: dict[str, str] = field(default_factory=dict)

@@ -120,6 +120,13 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
             cfg["target_hidden_size"] = norm.get("target_hidden_size")
         if flat.get("model_type") in (None, "eagle3"):
             cfg["model_type"] = out_spec.model_type
+        elif flat.get("model_type") in out_spec.model_type_for:
+            cfg["model_type"] = out_spec.model_type_for[flat["model_type"]]
+            plan.config_changes.append(
+                f"model_type: {flat['model_type']} -> {cfg['model_type']} ({plan.to} rewrites a "
+                f"{flat['model_type']} draft config to an MTP model; {cfg['model_type']} is the "
+                "same config class)"
+            )
         for k in out_spec.explicit:  # the value the engines would default to, written out
             if k not in flat and norm.get(k) is not None:
                 cfg[k] = norm.get(k)
