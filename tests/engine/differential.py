@@ -34,10 +34,11 @@ The facts, and how each side is read (the rules are also in docs/differential.md
   ``partial`` when some of its shards are loaded and some not. Compared when the engine started.
   A parameter the replay does not list at all is "replay does not model".
 * ``draft_vocab_size`` — the draft vocabulary the built model uses. Engine: the oracle's
-  ``config.draft_vocab_size``; SGLang reports null for absent or null, and builds V on null, so a
-  null from a model that was built reads ``null``. Replay: its engine config value (a number,
-  ``null`` when the config says null, the engine default when absent). Compared when the engine
-  built the model.
+  ``config.draft_vocab_size``; SGLang reports null for absent or null (it reads the config before
+  the model is built), and builds V on null, so a null from a model that was built reads
+  ``null``. Replay: its engine config value (a number, ``null`` when the config says null, the
+  engine default when absent); for SGLang, a value not read from `draft_vocab_size` itself (the
+  MLA drafter's getattr default) is ``null``. Compared when the engine built the model.
 * ``dtype`` — the dtype the engine builds the draft in. The replay has no such fact.
 * ``aux_ids`` — the ids the engine passes to the target. Engine: ``default`` when the oracle
   says ``config.aux_layer_ids_from: default``, else ``config.aux_layer_ids``, ``none`` when it
@@ -307,7 +308,12 @@ def replay_facts(j: dict, engine: str) -> dict:
     )
 
     vd = e["config"].get("draft_vocab_size") or {}
-    if "value" in vd:
+    if "value" in vd and e.get("name") == "sglang" and vd.get("from") != "draft_vocab_size":
+        # SGLang's oracle reads the config attribute before the model is built: unset (absent,
+        # or null read as absent: the MLA drafter's getattr) is null there, whatever the replay's
+        # engine default builds
+        facts["draft_vocab_size"] = "null"
+    elif "value" in vd:
         v = vd["value"]
         if v is None:
             facts["draft_vocab_size"] = (

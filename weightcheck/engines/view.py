@@ -715,8 +715,14 @@ def _settle_concat(pending: list, landings: list, params: dict, shapes: dict) ->
         got = [shape_of[i] for i in held]
         rows, rows_want = sum(g[0] for g in got), sum(w[0] for w in want)
         if rows != rows_want or any(g[1:] != want[0][1:] for g in got):
+            # the tensor that completes the set is the one the load stops on; its partners
+            # were only held: nothing of them was written
+            for i in held:
+                l = landings[i]
+                l.fate, l.param = "dropped", None
+                l.why = "held for its partner, then part of a concatenation the load stops on"
             l = landings[idx]
-            l.fate = "error"
+            l.fate, l.param = "error", None
             l.why = (
                 f"concatenated {' + '.join(map(str, got))} into parameter {fused} "
                 f"{[rows_want, *want[0][1:]]}: the weight loader asserts and the load stops"
