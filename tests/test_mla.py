@@ -377,3 +377,46 @@ def test_deepseek_v3_model_type_fails_in_vllm_and_convert_writes_kimi_k2(tmp_pat
     assert any(c.startswith("model_type: deepseek_v3 -> kimi_k2") for c in r["config_changes"])
     code, vl = engine(out, "vllm")
     assert code == 0 and vl["engine"]["starts"]
+
+
+# --- the MLA fixtures in the published layouts (generated: tests/fixtures/producers/README.md) ---
+MLA_FIXTURES = {"mla-modelopt": ("modelopt", "vllm"), "mla-torchspec": ("specforge", "sglang")}
+
+
+@pytest.mark.parametrize("name", sorted(MLA_FIXTURES))
+def test_mla_fixture_reads_and_loads_in_both_engines(name):
+    from conftest import PRODUCERS
+
+    r = run_cli("inspect", PRODUCERS / name, "--json")
+    assert r.exit_code == 0
+    assert r.json["dialect"]["name"] == MLA_FIXTURES[name][0]
+    assert r.json["architecture"]["name"] == "deepseek_mla_eagle3"
+    assert r.json["unknown"] == [] and all(t["status"] == "ok" for t in r.json["tensors"])
+    for eng in ("sglang", "vllm"):
+        code, rep = engine(PRODUCERS / name, eng)
+        assert code == 0 and rep["engine"]["starts"], (eng, rep["findings"])
+        assert "random" not in states(rep).values()
+
+
+@pytest.mark.parametrize("name", sorted(MLA_FIXTURES))
+def test_mla_fixture_round_trips_through_the_other_layout(tmp_path, name):
+    from conftest import PRODUCERS
+
+    src = PRODUCERS / name
+    target = write_target(
+        tmp_path / "t", "kimi_k2", 61, hidden=64, vocab=512, architecture="DeepseekV3ForCausalLM"
+    )
+    other = "sglang" if MLA_FIXTURES[name][1] == "vllm" else "vllm"
+    mid, back = tmp_path / "mid", tmp_path / "back"
+    convert(src, mid, "--to", other, "--target", target)
+    convert(mid, back, "--to", MLA_FIXTURES[name][1], "--target", target)
+    assert tensor_bytes(back) == tensor_bytes(src) == tensor_bytes(mid)
+    c = compare(src, back)
+    assert c["verdict"] == "identical", c["reasons"]
+    for eng, folder in (("sglang", src), (other, mid), (MLA_FIXTURES[name][1], back)):
+        _, rep = check(folder, "--engine", eng, "--target", target)
+        want = check(src, "--engine", eng, "--target", target)[1]
+        assert (
+            rep["engine"]["aux_layers"]["captures_output_of_layers"]
+            == want["engine"]["aux_layers"]["captures_output_of_layers"]
+        )
