@@ -201,6 +201,10 @@ class _Recorder:
         self.failed: BaseException | None = None
         self.warned: dict[str, list] = {}  # key -> messages
         self.shards: dict[str, list] = {}  # param -> its shard ids (stacked parameters)
+        # the names in the order the model's loading code took them up (SGLang: as fed; vLLM:
+        # as its AutoWeightsLoader pulls them, after collecting all of them)
+        self.pulled: list[str] = []
+        self.pull_in_feed = True
 
     def begin(self, model, default_loader):
         self.model = model
@@ -265,6 +269,8 @@ class _Recorder:
             self.order.append(t.name)
             hot = getattr(model, "hot_token_id", None)
             self.current = t.name
+            if self.pull_in_feed:
+                self.pulled.append(t.name)
             yield t.name, tensor
             after = getattr(model, "hot_token_id", None)
             if after is not None and after is not hot:  # SGLang's d2t: hot_token_id is set
@@ -400,6 +406,7 @@ def _vllm(cfg_dir: str, target_dir: str, rec: _Recorder, tensors, state: dict):
         state["architecture"] = type(model).__name__
         state["stage"] = "load"
         rec.begin(model, default_weight_loader)
+        rec.pull_in_feed = False
         # the model collects the names first and hands them to its AutoWeightsLoader: follow the
         # name that loader is on, so an error outside a weight_loader names its tensor
         original = AutoWeightsLoader.load_weights
@@ -410,7 +417,10 @@ def _vllm(cfg_dir: str, target_dir: str, rec: _Recorder, tensors, state: dict):
 
             def pulled():
                 for name, t in weights:
-                    rec.current = getattr(t, "_weightcheck_key", None) or rec.current
+                    key = getattr(t, "_weightcheck_key", None)
+                    if key is not None:
+                        rec.current = key
+                        rec.pulled.append(key)
                     yield name, t
                 rec.current = None
 
@@ -536,6 +546,11 @@ def _landings(rec: _Recorder, tensors, failure) -> list:
     out = []
     reached = set(rec.order)
     stopped = failure is not None
+    # after a load error, a name that wrote nothing tells something only if the loading code took
+    # it up before the one it stopped on
+    done = set()
+    if stopped and rec.failing in rec.pulled:
+        done = set(rec.pulled[: rec.pulled.index(rec.failing)])
     for t in tensors:
         k = rec.keys.get(t.name)
         canonical = getattr(t, "canonical", None)
@@ -554,10 +569,13 @@ def _landings(rec: _Recorder, tensors, failure) -> list:
             out.append(Landing(t.name, canonical, None, param, "special", "consumed: hot_token_id"))
         elif params:
             out.append(Landing(t.name, canonical, None, param, "loaded", ""))
+        elif stopped and t.name not in done:
+            why = (
+                f"not reached: the load stopped at {rec.failing}" if rec.failing else "not reached"
+            )
+            out.append(Landing(t.name, canonical, None, None, "unknown", why))
         elif t.name in rec.warned:
             out.append(Landing(t.name, canonical, None, None, "warned", rec.warned[t.name][0]))
-        elif stopped and rec.failing is None:
-            out.append(Landing(t.name, canonical, None, None, "unknown", "loading failed"))
         else:
             out.append(
                 Landing(t.name, canonical, None, None, "dropped", "written into no parameter")
@@ -665,7 +683,8 @@ def disagreements(live: LiveView, replay) -> list[dict]:
                         "says": f"{x.name}: live writes {x.param}, replay {r.param}",
                     }
                 )
-    if live.failure is None or live.failure.stage == "load":
+    # the parameters, when both load to the end (after a load error the keys say it)
+    if live.failure is None and (rf is None or rf.stage != "load"):
         have = {p.param: p for p in live.params}
         for r in replay.params:
             name = r.param.split(" ")[0]
