@@ -223,6 +223,41 @@ def test_model_prefixed_names(engine, tmp_path, overlay):
         assert rep["live"]["fails"]["subject"].startswith("model.")
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_name_the_engine_warns_about(engine, tmp_path, overlay):
+    """mask_hidden (vLLM's parallel-drafting buffer) in a drafter without parallel drafting: vLLM
+    logs a warning and skips it (vllm 0.32.0 model_executor/models/llama_eagle3.py
+    Eagle3LlamaForCausalLM.load_weights: `logger.warning("mask_hidden found in weights but model
+    is not configured for parallel drafting. ...")`, then `continue`); SGLang has no such name and
+    drops it without a word.
+
+    Known disagreement, vLLM: the replay (mappings/engines/vllm.toml [[names.special]]
+    "mask_hidden") calls it `special` whatever the config, its `becomes` saying "warned and
+    skipped when parallel drafting is off"; live, the engine writes nothing and warns: WC713 on
+    that one name, nothing else."""
+    _, _, info = read_st(BASE / "model.safetensors")
+    width = info["fc.weight"]["shape"][1]
+    src = variant(
+        BASE, tmp_path / "mask", add={"mask_hidden": ("BF16", [1, width], bytes(width * 2))}
+    )
+    _, rep, _ = live(engine, src, overlay)
+    lv = rep["live"]
+    assert lv["fails"] is None
+    if engine == "sglang":
+        assert fates(rep)["mask_hidden"] == "dropped" and lv["warnings"] == []
+        assert_agrees(rep)
+        return
+    assert fates(rep)["mask_hidden"] == "warned"
+    assert [w["key"] for w in lv["warnings"]] == ["mask_hidden"]
+    assert "parallel drafting" in lv["warnings"][0]["message"]
+    replay = {t["name"]: t for t in rep["engine"]["tensors"]}["mask_hidden"]
+    assert replay["fate"] == "special" and "warned and skipped" in replay["why"]
+    assert [(d.get("tensor"), d["live"], d["replay"]) for d in lv["disagreements"]] == [
+        ("mask_hidden", "warned", "special")
+    ]
+    assert [f["subject"] for f in rep["findings"] if f["code"] == "WC713"] == ["mask_hidden"]
+
+
 # --- WC713: the replay of another version than the one installed --------------------------------
 
 

