@@ -300,3 +300,44 @@ def test_text_output_shows_both_tables(overlay):
     assert "live and replay agree on every tensor and parameter" in out
     # the key-by-key table twice: the replay's (with "looked up as") and the live one
     assert out.count("checkpoint tensor") == 2 and out.count("looked up as") == 1
+
+
+# --- a Hub source: headers only ------------------------------------------------------------------
+
+
+def test_hub_source_reads_headers_only(tmp_path, overlay, make_drafter):
+    """SRC a Hub repo (the tests' Hub-compatible server, tests/hubserver.py): --live needs the
+    config and the headers, like check, and reads no weight. vLLM's side venv only: SGLang's has
+    huggingface_hub 1.x, below weightcheck's floor (2.2.0)."""
+    import synth
+    from conftest import K2, load_config
+    from hubserver import HubServer, hf_env
+
+    py = side_python("vllm")
+    cfg = synth.scaled_config(
+        load_config(K2), hidden=256, intermediate=1024, heads=8, head_dim=32, vocab=8192
+    )
+    d = make_drafter("big", cfg)
+    size = (d / "model.safetensors").stat().st_size
+    assert size > 1_000_000
+    with HubServer() as hub:
+        hub.add_repo("org/drafter", {p.name: p for p in d.iterdir() if p.is_file()})
+        env = hf_env(hub, tmp_path / "hf_home")
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(overlay)])
+        cmd = [py, "-m", "weightcheck", "check", "org/drafter", "--engine", "vllm", "--live"]
+        p = subprocess.run(
+            [*cmd, "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=str(ROOT),
+            timeout=TIMEOUT,
+        )
+        served = hub.bytes_by_file[("org/drafter", "model.safetensors")]
+    assert p.stdout.strip(), p.stderr[-3000:]
+    rep = json.loads(p.stdout)
+    assert rep["source"]["kind"] == "hub"
+    assert_agrees(rep)
+    assert rep["live"]["fails"] is None
+    assert "loaded" in fates(rep).values()
+    assert served <= 100_001 < size  # one ranged read of the header, not the file

@@ -493,11 +493,24 @@ def run(drafter, engine: str, target=None) -> LiveView:
     A WeightcheckError when the engine is not importable; any failure of the engine itself is
     part of the result (its stage and first line)."""
     version = installed(engine)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TQDM_DISABLE", "1")
+    # the engine reads the config from a local folder: never the network (restored after)
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1"}
     if engine == "vllm":
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        env["VLLM_LOGGING_LEVEL"] = "WARNING"
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        os.environ.setdefault(k, v)
+    try:
+        return _run(drafter, engine, target, version)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run(drafter, engine: str, target, version: str) -> LiveView:
     notes = [
         "built on the meta device; floating-point tensors fed as meta tensors (shapes and dtypes "
         "from the headers, no weight read); integer tensors (d2t, t2d) as zeros on the CPU",
