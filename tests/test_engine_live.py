@@ -297,7 +297,8 @@ def test_text_output_shows_both_tables(overlay):
     out = p.stdout
     assert "replayed from mappings/engines/sglang.toml" in out
     assert "live: sglang" in out and "installed" in out
-    assert "live and replay agree on every tensor and parameter" in out
+    n = len(read_st(BASE / "model.safetensors")[2])
+    assert f"live and replay agree on the {n} tensor(s) both saw and on every parameter" in out
     # the key-by-key table twice: the replay's (with "looked up as") and the live one
     assert out.count("checkpoint tensor") == 2 and out.count("looked up as") == 1
 

@@ -732,7 +732,14 @@ def _live_lines(lv: dict, out: Output) -> list[str]:
         )
         lines += [_wrap(x["says"], out, "  ") for x in lv["disagreements"]]
     else:
-        lines.append(_wrap("live and replay agree on every tensor and parameter", out))
+        c = lv.get("compared") or {}
+        said = f"live and replay agree on the {c.get('tensors', 0)} tensor(s) both saw"
+        said += (
+            " and on every parameter"
+            if c.get("parameters")
+            else " (parameters not compared: the load stops)"
+        )
+        lines.append(_wrap(said, out))
     lines.append("")
     return lines
 

@@ -791,4 +791,15 @@ def report(live: LiveView, replay) -> dict:
     r["replay_version"] = getattr(replay, "version", None)
     r["disagreements"] = disagreements(live, replay) if replay is not None else []
     r["agrees"] = None if replay is None else not r["disagreements"]  # None: nothing to compare
+    if replay is not None:  # what was compared: tensors both saw, parameters when both load
+        rep = {x.name: x.fate for x in replay.landings}
+        rf = replay.failure
+        r["compared"] = {
+            "tensors": sum(
+                1
+                for x in live.landings
+                if x.fate != "unknown" and rep.get(x.name, "unknown") != "unknown"
+            ),
+            "parameters": live.failure is None and (rf is None or rf.stage != "load"),
+        }
     return r
