@@ -290,12 +290,12 @@ class _LogCatcher(logging.Handler):
     def __init__(self, rec: _Recorder):
         super().__init__(level=logging.WARNING)
         self.rec = rec
-        self.seen: set = set()
+        self.last = None
 
     def emit(self, record):
-        if id(record) in self.seen:  # one record reaching two of the loggers it is attached to
+        if record is self.last:  # one record reaching two of the loggers it is attached to
             return
-        self.seen.add(id(record))
+        self.last = record
         key = self.rec.current
         try:
             msg = record.getMessage()
