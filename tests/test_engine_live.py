@@ -133,6 +133,17 @@ def test_producer_drafters_live_agree_with_the_replay(engine, fixture, overlay):
         assert lv["fails"] and lv["fails"]["stage"] == replay_fails["stage"], lv["fails"]
 
 
+@pytest.mark.parametrize("fixture", ["specforge-sglang", "modelopt-fullvocab-fp32"])
+def test_vllm_with_the_target(fixture, overlay):
+    """With --target, vLLM's draft config is built beside the target's own config (no stand-in
+    made from the drafter's): the same agreement, and the note about the stand-in is gone."""
+    _, rep, _ = live("vllm", PRODUCERS / fixture, overlay, "--target", PRODUCERS / "target-llama")
+    assert rep["target"] is not None
+    assert_agrees(rep)
+    assert rep["live"]["fails"] is None and rep["live"]["compared"]["parameters"]
+    assert not any("made from the drafter" in n for n in rep["live"]["notes"])
+
+
 def test_speculators_format_stops_sglang_at_config(overlay):
     """SGLang 0.5.23 reads no speculators config (the replay's WC706): its own ModelConfig
     stops on it before building anything."""

@@ -230,3 +230,28 @@ def test_live_table_renders_with_the_explain_table_code():
     text = "\n".join(render._live_lines(rep["live"], render.Output.to("text")))
     assert "norm.weight" in text and "dropped" in text
     assert "disagree on 1 point" in text
+
+
+def test_a_parameter_only_live_loads_is_a_disagreement():
+    """The replay of an older module tree (sglang <= 0.5.11: model.midlayer.*) has no parameter
+    the installed engine loads (model.layers.0.*): said once per such parameter."""
+    _, rv = _replay()
+    lv = _as_live(rv)
+    lv.params.append(
+        view_mod.ParamState("model.layers.9.extra.weight", "", True, "loaded", ["norm.weight"])
+    )
+    got = live_mod.disagreements(lv, rv)
+    assert [(g.get("param"), g["live"], g["replay"]) for g in got] == [
+        ("model.layers.9.extra.weight", "loaded", None)
+    ]
+
+
+def test_markdown_lists_the_disagreements():
+    from weightcheck import render
+
+    _, rv = _replay()
+    lv = _as_live(rv)
+    x = next(x for x in lv.landings if x.name == "norm.weight")
+    x.fate, x.param = "dropped", None
+    text = "\n".join(render._live_lines(live_mod.report(lv, rv), render.Output.to("markdown")))
+    assert "\n- norm.weight: live dropped" in text

@@ -730,7 +730,7 @@ def _live_lines(lv: dict, out: Output) -> list[str]:
                 out,
             )
         )
-        lines += [_wrap(x["says"], out, "  ") for x in lv["disagreements"]]
+        lines += [_wrap(x["says"], out, "- " if out.md else "  ") for x in lv["disagreements"]]
     else:
         c = lv.get("compared") or {}
         said = f"live and replay agree on the {c.get('tensors', 0)} tensor(s) both saw"

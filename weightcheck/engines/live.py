@@ -756,6 +756,18 @@ def disagreements(live: LiveView, replay) -> list[dict]:
                         + (f" from {', '.join(r.sources)}" if r.sources else ""),
                     }
                 )
+        known = {r.param.split(" ")[0] for r in replay.params}
+        for p in live.params:
+            if p.state == "loaded" and p.param not in known:
+                out.append(
+                    {
+                        "param": p.param,
+                        "live": "loaded",
+                        "replay": None,
+                        "says": f"{p.param}: live loads it from {', '.join(p.sources)}; the replay "
+                        "has no such parameter",
+                    }
+                )
     return out
 
 
