@@ -252,10 +252,12 @@ def check(
     revision: str | None = None,
     token: str | None = None,
     progress: bool = False,
+    live: bool = False,
 ) -> CheckResult:
     """The gate: every rule, and with ``engine`` (``"sglang"``, ``"vllm"``,
     ``"sglang==0.5.11"``) the engine's own view. ``result.ok`` is False when a finding is an
-    error."""
+    error. ``live`` (needs ``engine``, torch and the engine installed) also runs the installed
+    engine's own loader on meta tensors (engines/live.py): the report's ``live`` object."""
     from weightcheck.commands import check as check_mod
     from weightcheck.engines import view as engine_mod
     from weightcheck.model.drafter import load_drafter
@@ -271,6 +273,12 @@ def check(
                 f"{name} {version} was not read; versions known: "
                 f"{', '.join(data.engine.versions_read)}",
             )
+    if live:
+        if not name:
+            raise UsageError(None, "--live runs an engine's loader: give --engine sglang|vllm")
+        from weightcheck.engines import live as live_mod
+
+        live_mod.installed(name)  # not importable: one line, exit 2, before reading anything
     if values:
         require_torch("--values")
     tc = training_config_file(training_config) if training_config is not None else None
@@ -295,6 +303,7 @@ def check(
             training_config=tc,
             values=values,
             training_vocab=tv,
+            live=live,
         )
     finally:
         if bar is not None:

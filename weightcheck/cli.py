@@ -263,6 +263,13 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json, a
     "untrained norms, an lm_head copied from the target.",
 )
 @click.option("--explain", is_flag=True, help="Print the engine's key-by-key table.")
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Also run the installed engine's own loader (needs --engine, torch and the engine in "
+    "this Python) on meta tensors made from the headers, and print its key-by-key table beside "
+    "the replay's, with every disagreement.",
+)
 @click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
 @token_option
 @output_options(*FINDINGS)
@@ -274,6 +281,7 @@ def check(
     training_vocab,
     values,
     explain,
+    live,
     revision,
     token,
     fmt,
@@ -298,6 +306,7 @@ def check(
         revision=revision,
         token=token,
         progress=True,
+        live=live,
     )
     _echo(r.to_json() if out.fmt == "json" else render.check_text(r.report, out, explain), out)
     sys.exit(r.exit_status)

@@ -628,34 +628,7 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
         lines.append("")
     if explain and r["engine"]:
         e = r["engine"]
-        rows = [
-            (x["name"], x["engine_name"] or "", x["param"] or "", x["fate"], x["why"])
-            for x in e["tensors"]
-        ]
-        lines.append(
-            table(
-                ["checkpoint tensor", "looked up as", "engine parameter", "fate", "why"],
-                rows,
-                out,
-                prose=(4,),
-                styles={3: lambda c: "error" if c in ("dropped", "error") else None},
-            )
-        )
-        lines.append("")
-        rows = [
-            (p["param"], p["canonical"], p["state"], ", ".join(p["sources"]), p["note"])
-            for p in e["parameters"]
-        ]
-        lines.append(
-            table(
-                ["engine parameter", "canonical", "state", "from", "note"],
-                rows,
-                out,
-                prose=(4, 3),
-                styles={2: lambda c: "error" if c == "random" else None},
-            )
-        )
-        lines.append("")
+        lines += _key_tables(e, out)
         rows = [(k, value_str(v["value"]), v["from"]) for k, v in e["config"].items()]
         lines.append(table(["config the engine reads", "value", "from"], rows, out, prose=(1, 2)))
         aux = e["aux_layers"]
@@ -673,8 +646,102 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
             )
         )
         lines.append("")
+    if r.get("live"):
+        lines += _live_lines(r["live"], out)
     lines.append(_wrap(_summary(r, out), out))
     return "\n".join(lines)
+
+
+def _key_tables(e: dict, out: Output, looked_up: bool = True) -> list[str]:
+    """The key-by-key table (what each checkpoint tensor becomes) and the parameters' table, of
+    the replay (report["engine"]) or of the live run (report["live"])."""
+    lines = []
+    if looked_up:
+        rows = [
+            (x["name"], x["engine_name"] or "", x["param"] or "", x["fate"], x["why"])
+            for x in e["tensors"]
+        ]
+        heads = ["checkpoint tensor", "looked up as", "engine parameter", "fate", "why"]
+    else:  # the live run sees the parameter written, not the name it was looked up as
+        rows = [(x["name"], x["param"] or "", x["fate"], x["why"]) for x in e["tensors"]]
+        heads = ["checkpoint tensor", "engine parameter", "fate", "why"]
+    fate = len(heads) - 2
+    lines.append(
+        table(
+            heads,
+            rows,
+            out,
+            prose=(len(heads) - 1,),
+            styles={fate: lambda c: "error" if c in ("dropped", "error") else None},
+        )
+    )
+    lines.append("")
+    rows = [
+        (p["param"], p["canonical"], p["state"], ", ".join(p["sources"]), p["note"])
+        for p in e["parameters"]
+    ]
+    if rows:
+        lines.append(
+            table(
+                ["engine parameter", "canonical", "state", "from", "note"],
+                rows,
+                out,
+                prose=(4, 3),
+                styles={2: lambda c: "error" if c == "random" else None},
+            )
+        )
+        lines.append("")
+    return lines
+
+
+def _live_lines(lv: dict, out: Output) -> list[str]:
+    """--live: the installed engine's own loader, its key-by-key table, and how it compares with
+    the replay."""
+    head = (
+        f"{lv['engine']} {lv['version']} installed: its own loader run on meta tensors"
+        + (f" ({lv['architecture']})" if lv["architecture"] else "")
+        + (f"; the replay above is of {lv['replay_version']}" if lv.get("replay_version") else "")
+    )
+    lines = [_wrap(paint("live: ", "bold", out) + head, out), ""]
+    f = lv["fails"]
+    if f:
+        lines.append(
+            _wrap(
+                f"live: {lv['engine']} stops at {f['stage']}"
+                + (f" on {f['subject']}" if f["subject"] else "")
+                + f": {f['why']}",
+                out,
+            )
+        )
+        lines.append("")
+    lines += _key_tables(lv, out, looked_up=False)
+    for n in lv["notes"]:
+        lines.append(_wrap(f"live: {n}", out))
+    if lv.get("replay_version") is None:
+        lines.append(_wrap("live: no replay to compare with", out))
+    elif lv["disagreements"]:
+        lines.append(
+            _wrap(
+                paint(
+                    f"live and replay disagree on {len(lv['disagreements'])} point(s) (WC713):",
+                    "error",
+                    out,
+                ),
+                out,
+            )
+        )
+        lines += [_wrap(x["says"], out, "- " if out.md else "  ") for x in lv["disagreements"]]
+    else:
+        c = lv.get("compared") or {}
+        said = f"live and replay agree on the {c.get('tensors', 0)} tensor(s) both saw"
+        said += (
+            " and on every parameter"
+            if c.get("parameters")
+            else " (parameters not compared: the load stops)"
+        )
+        lines.append(_wrap(said, out))
+    lines.append("")
+    return lines
 
 
 def findings_table(findings: list, out: Output) -> str:
@@ -930,6 +997,7 @@ def rule_text(page: dict, out: Output) -> str:
         "values": "with --values",
         "training": "with --training-config",
         "training_vocab": "with --training-vocab",
+        "live": "with --engine and --live",
     }[page["needs"]]
     for label, key in (
         ("What it checks", "what"),

@@ -86,6 +86,8 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
             r["engine"]["aux_layers"]["captures_output_of_layers"] = aux.captured_layers(
                 v, ctx.target.model_type, ctx.target.num_layers
             )
+    if ctx.live is not None:
+        r["live"] = ctx.live
     if ctx.values is not None:
         r["values"] = ctx.values
     if ctx.training_vocab is not None:

@@ -21,6 +21,7 @@ def run(
     values: bool = False,
     training_vocab=None,
     vocab_maps: tuple | None = None,
+    live: bool = False,
 ) -> tuple[Context, list]:
     """Run every rule whose inputs are there. ``vocab_maps``: (d2t list, t2d bytes) when the
     caller has them already (convert's gate: the output is not written yet)."""
@@ -31,6 +32,10 @@ def run(
         ctx.training_vocab = vocab_gate(d, training_vocab)
     if engine and engine_mod.replays(d.architecture, engine):
         ctx.engine_view = engine_mod.view(d, engine, engine_version, target)
+    if live and engine:  # the installed engine's own loader (imports torch and the engine)
+        from weightcheck.engines import live as live_mod
+
+        ctx.live = live_mod.report(live_mod.run(d, engine, target), ctx.engine_view)
     if training_config:
         from weightcheck.sources.base import read_json_file
 
@@ -53,6 +58,8 @@ def run(
         if r.needs == "training" and ctx.training is None:
             continue
         if r.needs == "training_vocab" and ctx.training_vocab is None:
+            continue
+        if r.needs == "live" and ctx.live is None:
             continue
         findings.extend(r.fn(ctx))
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))

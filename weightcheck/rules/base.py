@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # annotations only: the rules layer reads these, never import
     from weightcheck.model.target import Target
 
 Severity = Literal["error", "warning", "info"]
-Needs = Literal["", "target", "engine", "values", "training", "training_vocab"]
+Needs = Literal["", "target", "engine", "values", "training", "training_vocab", "live"]
 ERROR: Severity = "error"
 WARNING: Severity = "warning"
 INFO: Severity = "info"
@@ -113,6 +113,7 @@ class Context:
     values: dict[str, dict] | None = None  # canonical -> stats (rules/values.py value_stats)
     lm_head_equals_target: bool | None = None  # --values with --target (rules/values.py)
     training_vocab: object | None = None  # --training-vocab: rules/vocabmap.py VocabGate
+    live: dict | None = None  # --live: the installed engine's loader (engines/live.py report())
     _maps: tuple[list[int] | None, bytes | None] | None = field(default=None, repr=False)
     _views: dict | None = field(default=None, repr=False)
 

@@ -307,3 +307,19 @@ def captured_count(ctx):
         "forward pass fails on fc's input width",
         "aux_layer_ids",
     )
+
+
+@rule(
+    "WC713",
+    "live-disagrees",
+    "warning",
+    "The installed engine's own loader (--live) and the replay say different things.",
+    needs="live",
+)
+def live_disagrees(ctx):
+    lv = ctx.live
+    said = (
+        f"{lv['engine']} {lv['version']} (installed, live) vs the replay of {lv['replay_version']}"
+    )
+    for x in lv["disagreements"]:
+        yield ctx.f("WC713", f"{said}: {x['says']}", x.get("tensor") or x.get("param"))
