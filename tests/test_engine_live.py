@@ -353,3 +353,45 @@ def test_hub_source_reads_headers_only(tmp_path, overlay, make_drafter):
     assert rep["live"]["fails"] is None
     assert "loaded" in fates(rep).values()
     assert served <= 100_001 < size  # one ranged read of the header, not the file
+
+
+# --- MLA drafters (Eagle3DeepseekV2ForCausalLM) -------------------------------------------------
+
+MLA_FIXTURES = ["mla-modelopt", "mla-torchspec"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fixture", MLA_FIXTURES)
+def test_mla_drafters_live_agree_with_the_replay(engine, fixture, overlay):
+    """The engine's MLA class is built and loads every parameter; SGLang's concatenated q_a/kv_a
+    write is the two checkpoint tensors' (shards 0 and 1, as the replay names them), and vLLM's
+    MLA attention aliases (self_attn.mla_attn.*) are not parameters of their own."""
+    code, rep, err = live(engine, PRODUCERS / fixture, overlay)
+    assert code == 0, err[-2000:]
+    assert_agrees(rep)
+    lv = rep["live"]
+    assert lv["fails"] is None and "Deepseek" in lv["architecture"]
+    names = {p["param"] for p in lv["parameters"]}
+    assert not any("mla_attn" in n for n in names)
+    fused = (
+        "model.midlayer.self_attn.fused_qkv_a_proj_with_mqa.weight"
+        if engine == "sglang"
+        else "model.layers.0.self_attn.fused_qkv_a_proj.weight"
+    )
+    assert {f"{fused}[0]", f"{fused}[1]"} <= names
+    assert params(rep)[f"{fused}[0]"]["state"] == params(rep)[f"{fused}[1]"]["state"] == "loaded"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_mla_lone_half(engine, tmp_path, overlay):
+    """kv_a_proj_with_mqa missing: SGLang never concatenates, the lone q_a_proj writes nothing
+    and says nothing; vLLM loads it into shard 0 (the replay says the same, asserted by the
+    report's comparison)."""
+    src = PRODUCERS / "mla-torchspec"
+    kv = "midlayer.self_attn.kv_a_proj_with_mqa.weight"
+    q = "midlayer.self_attn.q_a_proj.weight"
+    out = variant(src, tmp_path / "lone", drop=[kv])
+    code, rep, err = live(engine, out, overlay)
+    assert code == 1, err[-2000:]
+    assert_agrees(rep)
+    assert fates(rep)[q] == ("dropped" if engine == "sglang" else "loaded")

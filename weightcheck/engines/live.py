@@ -45,6 +45,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from weightcheck.engines.data import load, loader_for
 from weightcheck.engines.view import Failure, Landing, ParamState
 from weightcheck.errors import WeightcheckError
 
@@ -191,8 +192,12 @@ def _first_line(e: BaseException) -> str:
 class _Recorder:
     """Which checkpoint name wrote which parameter (and shard) during ``load_weights``."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, concat=()):
         self.torch = torch
+        # the replay data's concat rules ([[names.concat]]: SGLang's MLA q_a/kv_a): a tensor the
+        # loader builds by concatenating checkpoint tensors carries no name of its own
+        self.concat = concat
+        self.shapes: dict[str, tuple] = {}  # name -> shape, as fed
         self.model = None
         self.keys: dict[str, dict] = {}  # name -> {"params": [..], "special": bool}
         self.order: list[str] = []
@@ -210,7 +215,9 @@ class _Recorder:
 
     def begin(self, model, default_loader):
         self.model = model
-        for name, p in model.named_parameters(remove_duplicate=False):
+        # each parameter once, under its first name (vLLM's MLA attention re-references its
+        # projections as self_attn.mla_attn.*; a tied head is the embedding)
+        for name, p in model.named_parameters():
             inner = getattr(p, "weight_loader", default_loader)
             wrapped = self._wrap(name, inner)
             try:
@@ -232,22 +239,51 @@ class _Recorder:
         rec = self
 
         def weight_loader(param, loaded_weight, *args, **kwargs):
-            key = getattr(loaded_weight, "_weightcheck_key", None) or rec.current
+            key = getattr(loaded_weight, "_weightcheck_key", None)
+            parts = rec.concatenated(loaded_weight) if key is None and not args else None
+            key = key or rec.current
             shard = args[0] if args else kwargs.get("shard_id", kwargs.get("loaded_shard_id", None))
             try:
                 result = inner(param, loaded_weight, *args, **kwargs)
             except BaseException as e:  # the loader refused this tensor: no write recorded
                 rec.raised.append((key, e))
                 raise
-            rec.writes.setdefault(pname, []).append((key, shard))
-            if key in rec.keys:
-                label = pname if shard is None else f"{pname}[{shard}]"
-                if label not in rec.keys[key]["params"]:
-                    rec.keys[key]["params"].append(label)
+            if parts:  # one write of several checkpoint tensors: each is its shard
+                rec.shards[pname] = list(range(len(parts)))
+                for i, k in enumerate(parts):
+                    rec.record(pname, k, i)
+                return result
+            rec.record(pname, key, shard)
             return result
 
         weight_loader.__wrapped__ = inner
         return weight_loader
+
+    def record(self, pname: str, key, shard) -> None:
+        self.writes.setdefault(pname, []).append((key, shard))
+        if key in self.keys:
+            label = pname if shard is None else f"{pname}[{shard}]"
+            if label not in self.keys[key]["params"]:
+                self.keys[key]["params"].append(label)
+
+    def concatenated(self, loaded) -> list | None:
+        """The checkpoint names an untagged tensor is the concatenation of (dim 0, in the concat
+        rule's order of parts), when the name being loaded is one of a rule's parts: for each
+        part the latest name fed that holds it, if their rows add up to the tensor's."""
+        cur = self.current
+        for r in self.concat:
+            if cur is None or not any(p in cur for p in r.parts):
+                continue
+            names = []
+            for part in r.parts:
+                fed = [n for n in self.order if part in n]
+                if not fed:
+                    return None
+                names.append(cur if part in cur else fed[-1])
+            shapes = [self.shapes.get(n) for n in names]
+            if all(sh for sh in shapes) and sum(sh[0] for sh in shapes) == int(loaded.shape[0]):
+                return names
+        return None
 
     def feed(self, tensors):
         """(name, tensor) per checkpoint tensor: meta tensors, integer ones as CPU zeros."""
@@ -269,6 +305,7 @@ class _Recorder:
                 pass
             self.keys.setdefault(t.name, {"params": [], "special": False})
             self.order.append(t.name)
+            self.shapes[t.name] = shape
             hot = getattr(model, "hot_token_id", None)
             self.current = t.name
             if self.pull_in_feed:
@@ -529,7 +566,9 @@ def _run(drafter, engine: str, target, version: str) -> LiveView:
     with _quiet():
         import torch
 
-        rec = _Recorder(torch)
+        arch = (drafter.config or {}).get("architectures") or [None]
+        loader = load(loader_for(engine, arch[0] if isinstance(arch, list) else None))
+        rec = _Recorder(torch, loader.names.concat)
         try:
             if drafter.config is None:
                 raise RuntimeError("no config.json")
@@ -628,7 +667,7 @@ def _landings(rec: _Recorder, tensors, failure) -> list:
 
 def _params(rec: _Recorder, model) -> list:
     states = []
-    for name, p in model.named_parameters(remove_duplicate=False):
+    for name, p in model.named_parameters():
         writes = rec.writes.get(name, [])
         shape = [int(x) for x in p.shape]
         ids = rec.shards.get(name)
