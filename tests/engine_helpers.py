@@ -11,6 +11,17 @@ import struct
 
 import pytest
 
+# the Llama drafters written by the producers' own code (tests/fixtures/producers/README.md)
+PRODUCER_FIXTURES = [
+    "specforge-sglang",
+    "specforge-hf",
+    "speculators-train",
+    "speculators-convert",
+    "modelopt",
+    "modelopt-default-aux",
+    "modelopt-fullvocab-fp32",
+]
+
 SIDE_VENVS = {
     # engine: (the variable that names its interpreter, what it is, the script that builds it)
     "sglang": ("WEIGHTCHECK_SGLANG_PYTHON", "SGLang", "tests/engine/setup_sglang_venv.sh"),

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import synth
+from check_builders import MLA_CFG
 from conftest import run_cli
 from helpers_bad import canonical_tensors, dialect_names, inspect_json, tensor_bytes, write_renamed
 
@@ -600,21 +601,9 @@ def test_fc_norm_absent_means_not_expected(make_drafter, tiny_cfg):
     assert st["fc_norm.0.weight"] == "not expected by config"
 
 
+# the MLA drafter of check_builders, with a rope base of its own and vLLM-style ids
 MLA = {
-    "architectures": ["Eagle3DeepseekV2ForCausalLM"],
-    "model_type": "kimi_k2",
-    "hidden_size": 128,
-    "intermediate_size": 320,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "q_lora_rank": 96,
-    "kv_lora_rank": 64,
-    "qk_nope_head_dim": 32,
-    "qk_rope_head_dim": 16,
-    "v_head_dim": 32,
-    "vocab_size": 2048,
-    "draft_vocab_size": 400,
-    "torch_dtype": "bfloat16",
+    **MLA_CFG,
     "rope_theta": 50000.0,
     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
 }

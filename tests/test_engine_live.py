@@ -25,20 +25,11 @@ import subprocess
 
 import pytest
 from conftest import PRODUCERS, ROOT
-from engine_helpers import read_st, side_python, variant
+from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant
 
 pytestmark = pytest.mark.engine
 
 ENGINES = ["sglang", "vllm"]
-PRODUCER_FIXTURES = [
-    "specforge-sglang",
-    "specforge-hf",
-    "speculators-train",
-    "speculators-convert",
-    "modelopt",
-    "modelopt-default-aux",
-    "modelopt-fullvocab-fp32",
-]
 BASE = PRODUCERS / "specforge-sglang"  # midlayer.* names, d2t and t2d
 TIMEOUT = 600
 

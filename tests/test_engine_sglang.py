@@ -30,21 +30,12 @@ import time
 
 import pytest
 from conftest import PRODUCERS, ROOT
-from engine_helpers import read_st, side_python, variant, write_st
+from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant, write_st
 
 pytestmark = pytest.mark.engine
 
 ENGINE_DIR = ROOT / "tests" / "engine"
 TARGET = PRODUCERS / "target-llama"
-PRODUCER_FIXTURES = [
-    "specforge-sglang",
-    "specforge-hf",
-    "speculators-train",
-    "speculators-convert",
-    "modelopt",
-    "modelopt-default-aux",
-    "modelopt-fullvocab-fp32",
-]
 # raw speculators configs (no model_type): SGLang cannot parse them; convert makes them loadable
 SPECULATORS = {"speculators-train", "speculators-convert"}
 # convert --to sglang refuses these on purpose (mappings/engines/sglang.toml [[output.refuse]])

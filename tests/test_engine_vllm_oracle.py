@@ -28,21 +28,12 @@ import time
 
 import pytest
 from conftest import PRODUCERS, ROOT
-from engine_helpers import read_st, side_python, variant
+from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant
 
 pytestmark = pytest.mark.engine
 
 ENGINE_DIR = ROOT / "tests" / "engine"
 TARGET = PRODUCERS / "target-llama"
-PRODUCER_FIXTURES = [
-    "specforge-sglang",
-    "specforge-hf",
-    "speculators-train",
-    "speculators-convert",
-    "modelopt",
-    "modelopt-default-aux",
-    "modelopt-fullvocab-fp32",
-]
 CONVERT_TO = ["vllm", "speculators"]
 ORACLE_TIMEOUT = 1200
 FATES = {"loaded", "dropped", "error", "not_reached"}  # a checkpoint key's fate

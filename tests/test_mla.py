@@ -303,7 +303,7 @@ def test_round_trip_between_the_engines_layouts(tmp_path, mla, kimi_target):
     assert aux_ids(config(back)) in ([1, 29, 57], [2, 30, 58])
 
 
-def test_modelopt_style_export_gets_draft_vocab_size(tmp_path, mla):
+def test_modelopt_style_export_gets_draft_vocab_size(tmp_path, mla, kimi_target):
     """A ModelOpt Kimi export (layers.0.*, no draft_vocab_size, pruned head + d2t) fails in vLLM
     as it is; convert writes draft_vocab_size from the head's rows and both engines load it."""
     src = edit(
@@ -321,9 +321,7 @@ def test_modelopt_style_export_gets_draft_vocab_size(tmp_path, mla):
         "--to",
         "vllm",
         "--target",
-        write_target(
-            tmp_path / "t", "kimi_k2", 61, hidden=128, architecture="DeepseekV3ForCausalLM"
-        ),
+        kimi_target,
     )
     assert config(out)["draft_vocab_size"] == 400
     assert any("draft_vocab_size" in c for c in r["config_changes"])
@@ -350,7 +348,9 @@ def test_convert_refuses_what_check_refuses(tmp_path, mla):
     assert not (tmp_path / "out").exists()
 
 
-def test_deepseek_v3_model_type_fails_in_vllm_and_convert_writes_kimi_k2(tmp_path, mla):
+def test_deepseek_v3_model_type_fails_in_vllm_and_convert_writes_kimi_k2(
+    tmp_path, mla, kimi_target
+):
     """vLLM rewrites any draft config of model_type deepseek_v3 to an MTP model
     (config/speculative.py hf_config_override, found by the vLLM oracle): no EAGLE-3 drafter is
     built. kimi_k2 is the same DeepseekV3Config in both engines: convert --to vllm writes it."""
@@ -369,9 +369,7 @@ def test_deepseek_v3_model_type_fails_in_vllm_and_convert_writes_kimi_k2(tmp_pat
         "--to",
         "vllm",
         "--target",
-        write_target(
-            tmp_path / "t", "kimi_k2", 61, hidden=128, architecture="DeepseekV3ForCausalLM"
-        ),
+        kimi_target,
     )
     assert config(out)["model_type"] == "kimi_k2"
     assert any(c.startswith("model_type: deepseek_v3 -> kimi_k2") for c in r["config_changes"])

@@ -7,6 +7,8 @@ rules (weightcheck/rules/, documented in docs/rules.md) -> report (schema ``weig
 
 from __future__ import annotations
 
+import dataclasses
+
 from weightcheck.engines import aux
 from weightcheck.model.drafter import source_report
 from weightcheck.rules import ERROR, INFO, WARNING, Context
@@ -53,32 +55,10 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
             "loader": f"mappings/engines/{v.loader}.toml",
             "speculators_format": v.speculators_format,
             "config": v.config,
-            "tensors": [
-                {
-                    "name": l.name,
-                    "canonical": l.canonical,
-                    "engine_name": l.engine_name,
-                    "param": l.param,
-                    "fate": l.fate,
-                    "why": l.why,
-                    "cite": l.cite,
-                }
-                for l in v.landings
-            ],
-            "parameters": [
-                {
-                    "param": p.param,
-                    "canonical": p.canonical,
-                    "required": p.required,
-                    "state": p.state,
-                    "sources": p.sources,
-                    "note": p.note,
-                    "cite": p.cite,
-                    "shape": p.shape,
-                    "winner": p.winner,
-                }
-                for p in v.params
-            ],
+            # one object per checkpoint tensor and per engine parameter: the replay's
+            # Landing and ParamState (weightcheck/engines/view.py), field for field
+            "tensors": [dataclasses.asdict(x) for x in v.landings],
+            "parameters": [dataclasses.asdict(p) for p in v.params],
             "aux_layers": v.aux,
             **v.facts(),
         }

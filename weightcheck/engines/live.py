@@ -99,29 +99,8 @@ class LiveView:
             "architecture": self.architecture,
             "loads": self.starts,
             "fails": None if self.failure is None else dataclasses.asdict(self.failure),
-            "tensors": [
-                {
-                    "name": x.name,
-                    "canonical": x.canonical,
-                    "engine_name": x.engine_name,
-                    "param": x.param,
-                    "fate": x.fate,
-                    "why": x.why,
-                }
-                for x in self.landings
-            ],
-            "parameters": [
-                {
-                    "param": p.param,
-                    "canonical": p.canonical,
-                    "required": p.required,
-                    "state": p.state,
-                    "sources": p.sources,
-                    "note": p.note,
-                    "shape": p.shape,
-                }
-                for p in self.params
-            ],
+            "tensors": [dataclasses.asdict(x) for x in self.landings],
+            "parameters": [dataclasses.asdict(p) for p in self.params],
             "warnings": self.warnings,
             "notes": self.notes,
         }
