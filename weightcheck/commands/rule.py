@@ -43,7 +43,11 @@ def pages() -> list[dict]:
 def explains_text(page: dict) -> str:
     """'WC206, WC703 on the same subject: why; ...' — the consequences a rule's finding lists
     under it (mappings/causes.toml)."""
-    where = {"same": "on the same subject", "any": ""}
+    where = {
+        "same": "on the same subject",
+        "any": "",
+        "named": "on the tensors and fields its message names",
+    }
     parts = []
     for e in page.get("explains", []):
         rel = where.get(e["subject"], f"on subjects matching `{e['subject']}`")
