@@ -171,6 +171,27 @@ def test_fold_same_subject_any_and_pattern():
     assert top["WC406", "num_hidden_layers"].severity == "error"
 
 
+def test_fold_named_takes_what_the_root_message_names():
+    """"named": a consequence whose subject the root's message names, as a whole name (not
+    fc.weight inside model.fc.weight, not a prefix of a longer name)."""
+    table = causes.parse(
+        {"cause": [{"root": "WC211", "explains": ["WC206"], "subject": "named"}]}, "test"
+    )
+    a, b = "midlayer.self_attn.kv_a_proj_with_mqa.weight", "midlayer.self_attn.kv_b_proj.weight"
+    root = Finding("WC211", "error", f"{a} holds [256, 64] and {b} holds [80, 256]: swapped", a)
+    fs = [
+        root,
+        F("WC206", subject=a),
+        F("WC206", subject=b),
+        F("WC206", subject="midlayer.self_attn.kv_b_proj"),  # a prefix of a named name: stays
+        F("WC206", subject="fc.weight"),  # not named: stays
+    ]
+    out = causes.fold(fs, table)
+    top = {(f.code, f.subject): f for f in out}
+    assert [c.subject for c in top["WC211", a].consequences] == [a, b]
+    assert ("WC206", "fc.weight") in top and ("WC206", "midlayer.self_attn.kv_b_proj") in top
+
+
 def test_fold_nests_a_root_that_is_itself_explained():
     table = causes.parse(
         {
