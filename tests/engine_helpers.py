@@ -29,16 +29,21 @@ SIDE_VENVS = {
 }
 
 
-def side_python(engine: str) -> str:
-    """The engine's side-venv interpreter (its variable, else the venv its setup script builds
-    under WEIGHTCHECK_VENVS or ~/.cache/weightcheck/venvs), or skip, naming what to run."""
-    var, what, script = SIDE_VENVS[engine]
+def side_python_path(engine: str) -> str:
+    """Where the engine's side-venv interpreter is (it may not exist): its variable, else the venv
+    its setup script builds under WEIGHTCHECK_VENVS or ~/.cache/weightcheck/venvs."""
+    var = SIDE_VENVS[engine][0]
     p = os.environ.get(var)
-    if not p:
-        venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser(
-            "~/.cache/weightcheck/venvs"
-        )
-        p = os.path.join(venvs, engine, "bin", "python")
+    if p:
+        return p
+    venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser("~/.cache/weightcheck/venvs")
+    return os.path.join(venvs, engine, "bin", "python")
+
+
+def side_python(engine: str) -> str:
+    """The engine's side-venv interpreter, or skip, naming what to run."""
+    var, what, script = SIDE_VENVS[engine]
+    p = side_python_path(engine)
     if not (os.path.isfile(p) and os.access(p, os.X_OK)):
         pytest.skip(f"no {what} interpreter: {p} is absent (run `bash {script}` or set {var})")
     return p

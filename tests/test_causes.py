@@ -172,7 +172,7 @@ def test_fold_same_subject_any_and_pattern():
 
 
 def test_fold_named_takes_what_the_root_message_names():
-    """"named": a consequence whose subject the root's message names, as a whole name (not
+    """ "named": a consequence whose subject the root's message names, as a whole name (not
     fc.weight inside model.fc.weight, not a prefix of a longer name)."""
     table = causes.parse(
         {"cause": [{"root": "WC211", "explains": ["WC206"], "subject": "named"}]}, "test"

@@ -82,6 +82,10 @@ if ROOT not in sys.path:
 
 import corpus  # noqa: E402
 
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from engine_helpers import side_python_path  # noqa: E402
+
 ENGINES = ("sglang", "vllm")
 ORACLES = {"sglang": "sglang_oracle.py", "vllm": "vllm_oracle.py"}
 ENV_PYTHON = {"sglang": "WEIGHTCHECK_SGLANG_PYTHON", "vllm": "WEIGHTCHECK_VLLM_PYTHON"}
@@ -94,12 +98,8 @@ FATAL_FINDINGS = {"WC701", "WC705", "WC201"}
 
 
 def engine_python(engine: str) -> str:
-    """The side venv's interpreter (may not exist: callers check)."""
-    p = os.environ.get(ENV_PYTHON[engine])
-    if p:
-        return p
-    venvs = os.environ.get("WEIGHTCHECK_VENVS") or os.path.expanduser("~/.cache/weightcheck/venvs")
-    return os.path.join(venvs, engine, "bin", "python")
+    """The side venv's interpreter (may not exist: callers check): tests/engine_helpers.py's."""
+    return side_python_path(engine)
 
 
 def have_engine(engine: str) -> bool:
