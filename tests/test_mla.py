@@ -418,3 +418,28 @@ def test_mla_fixture_round_trips_through_the_other_layout(tmp_path, name):
             rep["engine"]["aux_layers"]["captures_output_of_layers"]
             == want["engine"]["aux_layers"]["captures_output_of_layers"]
         )
+
+
+def test_yarn_rope_without_factor(tmp_path, mla):
+    """transformers 5.19 rejects rope scaling of type linear/dynamic/yarn/llama3 without `factor`
+    when vLLM reads the draft config, and when SGLang reads a Llama drafter's; SGLang's kimi_k2
+    config lets the MLA drafter through (both found by the oracles: mt./sf.rope.no_factor)."""
+    rope = {"type": "yarn", "original_max_position_embeddings": 4096}
+    src = edit(mla, tmp_path / "x", cfg=lambda c: c.update(rope_scaling=rope))
+    _, vl = engine(src, "vllm")
+    assert vl["engine"]["fails"]["stage"] == "config" and "factor" in vl["engine"]["fails"]["why"]
+    _, sg = engine(src, "sglang")
+    assert sg["engine"]["starts"]
+    from conftest import PRODUCERS
+
+    llama = edit(
+        PRODUCERS / "specforge-sglang",
+        tmp_path / "l",
+        cfg=lambda c: c.update(rope_scaling={"rope_type": "yarn"}),
+    )
+    for eng in ("sglang", "vllm"):
+        _, rep = engine(llama, eng)
+        assert rep["engine"]["fails"]["stage"] == "config", eng
+    with_factor = edit(src, tmp_path / "y", cfg=lambda c: c["rope_scaling"].update(factor=8.0))
+    _, vl = engine(with_factor, "vllm")
+    assert vl["engine"]["starts"]

@@ -369,6 +369,11 @@ def variants() -> list[Variant]:
             v(Draft(b).drop(n).variant(f"{b}.miss.{n}", f"{BASES[b]} without {n}", "missing"))
     v(Draft("sf").drop("d2t", "t2d").variant("sf.miss.maps", "no d2t and no t2d", "missing"))
     v(Draft("sf").variant("sf.miss.config", "no config.json at all", "missing", no_config=True))
+    v(
+        Draft("sf")
+        .set("rope_scaling", {"rope_type": "yarn", "original_max_position_embeddings": 64})
+        .variant("sf.rope.no_factor", "yarn rope scaling without factor", "config_flags")
+    )
 
     # extra keys (flags off: the config does not ask for them)
     dt = "BF16"
@@ -1439,6 +1444,13 @@ def mla_variants() -> list[Variant]:
         Draft("mt")
         .drop("d2t")
         .variant("mt.miss.d2t", "mla-torchspec without d2t (t2d kept)", "missing")
+    )
+    v(
+        Draft("mt")
+        .set("rope_scaling", {"type": "yarn", "original_max_position_embeddings": 256})
+        .variant(
+            "mt.rope.no_factor", "mla-torchspec: yarn rope scaling without factor", "config_flags"
+        )
     )
     v(
         Draft("mt")
