@@ -18,6 +18,12 @@ def caused_by(e: BaseException, inner: BaseException) -> bool:
     return False
 
 
+def first_line(e: BaseException) -> str:
+    """``"<ExceptionType>: <first line of its message>"`` (just the type if there is no message)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
 def checkpoint_keys(drafter: str) -> list[str]:
     """Every tensor name in the drafter's safetensors files (the engine may not read all of them)."""
     from safetensors import safe_open

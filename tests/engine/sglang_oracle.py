@@ -61,7 +61,7 @@ import time
 import traceback
 import warnings
 
-from oracle_common import caused_by, checkpoint_keys
+from oracle_common import caused_by, checkpoint_keys, first_line
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -70,12 +70,6 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 warnings.filterwarnings("ignore")
 
 ENGINE_VERSION = "0.5.23"
-
-
-def _first_line(e: BaseException) -> str:
-    """``"<ExceptionType>: <first line of its message>"`` (just the type if there is no message)."""
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
 
 
 class _WarningLog(logging.Handler):
@@ -446,14 +440,14 @@ class Engine:
             if isinstance(e, KeyboardInterrupt):
                 raise
             out["stage"] = stage
-            out["error"] = _first_line(e)
+            out["error"] = first_line(e)
             extra["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
         finally:
             self.recorder = None
         try:
             rec.report(out, bound=out["started"])
         except Exception as e:  # the report must not hide the engine's verdict
-            extra["report_error"] = _first_line(e)
+            extra["report_error"] = first_line(e)
         extra["seconds"] = round(time.perf_counter() - t0, 3)
         return out
 

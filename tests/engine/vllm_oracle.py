@@ -49,7 +49,7 @@ import tempfile
 import time
 import traceback
 
-from oracle_common import caused_by, checkpoint_keys
+from oracle_common import caused_by, checkpoint_keys, first_line
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -62,11 +62,6 @@ K = 3  # num_speculative_tokens (does not change what is loaded)
 # marked NaN / sentinel bit patterns, per element size: a checkpoint NaN (0x7fc0...) differs
 _SENTINEL_FLOAT = {2: 0x7FD5, 4: 0x7FD5D5D5, 8: 0x7FD5D5D5D5D5D5D5}
 _INT_VIEW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def _first_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {msg[0] if msg else ''}"
 
 
 class Recorder:
@@ -442,14 +437,14 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
         REC.stage = None
     except Exception as e:  # noqa: BLE001 - every failure is a result
         rec["stage"] = REC.stage
-        rec["error"] = _first_line(e)
+        rec["error"] = first_line(e)
         rec["_traceback"] = traceback.format_exc(limit=-6)
     times["total"] = time.time() - t0
     try:
         _fill_result(rec, vllm_config, runner)
     except Exception as e:  # noqa: BLE001 - the oracle's own fault: say so, keep the batch going
         rec["started"] = False
-        rec["error"] = rec["error"] or f"OracleError: {_first_line(e)}"
+        rec["error"] = rec["error"] or f"OracleError: {first_line(e)}"
         rec["_traceback"] = rec.get("_traceback") or traceback.format_exc(limit=-6)
     rec["_seconds"] = times
     REC = None
