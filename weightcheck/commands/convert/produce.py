@@ -12,6 +12,7 @@ import zlib
 
 from weightcheck import __version__
 from weightcheck.commands.convert.plan import Item, Plan
+from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import itemsize
 
@@ -333,12 +334,16 @@ def write_config_and_card(plan: Plan, tmp: str) -> list:
         f.write("\n")
     s = plan.src.source
     rev = f" at revision `{s.commit}`" if s.commit else ""
+    archs = plan.config.get("architectures") or [None]
+    layout = (  # the file of the loader that reads it: sglang_mla.toml for an MLA drafter
+        engine_mod.loader_for(plan.to, archs[0]) if plan.to in engine_mod.ENGINES else plan.to
+    )
     lines = [
         f"# EAGLE-3 drafter for {plan.to}",
         "",
         f"Converted by weightcheck {__version__} from `{plan.metadata['weightcheck_source']}`{rev} "
         f"({plan.src.dialect} dialect, {s.layout}) to the {plan.to} layout "
-        f"(mappings/engines/{plan.to}.toml).",
+        f"(mappings/engines/{layout}.toml).",
         "",
         f"- tensors: {len(plan.items)} in {plan.shards} file(s), "
         f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against its source",
