@@ -461,3 +461,21 @@ def test_second_round_trip_is_a_fixed_point(tmp_path, mla, kimi_target):
         assert tensor_bytes(out[a], canonical=False) == tensor_bytes(out[b], canonical=False)
     assert "mappings/engines/sglang_mla.toml" in (out[2] / "README.md").read_text()
     assert "mappings/engines/vllm_mla.toml" in (out[1] / "README.md").read_text()
+
+
+def test_rules_read_the_mla_loader_not_the_llama_one(tmp_path, mla):
+    """WC401 names the class the engines load an MLA drafter as, WC706 the MLA loader's own
+    refusals (q_lora_rank null), WC701 every loader's architectures."""
+    v3 = edit(mla, tmp_path / "v3", cfg=lambda c: c.update(architectures=["DeepseekV3ForCausalLM"]))
+    _, rep = check(v3)
+    (f,) = by_code(rep, "WC401")
+    assert f["message"].endswith("writes Eagle3DeepseekV2ForCausalLM")
+    src = mla_drafter(tmp_path / "qn", q_lora_rank=None)
+    _, rep = engine(src, "sglang")
+    assert any("requires q_lora_rank" in f["message"] for f in by_code(rep, "WC706"))
+    foo = edit(mla, tmp_path / "foo", cfg=lambda c: c.update(architectures=["FooForCausalLM"]))
+    _, rep = engine(foo, "vllm")
+    (f,) = by_code(rep, "WC701")
+    assert (
+        "Eagle3LlamaForCausalLM" in f["message"] and "Eagle3DeepseekV2ForCausalLM" in f["message"]
+    )

@@ -21,7 +21,9 @@ from weightcheck.rules.base import WARNING, rule
 def engine_arch(ctx):
     v = ctx.engine_view
     if not v.architectures_ok:
-        accepted = ", ".join(engine_mod.load(v.engine).engine.architectures)
+        accepted = ", ".join(  # every loader's: the Llama drafter's and the MLA drafter's
+            a for data in engine_mod.loaders(v.engine) for a in data.engine.architectures
+        )
         yield ctx.f(
             "WC701",
             f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
@@ -113,7 +115,7 @@ def engine_config_error(ctx):
 )
 def engine_cannot(ctx):
     v = ctx.engine_view
-    data = engine_mod.load(v.engine)
+    data = engine_mod.load(v.loader)  # the loader replayed (the MLA drafter's has its own)
     # what the engine cannot express is what convert refuses to write for it (the same data)
     refused = [r for r in data.output.refuse if expr.holds(r.when, ctx.n.values)]
     if v.speculators_format and data.speculators_adapter is None:
@@ -148,7 +150,7 @@ def engine_cannot(ctx):
 )
 def engine_default(ctx):
     v = ctx.engine_view
-    adapter = engine_mod.load(v.engine).speculators_adapter
+    adapter = engine_mod.load(v.loader).speculators_adapter
     if not v.speculators_format or adapter is None:
         return
     for k, default in adapter.override.items():

@@ -44,6 +44,8 @@ def architectures(ctx):
         )
         return
     known = {a for arch in inventory.architectures() for a in arch.config_architectures}
+    # the class the engines load a drafter of these tensors as (convert writes it)
+    want = engine_mod.output_for("sglang", ctx.d.architecture).architectures[0]
     if names[0] not in known:
         hint = " (a target model's class)" if names[0].endswith(TARGET_ARCHITECTURES) else ""
         engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
@@ -58,7 +60,7 @@ def architectures(ctx):
                 "WC401",
                 f"architectures[0] is {names[0]}{hint}: {', '.join(loads)} read(s) it as "
                 f"{read_as} and load(s) the drafter; {', '.join(fails)} select(s) no EAGLE-3 "
-                f"loader and fail(s) — `{fix}` writes LlamaForCausalLMEagle3",
+                f"loader and fail(s) — `{fix}` writes {want}",
                 "architectures",
                 severity=WARNING,
                 fix=fix,
@@ -67,8 +69,12 @@ def architectures(ctx):
         yield ctx.f(
             "WC401",
             f"architectures[0] is {names[0]}{hint}; an EAGLE-3 engine looks for "
-            "LlamaForCausalLMEagle3 (or its speculators equivalent) and fails with "
-            "KeyError midlayer.self_attn.qkv_proj.weight",
+            f"{want} (or its speculators equivalent) and "
+            + (  # what SGLang's Llama target class then does with a Llama drafter's names
+                "fails with KeyError midlayer.self_attn.qkv_proj.weight"
+                if want == "LlamaForCausalLMEagle3"
+                else "selects no EAGLE-3 loader for it"
+            ),
             "architectures",
         )
 
