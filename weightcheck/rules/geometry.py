@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from weightcheck import expr
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
 from weightcheck.model import inventory
@@ -345,7 +346,7 @@ def mla_dims(ctx):
         hit = [
             t.name
             for t in arch.tensors
-            if any(symbol in s or field in s for s in t.shape)
+            if any({symbol, field} & expr.names(s) for s in t.shape)
             and ctx.tensor(t.name) is not None
             and inv.tensors.get(t.name) is not None
             and inv.tensors[t.name].shape is not None
