@@ -607,7 +607,7 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
             (
                 "engine",
                 f"{r['engine']['name']} {r['engine']['version']} (replayed from "
-                f"{r['engine'].get('loader') or 'mappings/engines/' + r['engine']['name'] + '.toml'})",
+                f"{r['engine']['loader']})",
             )
         )
     if r["target"]:
