@@ -5,6 +5,7 @@ from __future__ import annotations
 from weightcheck import expr
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
+from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.rules.base import WARNING, rule
 from weightcheck.rules.tensors import swapped_pairs
@@ -276,16 +277,6 @@ def layer_count(ctx):
         yield ctx.f("WC406", message, "num_hidden_layers", fix=fix)
 
 
-# the MLA dims and the shape symbols mappings/architectures/deepseek_mla_eagle3.toml writes them as
-MLA_DIMS = {
-    "q_lora_rank": "q_rank",
-    "kv_lora_rank": "kv_rank",
-    "qk_rope_head_dim": "d_rope",
-    "qk_nope_head_dim": "d_nope",
-    "v_head_dim": "d_v",
-}
-
-
 def mla_dims_held(ctx) -> dict[str, tuple[int, list[str]]]:
     """The MLA dims the weights hold, each with the tensors that say so: kv_lora_rank from
     kv_a_layernorm / kv_b_proj, q_lora_rank from q_a_layernorm / q_b_proj / q_a_proj, the rope
@@ -335,13 +326,14 @@ def mla_dims(ctx):
     if swapped_pairs(ctx):  # WC211: the shapes sit under the wrong names
         return
     inv = ctx.d.inventory
+    symbols = {spec.name: spec.symbol for spec in config_mod.field_specs()}
     for field, (value, evidence) in mla_dims_held(ctx).items():
         said, where = ctx.n.get(field), ctx.n.provenance.get(field)
         if said == value:
             continue
         if said is None and where != "absent":  # q_lora_rank null: the one-projection query
             continue
-        symbol = MLA_DIMS[field]
+        symbol = symbols[field]  # how mappings/architectures/*.toml write it (config.toml)
         # every tensor whose expected shape the field decides, and that the weights contradict
         hit = [
             t.name
