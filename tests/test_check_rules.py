@@ -617,6 +617,20 @@ def t_training_config_differs(w):
     return _training(w, cfg)
 
 
+@trigger("WC905", "architectures")
+def t_training_architecture(w):
+    """issue #21: the founding question — a Llama drafter (the K2 shape) as the init of an MLA
+    drafter whose sizes line up: compare says incompatible, so does the gate."""
+    from check_builders import MLA_CFG
+
+    return _training(w, dict(MLA_CFG))
+
+
+@trigger("WC906", "training")
+def t_training_partial_init(w):
+    return _training(w, dict(w.cfg, norm_before_fc=True))
+
+
 def test_wc904_compares_aux_ids_by_the_layers_they_capture(w):
     """The founding pair's ids [2, 30, 58] and [1, 29, 57] capture the same layers of a Kimi
     target in SGLang (>= 0.5.13 adds 1 only when the first id is 1): no WC904."""

@@ -247,6 +247,7 @@ def check(
     engine: str | None = None,
     target: str | os.PathLike | None = None,
     training_config: str | os.PathLike | None = None,
+    allow_partial_init: bool = False,
     training_vocab: str | os.PathLike | None = None,
     values: bool = False,
     revision: str | None = None,
@@ -257,7 +258,9 @@ def check(
     """The gate: every rule, and with ``engine`` (``"sglang"``, ``"vllm"``,
     ``"sglang==0.5.11"``) the engine's own view. ``result.ok`` is False when a finding is an
     error. ``live`` (needs ``engine``, torch and the engine installed) also runs the installed
-    engine's own loader on meta tensors (engines/live.py): the report's ``live`` object."""
+    engine's own loader on meta tensors (engines/live.py): the report's ``live`` object.
+    ``allow_partial_init``: with ``training_config``, another architecture than SRC's is a
+    warning (WC905), not an error."""
     from weightcheck.commands import check as check_mod
     from weightcheck.engines import view as engine_mod
     from weightcheck.model.drafter import load_drafter
@@ -279,6 +282,8 @@ def check(
         from weightcheck.engines import live as live_mod
 
         live_mod.installed(name)  # not importable: one line, exit 2, before reading anything
+    if allow_partial_init and training_config is None:
+        raise UsageError(None, "--allow-partial-init qualifies --training-config: give both")
     if values:
         require_torch("--values")
     tc = training_config_file(training_config) if training_config is not None else None
@@ -304,6 +309,7 @@ def check(
             values=values,
             training_vocab=tv,
             live=live,
+            allow_partial_init=allow_partial_init,
         )
     finally:
         if bar is not None:

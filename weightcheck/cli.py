@@ -250,6 +250,12 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json, a
     "initialize exactly that architecture?",
 )
 @click.option(
+    "--allow-partial-init",
+    is_flag=True,
+    help="With --training-config: another architecture than SRC's is a warning, not an error "
+    "(WC905), for a warm start that initializes only part of the model on purpose.",
+)
+@click.option(
     "--training-vocab",
     default=None,
     metavar="MAP",
@@ -278,6 +284,7 @@ def check(
     engine_spec,
     target,
     training_config,
+    allow_partial_init,
     training_vocab,
     values,
     explain,
@@ -301,6 +308,7 @@ def check(
         engine=engine_spec,
         target=target,
         training_config=training_config,
+        allow_partial_init=allow_partial_init,
         training_vocab=training_vocab,
         values=values,
         revision=revision,

@@ -621,6 +621,8 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
         )
     for e, v in (r.get("engines") or {}).items():  # plain check: each engine in a line
         head.append((f"{e} {v['version']}", v["says"]))
+    if r.get("training"):
+        head.append(("training", r["training"]["says"]))
     lines.append(table([], head, out, prose=(1,), styles={0: lambda c: "bold"}))
     lines.append("")
     if findings:

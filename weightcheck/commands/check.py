@@ -12,6 +12,7 @@ import dataclasses
 from weightcheck.engines import aux
 from weightcheck.model.drafter import source_report
 from weightcheck.rules import ERROR, INFO, WARNING, Context
+from weightcheck.rules import training
 from weightcheck.rules.apply import run, vocab_gate
 
 __all__ = ["run", "vocab_gate", "report", "SCHEMA", "ALL_CLEAR"]
@@ -22,6 +23,26 @@ ALL_CLEAR = (
     "weights and config check out: if acceptance is still low, look at the chat template "
     "and the training data (prompt format mismatch), not the weights"
 )
+
+
+def engine_line(summary: dict, run) -> dict:
+    """An engine's line in plain check: the served view's summary and ``check --engine E``'s
+    verdict (``findings``); "loads every parameter" is said only where that run finds nothing."""
+    if run is None:
+        return summary
+    verdict = run.verdict()
+    out = {**summary, "findings": verdict}
+    if verdict["errors"] or verdict["warnings"]:
+        counts = ", ".join(
+            f"{n} {what}"
+            for n, what in ((verdict["errors"], "error(s)"), (verdict["warnings"], "warning(s)"))
+            if n
+        )
+        said = summary["says"]
+        if summary["starts"] and said.startswith("loads every parameter"):
+            said = "starts" + said[len("loads every parameter") :]
+        out["says"] = f"{said}; {counts} ({', '.join(verdict['codes'])})"
+    return out
 
 
 def report(ctx: Context, findings: list, explain: bool = False) -> dict:
@@ -45,8 +66,11 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
         if errors == 0
         else f"{errors} error(s): fix them before training or serving",
     }
-    if ctx.engine is None:  # plain check: what each supported engine does with it
-        r["engines"] = {e: view.summary() for e, view in ctx.views().items()}
+    if ctx.engine is None:  # plain check: what each engine does with it, and its own verdict
+        r["engines"] = {
+            e: engine_line(view.summary(), (ctx.engine_runs or {}).get(e))
+            for e, view in ctx.views().items()
+        }
     v = ctx.engine_view
     if v is not None:
         r["engine"] = {
@@ -70,6 +94,8 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
         r["live"] = ctx.live
     if ctx.values is not None:
         r["values"] = ctx.values
+    if ctx.training is not None:
+        r["training"] = {**ctx.training.report(), "says": training.said(ctx.training)}
     if ctx.training_vocab is not None:
         r["training_vocab"] = ctx.training_vocab.report()
     return r

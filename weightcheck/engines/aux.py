@@ -18,9 +18,10 @@ def is_speculators_format(raw: dict) -> bool:
     return isinstance(raw.get("speculators_config"), dict) or "speculators_model_type" in raw
 
 
-def convention_of(d) -> str:
-    """The engine whose aux-id convention a drafter's ids are written in (docs/engines.md)."""
-    return config_convention(d.config or {}, d.dialect)
+def convention_of(d, num_layers: int | None = None) -> str:
+    """The engine whose aux-id convention a drafter's ids are written in (docs/engines.md);
+    ``num_layers``: the target's layer count, when known (see :func:`config_convention`)."""
+    return config_convention(d.config or {}, d.dialect, num_layers)
 
 
 def trained_convention(dialect: str | None) -> str | None:
@@ -33,10 +34,31 @@ def trained_convention(dialect: str | None) -> str | None:
         return None
 
 
-def config_convention(cfg: dict, dialect: str | None = None) -> str:
+def written_ids(cfg: dict) -> list | None:
+    """The aux ids a config writes, wherever it writes them (eagle_config first)."""
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    for ids in (
+        ec.get("eagle_aux_hidden_state_layer_ids"),
+        cfg.get("eagle_aux_hidden_state_layer_ids"),
+    ):
+        if isinstance(ids, list) and ids and all(type(x) is int for x in ids):
+            return ids
+    return None
+
+
+def config_convention(cfg: dict, dialect: str | None = None, num_layers: int | None = None) -> str:
     """speculators drafters are trained on vLLM-captured hidden states; SpecForge and ModelOpt on
     SGLang's (they nest the ids in eagle_config). Ids only at the top level are vLLM's (our own
-    ``convert --to vllm`` output of a ModelOpt drafter keeps ModelOpt's eagle_config keys)."""
+    ``convert --to vllm`` output of a ModelOpt drafter keeps ModelOpt's eagle_config keys).
+
+    With the target's layer count known, ids that end at it are layer *boundaries*, whatever the
+    layout or the dialect: id L can only mean the output of the last layer, which is what the
+    boundary convention (vLLM's: id k = the output of layer k-1, id L captured after the loop)
+    says and the engines' data record (SGLang's gpt_oss: ``k-1 if max(ids) == L``). The same
+    config is then read the same way in every layout."""
+    ids = written_ids(cfg)
+    if num_layers and ids is not None and max(ids) == num_layers:
+        return "vllm"
     if is_speculators_format(cfg) or trained_convention(dialect) == "vllm":
         return "vllm"
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}

@@ -53,6 +53,7 @@ from weightcheck.engines.data import (
     replays,
 )
 from weightcheck.engines.data import version_key as _ver
+from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
 
 __all__ = [
@@ -371,6 +372,14 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     arch0 = arch_names[0] if isinstance(arch_names, list) and arch_names else None
     loader = loader_for(engine, arch0)  # the loader architectures[0] selects
     data = load(loader)
+    if version is not None and version not in data.engine.versions_read:
+        # the loader that applies decides which releases can be replayed: never another's
+        raise WeightcheckError(
+            drafter.source.spec,
+            f"{engine} {version}: the loader that reads this drafter "
+            f"(mappings/engines/{loader}.toml, {arch0 or 'no architectures'}) was read for "
+            f"{', '.join(data.engine.versions_read)} only; choose one of those",
+        )
     version = version or newest(data)
     names_cfg = data.names
     vals, shown, errors, spec, failures = engine_config(data, raw, version, target)

@@ -79,21 +79,35 @@ def pair_tensors(a: Drafter, b: Drafter) -> list[Pair]:
 Equivalence = Callable[[str, Drafter, Drafter, object, object], "str | None"]
 
 
+def same_value(va, vb) -> bool:
+    """Two normalized config values are the same (numbers by value: 1 and 1.0 are one)."""
+    if (
+        isinstance(va, (int, float))
+        and isinstance(vb, (int, float))
+        and not isinstance(va, bool)
+        and not isinstance(vb, bool)
+    ):
+        return float(va) == float(vb)
+    return va == vb
+
+
+def architecture_differences(a_values: dict, b_values: dict) -> list[tuple[str, object, object]]:
+    """The architecture fields (mappings/config.toml category) two normalized configs disagree
+    on: what makes ``compare`` say incompatible and the training gate refuse (WC905)."""
+    return [
+        (s.name, a_values.get(s.name), b_values.get(s.name))
+        for s in config_mod.field_specs()
+        if s.category == "architecture"
+        and not same_value(a_values.get(s.name), b_values.get(s.name))
+    ]
+
+
 def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> list[dict]:
     out = []
     fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
     for f in fields:
         va, vb = a.normalized.values.get(f), b.normalized.values.get(f)
-        if (
-            isinstance(va, (int, float))
-            and isinstance(vb, (int, float))
-            and not isinstance(va, bool)
-            and not isinstance(vb, bool)
-        ):
-            same = float(va) == float(vb)
-        else:
-            same = va == vb
-        if not same:
+        if not same_value(va, vb):
             note = equivalent(f, a, b, va, vb) if equivalent else None
             out.append(
                 {

@@ -1,15 +1,49 @@
 """Applying the rules: which run for a drafter and the inputs given (an engine, a target, a
 training config, values, a training vocabulary), in code order. ``check`` and convert's gate both
-run them through :func:`run`."""
+run them through :func:`run`.
+
+One fact, one answer (docs/consistency.md): plain ``check`` (no ``--engine``) is the union of
+``check --engine E`` over every engine that reads the drafter. Each engine's own run is made
+(:func:`engine_runs`), and a finding it gives that plain check does not give already is added
+naming the engine — as a warning when another engine serves the drafter without an error, as
+the error it is when none does (:func:`merge`). The engine lines of plain check are those runs'
+verdicts (``EngineRun``), so a line never says "loads every parameter" where ``--engine E``
+finds a problem.
+"""
 
 from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
 
 from weightcheck import rules
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
-from weightcheck.rules import SEVERITY_ORDER, Context, Finding, causes, training
+from weightcheck.rules import ERROR, INFO, SEVERITY_ORDER, WARNING, Context, Finding, causes
+from weightcheck.rules import training
 from weightcheck.rules import values as values_mod
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """What ``check --engine E`` says of the drafter (the same rules, the same inputs)."""
+
+    engine: str
+    findings: tuple[Finding, ...]  # flat: consequences not folded
+
+    def count(self, severity: str) -> int:
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    @property
+    def clean(self) -> bool:
+        """The engine serves the drafter without an error."""
+        return self.count(ERROR) == 0
+
+    def verdict(self) -> dict:
+        codes = sorted({f.code for f in self.findings if f.severity in (ERROR, WARNING)})
+        return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "codes": codes}
 
 
 def run(
@@ -22,9 +56,11 @@ def run(
     training_vocab=None,
     vocab_maps: tuple | None = None,
     live: bool = False,
+    allow_partial_init: bool = False,
 ) -> tuple[Context, list]:
     """Run every rule whose inputs are there. ``vocab_maps``: (d2t list, t2d bytes) when the
-    caller has them already (convert's gate: the output is not written yet)."""
+    caller has them already (convert's gate: the output is not written yet). Without ``engine``
+    every engine's own run is merged in (module docstring); ``ctx.engine_runs`` keeps them."""
     ctx = Context(drafter=d, rules=rules.RULES, target=target, engine=engine)
     if vocab_maps is not None:
         ctx.set_vocab_maps(*vocab_maps)
@@ -37,33 +73,94 @@ def run(
 
         ctx.live = live_mod.report(live_mod.run(d, engine, target), ctx.engine_view)
     if training_config:
-        from weightcheck.sources.base import read_json_file
-
-        cfg = read_json_file(training_config, "training config", 10_000_000)
-        if not isinstance(cfg, dict):
-            raise WeightcheckError(training_config, "training config is not a JSON object")
-        ctx.training = training.training_gate(d, cfg)
+        ctx.training = training.training_gate(
+            d, read_training_config(training_config), allow_partial_init
+        )
     if values:
         ctx.values = values_mod.value_stats(d)
         if target is not None:
             ctx.lm_head_equals_target = values_mod.lm_head_is_target_slice(ctx)
-    findings: list[Finding] = []
-    for r in rules.RULES.values():
-        if r.needs == "engine" and ctx.engine_view is None:
-            continue
-        if r.needs == "target" and ctx.target is None:
-            continue
-        if r.needs == "values" and ctx.values is None:
-            continue
-        if r.needs == "training" and ctx.training is None:
-            continue
-        if r.needs == "training_vocab" and ctx.training_vocab is None:
-            continue
-        if r.needs == "live" and ctx.live is None:
-            continue
-        findings.extend(r.fn(ctx))
+    findings = apply(ctx)
+    if engine is None:
+        ctx.engine_runs = engine_runs(ctx)
+        findings = merge(findings, ctx.engine_runs)
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
-    return ctx, causes.fold(findings)
+    return ctx, causes.fold(findings, canonical=canonical_names(d))
+
+
+def read_training_config(path: str) -> dict:
+    from weightcheck.sources.base import read_json_file
+
+    cfg = read_json_file(path, "training config", 10_000_000)
+    if not isinstance(cfg, dict):
+        raise WeightcheckError(path, "training config is not a JSON object")
+    return cfg
+
+
+def apply(ctx: Context) -> list[Finding]:
+    """The findings of every rule whose input ``ctx`` has, flat (not folded)."""
+    have = {
+        "": True,
+        "engine": ctx.engine_view is not None,
+        "target": ctx.target is not None,
+        "values": ctx.values is not None,
+        "training": ctx.training is not None,
+        "training_vocab": ctx.training_vocab is not None,
+        "live": ctx.live is not None,
+    }
+    out: list[Finding] = []
+    for r in rules.RULES.values():
+        if have[r.needs]:
+            out.extend(r.fn(ctx))
+    return out
+
+
+def engine_runs(ctx: Context) -> dict[str, EngineRun]:
+    """``check --engine E`` for each engine plain check shows, sharing what does not depend on
+    the engine (the training gate, values, the vocabulary maps read once)."""
+    runs = {}
+    for e, view in ctx.views().items():
+        one = dataclasses.replace(ctx, engine=e, engine_view=view, _views=None, engine_runs=None)
+        runs[e] = EngineRun(e, tuple(apply(one)))
+    return runs
+
+
+def merge(plain: list[Finding], runs: dict[str, EngineRun]) -> list[Finding]:
+    """Plain check's findings and every engine's own: a finding of engine E's run that plain
+    check does not give already (same code, same subject) is added naming E — an error only
+    when no engine serves the drafter without one, else a warning."""
+    have = {(f.code, f.subject) for f in plain}
+    out = list(plain)
+    for e, r in runs.items():
+        others_clean = any(o.clean for name, o in runs.items() if name != e)
+        for f in r.findings:
+            if (f.code, f.subject) in have:
+                continue
+            sev = f.severity
+            if sev == ERROR and others_clean:
+                sev = WARNING
+            out.append(dataclasses.replace(f, severity=sev, message=naming(e, f.message)))
+    # one row per (code, subject, message): two engines' identical findings are one
+    seen, unique = set(), []
+    for f in out:
+        key = (f.code, f.subject, f.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def naming(engine: str, message: str) -> str:
+    """The message, naming the engine it is about (unless it already does)."""
+    if re.search(rf"(?<![\w]){re.escape(engine)}(?![\w])", message, re.IGNORECASE):
+        return message
+    return f"{engine}: {message}"
+
+
+def canonical_names(d: Drafter) -> dict[str, str]:
+    """Checkpoint name -> canonical name, so that findings about one tensor are related whatever
+    layout names it (causes.fold)."""
+    return {t.name: t.canonical for t in d.tensors if getattr(t, "canonical", None)}
 
 
 def vocab_gate(d: Drafter, training_map):
@@ -75,3 +172,6 @@ def vocab_gate(d: Drafter, training_map):
     if mine is None:
         raise WeightcheckError(d.source.spec, "no d2t, no lm_head and no vocab size: no map")
     return vocabmap.gate(mine, training_map)
+
+
+__all__ = ["run", "apply", "engine_runs", "merge", "EngineRun", "vocab_gate", "INFO"]

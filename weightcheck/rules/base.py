@@ -100,6 +100,36 @@ class TrainingGate:
     fields: list[tuple[str, object, object]] = field(
         default_factory=list
     )  # serving fields differing
+    # (SRC's architecture, the training config's) when they differ (compare: incompatible)
+    architectures: tuple[str | None, str] | None = None
+    # architecture fields differing, as compare judges them (model/compatibility.py)
+    arch_fields: list[tuple[str, object, object]] = field(default_factory=list)
+    # the training architecture's parameters SRC initializes: canonical -> numel, and the others
+    initialized: dict[str, int] = field(default_factory=dict)
+    from_scratch: dict[str, int] = field(default_factory=dict)
+    allow_partial_init: bool = False  # --allow-partial-init: WC905 is a warning
+
+    @property
+    def fraction(self) -> float:
+        total = sum(self.initialized.values()) + sum(self.from_scratch.values())
+        return sum(self.initialized.values()) / total if total else 0.0
+
+    def report(self) -> dict:
+        """The ``training`` section of check's JSON report."""
+        n, rest = sum(self.initialized.values()), sum(self.from_scratch.values())
+        return {
+            "architecture": self.architectures[1] if self.architectures else None,
+            "src_architecture": self.architectures[0] if self.architectures else None,
+            "architecture_fields": [
+                {"field": f, "src": a, "training": b} for f, a, b in self.arch_fields
+            ],
+            "parameters_initialized": n,
+            "parameters": n + rest,
+            "fraction_initialized": round(self.fraction, 6),
+            "initialized": sorted(self.initialized),
+            "from_scratch": sorted(self.from_scratch),
+            "allow_partial_init": self.allow_partial_init,
+        }
 
 
 @dataclass
@@ -114,6 +144,8 @@ class Context:
     lm_head_equals_target: bool | None = None  # --values with --target (rules/values.py)
     training_vocab: object | None = None  # --training-vocab: rules/vocabmap.py VocabGate
     live: dict | None = None  # --live: the installed engine's loader (engines/live.py report())
+    # plain check: each engine's own run (rules/apply.py EngineRun), by engine
+    engine_runs: dict | None = None
     _maps: tuple[list[int] | None, bytes | None] | None = field(default=None, repr=False)
     _views: dict | None = field(default=None, repr=False)
 

@@ -26,11 +26,11 @@ class Cause:
     subject: str  # "same", "any", "named" or a regular expression
     why: str
 
-    def relates(self, root: Finding, f: Finding) -> bool:
+    def relates(self, root: Finding, f: Finding, canonical: dict | None = None) -> bool:
         if f.code not in self.explains:
             return False
-        if self.subject == "same":
-            return f.subject is not None and f.subject == root.subject
+        if self.subject == "same":  # one tensor, whatever layout names it
+            return f.subject is not None and _same(f.subject, root.subject, canonical or {})
         if self.subject == "any":
             return True
         if self.subject == "named":  # the root's message names what the consequence concerns
@@ -39,7 +39,18 @@ class Cause:
                 and re.search(rf"(?<![\w.]){re.escape(f.subject)}(?![\w.])", root.message)
                 is not None
             )
-        return f.subject is not None and re.search(self.subject, f.subject) is not None
+        if f.subject is None:
+            return False
+        names = {f.subject, (canonical or {}).get(f.subject, f.subject)}
+        return any(re.search(self.subject, n) is not None for n in names)
+
+
+def _same(a: str, b: str | None, canonical: dict) -> bool:
+    """Two subjects name the same thing: equal, or the same tensor in canonical terms (a
+    checkpoint's ``layers.0.mlp.down_proj.weight`` and the parameter ``midlayer.mlp...``)."""
+    if b is None:
+        return False
+    return a == b or canonical.get(a, a) == canonical.get(b, b)
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,13 +103,18 @@ class _Node:
         return dataclasses.replace(self.f, severity=sev, consequences=kids)
 
 
-def fold(findings: list[Finding], causes: tuple[Cause, ...] | None = None) -> list[Finding]:
-    """Move each consequence under its root (the first cause in table order that claims it)."""
+def fold(
+    findings: list[Finding],
+    causes: tuple[Cause, ...] | None = None,
+    canonical: dict[str, str] | None = None,
+) -> list[Finding]:
+    """Move each consequence under its root (the first cause in table order that claims it).
+    ``canonical``: checkpoint name -> canonical name, so a subject relates in any layout."""
     top = [_Node(f) for f in findings]
     for cause in table() if causes is None else causes:
         for root in [n for t in top for n in t.walk() if n.f.code == cause.root]:
             taken = [t for t in top if t is not root and root not in list(t.walk())]
-            taken = [t for t in taken if cause.relates(root.f, t.f)]
+            taken = [t for t in taken if cause.relates(root.f, t.f, canonical)]
             if taken:
                 root.children.extend(taken)
                 top = [t for t in top if t not in taken]

@@ -169,8 +169,8 @@ def engine_default(ctx):
 @rule(
     "WC708",
     "aux-ids-convention",
-    "warning",
-    "The aux layer ids capture other target layers in this engine than in the trainer that wrote them.",
+    "error",
+    "The engine captures other target layers than the drafter was trained on (needs --target).",
     needs="engine",
 )
 def aux_convention(ctx):
@@ -178,22 +178,28 @@ def aux_convention(ctx):
     t = ctx.target
     # the convention the drafter was trained in: its dialect's (mappings/dialects/*.toml
     # aux_convention), refined by where its config keeps the ids
-    trained = aux.convention_of(ctx.d) if aux.trained_convention(ctx.d.dialect) else None
-    if t is None or trained is None or trained == v.engine or ctx.n.get("aux_layer_ids") is None:
-        return  # without ids of its own the drafter gets defaults everywhere (WC407)
+    if t is None:
+        return
     L = t.num_layers
+    trained = aux.convention_of(ctx.d, L) if aux.trained_convention(ctx.d.dialect) else None
+    if trained is None or trained == v.engine or ctx.n.get("aux_layer_ids") is None:
+        return  # without ids of its own the drafter gets defaults everywhere (WC407)
     mt = t.model_type
     here = aux.captured_layers(v, mt, L)
     other = engine_mod.view(ctx.d, trained)
     there = aux.captured_layers(other, mt, L)
+    why = (
+        f"ids that end at the target's {L} layers are layer boundaries"
+        if trained != aux.convention_of(ctx.d)
+        else f"the one {ctx.d.dialect} drafters carry"
+    )
     if here is not None and there is not None and here != there:
         ids_here = v.aux.get("ids") or f"none it reads, so its default {[2, L // 2, L - 3]}"
         yield ctx.f(
             "WC708",
             f"{v.engine} captures the outputs of target layers {here} (ids: "
             f"{ids_here}), but the drafter was trained on layers {there} (ids "
-            f"{other.aux.get('ids')} in {trained}'s convention, which "
-            f"{ctx.d.dialect} drafters carry)",
+            f"{other.aux.get('ids')} in {trained}'s convention: {why})",
             "aux_layer_ids",
         )
 

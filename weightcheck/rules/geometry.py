@@ -140,7 +140,7 @@ def aux_ids(ctx):
     # k-1, so id L is the last layer (docs/engines.md §aux layers). Which one the ids are written
     # in is engine.convention_of's answer, the one convert and the engine view use: speculators
     # drafters, and top-level-only ids (convert --to vllm of a ModelOpt drafter) are vLLM's
-    vllm_convention = aux.convention_of(ctx.d) == "vllm"
+    vllm_convention = aux.convention_of(ctx.d, L) == "vllm"
     top = L if vllm_convention else (L - 1 if L else None)
     if L and any(i > top for i in ids):
         yield ctx.f(

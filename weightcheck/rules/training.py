@@ -7,7 +7,8 @@ from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.model.drafter import Drafter
-from weightcheck.rules.base import TrainingGate, rule
+from weightcheck.model.compatibility import architecture_differences
+from weightcheck.rules.base import WARNING, TrainingGate, rule
 
 
 @rule(
@@ -72,20 +73,114 @@ def training_config(ctx):
         )
 
 
-def training_gate(d: Drafter, training_cfg: dict) -> TrainingGate:
+@rule(
+    "WC905",
+    "training-architecture",
+    "error",
+    "SRC is another architecture than the training config builds (compare says incompatible).",
+    needs="training",
+)
+def training_architecture(ctx):
+    g = ctx.training
+    sev = WARNING if g.allow_partial_init else None
+    share = f"SRC initializes {_share(g)} of it"
+    if g.architectures is not None:
+        src, want = g.architectures
+        yield ctx.f(
+            "WC905",
+            f"SRC is a {src or 'drafter of no known architecture'}, the training config builds "
+            f"a {want}: {share}; from scratch: {_scratch(g)}"
+            + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
+            "architectures",
+            severity=sev,
+        )
+    for fld, mine, theirs in g.arch_fields:
+        yield ctx.f(
+            "WC905",
+            f"config {fld}: {json_value(mine)} in SRC, {json_value(theirs)} in the training "
+            "config: another architecture (compare says incompatible)"
+            + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
+            fld,
+            severity=sev,
+        )
+
+
+@rule(
+    "WC906",
+    "training-init",
+    "info",
+    "How much of the training architecture SRC initializes, and what starts from scratch.",
+    needs="training",
+)
+def training_init(ctx):
+    g = ctx.training
+    if not g.from_scratch:  # all of it: the report's training section says so
+        return
+    yield ctx.f(
+        "WC906",
+        f"SRC initializes {_share(g)} of the training architecture; from scratch: "
+        f"{_scratch(g)}",
+        "training",
+    )
+
+
+def said(g: TrainingGate) -> str:
+    """The gate's answer in a line (check's header, the JSON's training.says)."""
+    head = f"SRC initializes {_share(g)} of {g.architectures[1] if g.architectures else 'it'}"
+    return head + (f"; from scratch: {_scratch(g)}" if g.from_scratch else "")
+
+
+def _share(g: TrainingGate) -> str:
+    n = sum(g.initialized.values())
+    m = n + sum(g.from_scratch.values())
+    return f"{n:,} of {m:,} parameters ({100 * g.fraction:.1f}%)"
+
+
+def _scratch(g: TrainingGate) -> str:
+    """The tensors training starts from scratch, by block (self_attn.* is "the attention
+    block"), largest first."""
+    blocks: dict[str, list[str]] = {}
+    for name in sorted(g.from_scratch, key=lambda n: -g.from_scratch[n]):
+        parts = name.split(".")
+        block = ".".join(parts[:2]) if parts[0] in ("midlayer",) or parts[0] == "layers" else name
+        if parts[0] == "layers" and len(parts) > 2:
+            block = ".".join(parts[:3])
+        blocks.setdefault(block, []).append(parts[-2] if len(parts) > 1 else name)
+    said = []
+    for block, names in blocks.items():
+        if block.endswith("self_attn"):
+            said.append(f"the attention block ({', '.join(sorted(set(names)))})")
+        elif block.endswith("mlp"):
+            said.append(f"the MLP ({', '.join(sorted(set(names)))})")
+        else:
+            said.append(block)
+    return ", ".join(said) if said else "nothing"
+
+
+def training_gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = False) -> TrainingGate:
     """The WC9xx rules' input: can SRC initialize exactly that architecture?"""
     norm = config_mod.normalize(training_cfg)
     arch = inventory.named_by(training_cfg) or d.architecture or inventory.default()
     inv = inventory.expected(arch, norm.symbols())
     mine = d.by_canonical()
     mism, reinit, ignored = [], [], []
+    initialized: dict[str, int] = {}
+    from_scratch: dict[str, int] = {}
     for name, e in inv.tensors.items():
         t = mine.get(name)
+        size = _numel(e.shape)
         if t is None:
             if e.presence == "required" or name == "embed_tokens.weight":
                 reinit.append(name)
+                # maps are no parameters; a missing embedding is the trainer's to fill (SpecForge
+                # takes the target's): counted neither way
+                if name not in ("d2t", "t2d", "embed_tokens.weight"):
+                    from_scratch[name] = size
         elif e.shape is not None and tuple(t.shape) != tuple(e.shape):
             mism.append((name, t.shape, e.shape))
+            from_scratch[name] = size
+        elif name not in ("d2t", "t2d"):
+            initialized[name] = size
     for name in mine:
         if name not in inv.tensors:
             ignored.append(name)
@@ -102,7 +197,26 @@ def training_gate(d: Drafter, training_cfg: dict) -> TrainingGate:
             if aux.same_layers(a, aux.convention_of(d), b, conv_b, fam) is not None:
                 continue
         fields.append((spec.name, a, b))
-    return TrainingGate(training_cfg, mism, reinit, ignored, fields)
+    src_arch = d.architecture.name if d.architecture else None
+    return TrainingGate(
+        training_cfg,
+        mism,
+        reinit,
+        ignored,
+        fields,
+        architectures=None if src_arch == arch.name else (src_arch, arch.name),
+        arch_fields=architecture_differences(d.normalized.values, norm.values),
+        initialized=initialized,
+        from_scratch=from_scratch,
+        allow_partial_init=allow_partial_init,
+    )
+
+
+def _numel(shape) -> int:
+    n = 1
+    for x in shape or ():
+        n *= x if type(x) is int else 0
+    return n
 
 
 def _family_of(cfg: dict) -> str | None:

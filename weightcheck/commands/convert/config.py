@@ -74,11 +74,13 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     ec.pop("eagle_aux_hidden_state_layer_ids", None)
     flat.pop("eagle_aux_hidden_state_layer_ids", None)
     ids = norm.get("aux_layer_ids")
-    src_conv = aux.convention_of(src) if base is src.config else aux.config_convention(base)
-    dst_conv = out_spec.aux_convention
     targets = (plan.target, plan.head_target, plan.embed_target)
-    model_type, how = aux.target_family(src, targets)
     L = next((t.num_layers for t in targets if t is not None and t.num_layers), None)
+    src_conv = (
+        aux.convention_of(src, L) if base is src.config else aux.config_convention(base, None, L)
+    )
+    dst_conv = out_spec.aux_convention
+    model_type, how = aux.target_family(src, targets)
     if model_type is None:  # never assumed: fine only when every family gives the same ids
         options = aux.conversions_by_family(ids, src_conv, dst_conv, L) if ids else {}
         spellings = {tuple(v) for v in options.values()}
