@@ -363,9 +363,10 @@ def _ids(ids):
 
 @trigger("WC403", "aux_layer_ids")
 def t_aux_ids_past_target(w):
-    """docs/formats.md §4.9: id 4 of a 4-layer target (0..3)."""
+    """docs/formats.md §4.9: id 5 of a 4-layer target (0..3 as outputs, 0..4 as boundaries; an id
+    equal to the layer count is a boundary, the last layer's output, in any layout)."""
     return (
-        edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 4])),
+        edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 5])),
         ["--target", TARGET],
     )
 
@@ -590,12 +591,21 @@ def _training(w, cfg):
 
 @trigger("WC901", "fc.weight")
 def t_training_shape(w):
-    return _training(w, synth.scaled_config(load_config(K2), hidden=256))
+    """The training config is SRC's own; SRC's fc contradicts it (a shape no field explains)."""
+    src, args = _training(w, w.cfg)
+
+    def narrow(m):
+        t = m["fc.weight"]
+        m["fc.weight"] = OutTensor(t.name, t.dtype, (t.shape[0], t.shape[1] // 3 * 2), b"")
+        m["fc.weight"].data = bytes(m["fc.weight"].nbytes)
+
+    return edit(src, w.path("x"), tensors=narrow), args
 
 
-@trigger("WC902", "input_norm.weight")
+@trigger("WC902", "norm.weight")
 def t_training_reinit(w):
-    return _training(w, dict(w.cfg, norm_before_fc=True))
+    src, args = _training(w, w.cfg)
+    return edit(src, w.path("x"), drop=("norm.weight",)), args
 
 
 @trigger("WC903", "fc_norm.0.weight")
@@ -676,8 +686,14 @@ class Clean:
 
 
 def _synth(tmp, name, cfg=None, **kw):
+    """A clean drafter: the ids where both engines read them (SGLang: eagle_config, vLLM's V2
+    runner: the top level), so no engine's own run has anything to say (plain check merges them)."""
     out = tmp / name
-    synth.write_drafter(str(out), cfg or synth.scaled_config(load_config(K2)), **kw)
+    cfg = json.loads(json.dumps(cfg or synth.scaled_config(load_config(K2))))
+    ids = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if ids is not None:
+        cfg.setdefault("eagle_aux_hidden_state_layer_ids", ids)
+    synth.write_drafter(str(out), cfg, **kw)
     return out
 
 
@@ -696,7 +712,9 @@ CLEAN = {
         lambda tmp: (_synth(tmp, "k25", synth.scaled_config(load_config(K25))), []), ALL
     ),
     "synth --values": Clean(lambda tmp: (_synth(tmp, "sf-values"), ["--values"]), ALL | {"values"}),
-    "synth --training-config": Clean(_training_clean, ALL | {"training"}),
+    # it ships an embedding (SpecForge's training init takes one), which both engines replace
+    # with the target's: each engine's own run says so (WC711, info), and so does plain check
+    "synth --training-config": Clean(_training_clean, ALL | {"training"}, frozenset({"WC711"})),
     "synth --training-vocab (its own map)": Clean(
         lambda tmp: (_synth(tmp, "own-map"), ["--training-vocab", _synth(tmp, "same-map")]),
         ALL | {"training_vocab"},
@@ -726,7 +744,10 @@ CLEAN = {
     "specforge-sglang, --values, target": Clean(
         lambda tmp: (PRODUCERS / "specforge-sglang", ["--values", "--target", TARGET]),
         ALL | {"values", "target"},
-        frozenset({"WC803"}),
+        # SpecForge's ids [0, 1, 2] (nested, SGLang's convention) are other layers in vLLM, and
+        # vLLM's V2 runner reads no nested ids: `--engine vllm` says both, so plain check does,
+        # as warnings naming vLLM (SGLang serves it)
+        frozenset({"WC803", "WC708", "WC710"}),
     ),
 }
 
@@ -827,7 +848,7 @@ def test_missing_lm_head_with_untied_full_vocab(w):
     (f,) = by_code(rep, "WC302")
     assert f["severity"] == WARNING and f["subject"] == "lm_head.weight"
     assert "sglang keep(s) a random head" in f["message"] and "vllm take(s)" in f["message"]
-    assert codes(rep) == {"WC302"}  # no d2t/t2d expected for a full vocabulary
+    assert codes(rep) == {"WC302", "WC710"}  # no d2t/t2d expected for a full vocabulary
     _, vl = check(w.path("full"), "--engine", "vllm")
     assert "WC302" not in codes(vl)
     # explicit null: SGLang takes the target's head too, and nothing is missing anywhere
@@ -920,18 +941,38 @@ def test_index_inconsistent(w, lie, text):
 def test_index_consistent_is_quiet(w):
     ts = read_tensors(w.clean())
     exit_code, rep = check(write_sharded(w.path("x"), w.cfg, ts, 5))
-    assert exit_code == 0 and rep["findings"] == []
+    # the K2 config nests its ids in eagle_config only: vLLM's V2 runner reads the top level
+    # (WC710, which `--engine vllm` gives, so plain check gives it too); nothing else
+    assert exit_code == 0 and codes(rep) == {"WC710"}
     assert rep["source"]["layout"] == "sharded safetensors"
 
 
 def test_aux_ids_past_the_targets_layers(w):
-    src = edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 4]))
+    src = edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids([0, 1, 5]))
     _, without = check(src)
     assert "WC403" not in codes(without)  # the layer count comes from the target
     exit_code, rep = check(src, "--target", TARGET)
     assert exit_code == 1
     (f,) = by_code(rep, "WC403")
-    assert "[0, 1, 4]" in f["message"] and "4 layers" in f["message"]
+    assert "[0, 1, 5]" in f["message"] and "4 layers" in f["message"]
+
+
+@pytest.mark.parametrize("layout", ["midlayer", "layers.0"])
+def test_aux_ids_ending_at_the_layer_count_are_boundaries_in_every_layout(w, layout):
+    """issue #21 item 4: ids [1, 2, 4] of a 4-layer target end at the layer count: layer
+    boundaries (the last layer's output), whatever the layout says of the trainer. No WC403 in
+    either layout, the same codes in both; vLLM captures them, SGLang cannot reach id 4 for a Llama
+    target (its forward loop captures inputs of layers 0..L-1)."""
+    rename = None
+    if layout == "layers.0":
+        names = tensor_map(PRODUCERS / "specforge-sglang")
+        rename = {n: n.replace("midlayer.", "layers.0.") for n in names}
+    src = edit(PRODUCERS / "specforge-sglang", w.path(layout), cfg=_ids([1, 2, 4]), rename=rename)
+    _, rep = check(src, "--target", TARGET)
+    assert "WC403" not in codes(rep), rep["findings"]
+    assert codes(rep) == {"WC708", "WC710", "WC712"}
+    assert all(f["severity"] == "warning" for f in rep["findings"])  # vLLM serves it
+    assert "[0, 1, 3]" in by_code(rep, "WC708")[0]["message"]
 
 
 @pytest.mark.parametrize(
@@ -1108,7 +1149,14 @@ def test_training_config_mismatching(w):
     src, args = _training(w, synth.scaled_config(load_config(K2), hidden=256, draft_vocab=300))
     exit_code, rep = check(src, *args)
     assert exit_code == 1
-    mism = {f["subject"]: f["message"] for f in by_code(rep, "WC901")}
+    # another hidden size is another architecture (WC905, as compare says): the shapes follow
+    roots = {f["subject"] for f in by_code(rep, "WC905")}
+    assert {"hidden_size", "draft_vocab_size"} <= roots
+    mism = {
+        f["subject"]: f["message"]
+        for r in by_code(rep, "WC905")
+        for f in consequences_of(r, "WC901")
+    }
     assert "[128, 384] here, the training config builds [256, 768]" in mism["fc.weight"]
     assert "[400, 128] here, the training config builds [300, 256]" in mism["lm_head.weight"]
     assert set(mism) >= {"d2t", "midlayer.self_attn.q_proj.weight", "embed_tokens.weight"}
@@ -1214,7 +1262,9 @@ def test_producer_norms_at_init_with_values():
 def test_producer_checkpoints_in_the_other_engine():
     # SpecForge's [0, 1, 2] means other layers in vLLM, and vLLM's V2 runner reads no nested ids
     _, rep = check(PRODUCERS / "specforge-sglang", "--engine", "vllm", "--target", TARGET)
-    assert rep["ok"] and codes(rep) == {"WC708", "WC710"}
+    # issue #21: with the target known, other captured layers are an error for that engine
+    assert not rep["ok"] and codes(rep) == {"WC708", "WC710"}
+    assert by_code(rep, "WC708")[0]["severity"] == "error"
     assert "[-1, 0, 1]" in by_code(rep, "WC708")[0]["message"]
     # speculators train in SGLang: not loadable as it is (see test_speculators_config_read_by_sglang);
     # SGLang stops at its config step (the SGLang oracle, corpus variant st.asis: "Unrecognized
@@ -1259,13 +1309,17 @@ def test_pickled_training_state_with_values_and_target():
 # =============================================================================================
 # 4. exit codes, JSON, conclusion, --explain, --markdown
 def test_exit_0_json_and_all_clear(w):
-    r = run_cli("check", w.clean(), "--json")
+    # ids where both engines read them (eagle_config for SGLang, the top level for vLLM)
+    ids = w.cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    clean = w.make("both-places", dict(w.cfg, eagle_aux_hidden_state_layer_ids=ids))
+    r = run_cli("check", clean, "--json")
     assert r.exit_code == 0
     j = r.json
     assert j["ok"] is True and j["findings"] == [] and j["schema"] == "weightcheck.check/1"
     assert "chat template" in j["conclusion"] and "training data" in j["conclusion"]
-    text = run_cli("check", w.clean())
+    text = run_cli("check", clean)
     assert text.exit_code == 0 and "chat template" in text.stdout and "0 error(s)" in text.stdout
+    assert "loads every parameter" in text.stdout  # each engine's line: its own run is clean
 
 
 def test_exit_1_json_findings_fields(w):
@@ -1283,7 +1337,8 @@ def test_warnings_alone_exit_0(w):
     r = run_cli(  # the config's dtype is not the weights' (WC209): the engines cast, a warning
         "check", edit(w.clean(), w.path("x"), cfg=lambda c: c.update(dtype="float32")), "--json"
     )
-    assert r.exit_code == 0 and r.json["ok"] and r.json["summary"]["warnings"] == 1
+    assert r.exit_code == 0 and r.json["ok"]
+    assert codes(r.json) == {"WC209", "WC710"} and r.json["summary"]["warnings"] == 2
 
 
 def test_findings_sorted_errors_first(w):

@@ -11,8 +11,7 @@ import dataclasses
 
 from weightcheck.engines import aux
 from weightcheck.model.drafter import source_report
-from weightcheck.rules import ERROR, INFO, WARNING, Context
-from weightcheck.rules import training
+from weightcheck.rules import ERROR, INFO, WARNING, Context, training
 from weightcheck.rules.apply import run, vocab_gate
 
 __all__ = ["run", "vocab_gate", "report", "SCHEMA", "ALL_CLEAR"]

@@ -21,8 +21,16 @@ from weightcheck import rules
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
-from weightcheck.rules import ERROR, INFO, SEVERITY_ORDER, WARNING, Context, Finding, causes
-from weightcheck.rules import training
+from weightcheck.rules import (
+    ERROR,
+    INFO,
+    SEVERITY_ORDER,
+    WARNING,
+    Context,
+    Finding,
+    causes,
+    training,
+)
 from weightcheck.rules import values as values_mod
 
 

@@ -6,8 +6,8 @@ from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.model.drafter import Drafter
 from weightcheck.model.compatibility import architecture_differences
+from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import WARNING, TrainingGate, rule
 
 
@@ -118,8 +118,7 @@ def training_init(ctx):
         return
     yield ctx.f(
         "WC906",
-        f"SRC initializes {_share(g)} of the training architecture; from scratch: "
-        f"{_scratch(g)}",
+        f"SRC initializes {_share(g)} of the training architecture; from scratch: {_scratch(g)}",
         "training",
     )
 
