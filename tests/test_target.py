@@ -4,7 +4,7 @@ language_model.) read from its config and the one header that holds the embeddin
 import json
 
 import synth
-from conftest import K25, load_config, run_cli
+from conftest import K2, K25, PRODUCERS, load_config, run_cli
 
 from weightcheck.storage.writer import OutTensor, write_file
 
@@ -73,3 +73,26 @@ def test_kimi_k25_target_mismatch_is_caught(tmp_path, make_drafter):
         "WC403",
         "WC503",
     } <= codes  # hidden 128 vs 256; ids 58 >= 40 layers; embed width
+
+
+def test_a_narrower_drafter_keeps_its_own_embedding(tmp_path):
+    """issue #21 item 5: a drafter narrower than its target (hidden 32 under a 64-wide target)
+    with its own embed_tokens [V, 32] — the layout of a widely used public 70B drafter. Both
+    engines keep a distinct drafter embedding (the served view: "not the target's: the shapes
+    differ"), so it is no WC503; an embedding of the wrong vocabulary still is."""
+    cfg = synth.scaled_config(
+        load_config(K2), hidden=32, intermediate=64, heads=2, head_dim=32, vocab=512, draft_vocab=128
+    )
+    cfg["target_hidden_size"] = 64
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1, 2]
+    src = tmp_path / "narrow"
+    synth.write_drafter(str(src), cfg, include_embed=True)
+    for args in ([], ["--engine", "sglang"], ["--engine", "vllm"]):
+        r = run_cli("check", src, "--target", PRODUCERS / "target-llama", *args, "--json")
+        assert "WC503" not in {f["code"] for f in r.json["findings"]}, (args, r.json["findings"])
+        for v in (r.json.get("engines") or {}).values():
+            assert v["embed_tokens"] == "loaded"
+    wrong = tmp_path / "wrong-vocab"
+    synth.write_drafter(str(wrong), dict(cfg, vocab_size=256), include_embed=True)
+    r = run_cli("check", wrong, "--target", PRODUCERS / "target-llama", "--json")
+    assert "WC503" in {f["code"] for f in r.json["findings"]}

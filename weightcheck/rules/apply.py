@@ -105,8 +105,14 @@ def read_training_config(path: str) -> dict:
     return cfg
 
 
-def apply(ctx: Context) -> list[Finding]:
-    """The findings of every rule whose input ``ctx`` has, flat (not folded)."""
+# the rules about training (the gate and the run's vocabulary map): the same for every engine,
+# and no part of whether an engine serves the drafter
+TRAINING_NEEDS = frozenset({"training", "training_vocab"})
+
+
+def apply(ctx: Context, skip: frozenset = frozenset()) -> list[Finding]:
+    """The findings of every rule whose input ``ctx`` has (but those whose ``needs`` is in
+    ``skip``), flat (not folded)."""
     have = {
         "": True,
         "engine": ctx.engine_view is not None,
@@ -118,18 +124,19 @@ def apply(ctx: Context) -> list[Finding]:
     }
     out: list[Finding] = []
     for r in rules.RULES.values():
-        if have[r.needs]:
+        if have[r.needs] and r.needs not in skip:
             out.extend(r.fn(ctx))
     return out
 
 
 def engine_runs(ctx: Context) -> dict[str, EngineRun]:
     """``check --engine E`` for each engine plain check shows, sharing what does not depend on
-    the engine (the training gate, values, the vocabulary maps read once)."""
+    the engine (values, the vocabulary maps read once). The training rules are left out: they
+    are the same for every engine (plain check has them) and say nothing of serving."""
     runs = {}
     for e, view in ctx.views().items():
         one = dataclasses.replace(ctx, engine=e, engine_view=view, _views=None, engine_runs=None)
-        runs[e] = EngineRun(e, tuple(apply(one)))
+        runs[e] = EngineRun(e, tuple(apply(one, skip=TRAINING_NEEDS)))
     return runs
 
 

@@ -62,11 +62,19 @@ def target_embed(ctx):
     H = ctx.n.get("hidden_size")
     mine = ctx.tensor("embed_tokens.weight")
     if emb is not None and mine is not None and tuple(mine.shape) != tuple(emb.shape):
-        yield ctx.f(
-            "WC503",
-            f"{mine.name} {list(mine.shape)} but the target's {emb.name} is {list(emb.shape)}",
-            mine.name,
-        )
+        # an embedding of another shape than the target's is the drafter's own: both engines
+        # keep it (a narrower drafter, H_draft < the target's hidden, embeds tokens itself; the
+        # served view: "not the target's: the shapes differ"). It must still embed every target
+        # token into the drafter's hidden size.
+        own = (emb.shape[0], H) if len(emb.shape) == 2 and H else None
+        if own is None or tuple(mine.shape) != tuple(own):
+            yield ctx.f(
+                "WC503",
+                f"{mine.name} {list(mine.shape)} is neither the target's {emb.name} "
+                f"{list(emb.shape)} nor an embedding of its {emb.shape[0]} tokens into the "
+                f"drafter's hidden size {H}",
+                mine.name,
+            )
     if emb is not None and mine is None and H and len(emb.shape) == 2 and emb.shape[1] != H:
         yield ctx.f(
             "WC503",
