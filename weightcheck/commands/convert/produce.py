@@ -11,7 +11,7 @@ import os
 import zlib
 
 from weightcheck import __version__
-from weightcheck.commands.convert.plan import Item, Plan
+from weightcheck.commands.convert.plan import Item, Plan, origins
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import itemsize
@@ -346,13 +346,10 @@ def write_config_and_card(plan: Plan, tmp: str) -> list:
         f"(mappings/engines/{layout}.toml).",
         "",
         f"- tensors: {len(plan.items)} in {plan.shards} file(s), "
-        f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against its source",
-        f"- copied byte for byte: {sum(1 for it in plan.items if it.kind == 'copy')} "
-        f"({sum(1 for it in plan.items if it.kind == 'copy' and it.out_name != it.src_name)} "
-        "of them renamed); cast: "
-        f"{sum(1 for it in plan.items if it.kind == 'cast')}; taken from a target: "
-        f"{sum(1 for it in plan.items if it.kind.endswith('from-target'))}",
+        f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against "
+        "its source",
     ]
+    lines += [f"- from {where}: {'; '.join(what)}" for where, what in origins(plan)]
     for c in plan.config_changes:
         lines.append(f"- config: {c}")
     for n in plan.notes:
