@@ -27,6 +27,14 @@ from weightcheck.storage.header import tensor_nbytes
 DESTINATIONS = ("sglang", "vllm", "speculators")
 DTYPE_ARG = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 CASTABLE = ("BF16", "F16", "F32", "F64")  # what a streamed cast reads and writes
+# weightcheck's mark in every file convert writes, what --force looks for (publish.replaceable):
+# a key of each shard's __metadata__, of config.json and of the index's metadata, the value the
+# destination layout; and a line of the model card
+MARK = "weightcheck_converted_to"
+CARD_MARK = (
+    "<!-- written by weightcheck convert: --force may replace this file; "
+    "delete this line to keep it -->"
+)
 
 
 def taken_dtype(src: Drafter, out_dtype: str | None, taken: str) -> str:
@@ -290,13 +298,14 @@ def plan(
             f"({len(news)} fields set)",
         )
     verifier_name(p)
+    p.config[MARK] = to  # as in the shards' metadata: --force may replace this config.json
     s = src.source
     p.metadata = {
         "format": "pt",
         "weightcheck_version": __version__,
         "weightcheck_source": source_label(s),
         "weightcheck_source_revision": s.commit or "",
-        "weightcheck_converted_to": to,  # the mark --force looks for (publish.not_replaceable)
+        MARK: to,  # the mark --force looks for (publish.not_replaceable)
     }
     if p.target_family:  # what the aux ids were converted for: a later convert reads it back
         p.metadata["weightcheck_target_model_type"] = p.target_family

@@ -11,7 +11,7 @@ import os
 import zlib
 
 from weightcheck import __version__
-from weightcheck.commands.convert.plan import Item, Plan, origins
+from weightcheck.commands.convert.plan import CARD_MARK, MARK, Item, Plan, origins
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import itemsize
@@ -252,7 +252,7 @@ def write_index(plan: Plan, tmp: str) -> list:
     if plan.shards == 1:
         return []
     index = {
-        "metadata": {"total_size": sum(it.nbytes for it in plan.items)},
+        "metadata": {"total_size": sum(it.nbytes for it in plan.items), MARK: plan.to},
         "weight_map": {
             it.out_name: plan.shard_name(it.shard)
             for it in sorted(plan.items, key=lambda it: it.out_name)
@@ -339,6 +339,7 @@ def write_config_and_card(plan: Plan, tmp: str) -> list:
         engine_mod.loader_for(plan.to, archs[0]) if plan.to in engine_mod.ENGINES else plan.to
     )
     lines = [
+        CARD_MARK,
         f"# EAGLE-3 drafter for {plan.to}",
         "",
         f"Converted by weightcheck {__version__} from `{plan.metadata['weightcheck_source']}`{rev} "
