@@ -297,8 +297,6 @@ def _source_line(src: dict) -> str:
 # =============================================================================================
 # inspect
 def inspect_text(r: dict, out: Output) -> str:
-    from weightcheck.commands.inspect import KEY_FIELDS
-
     lines = []
     if out.md:
         lines.append(f"## weightcheck inspect `{r['source']['spec']}`\n")
@@ -330,7 +328,7 @@ def inspect_text(r: dict, out: Output) -> str:
             value_str(norm.get(k)),
             problem.get(k, "wrong type") if prov.get(k) == "invalid" else prov.get(k, ""),
         )
-        for k in KEY_FIELDS
+        for k in r["config"]["key_fields"]  # the architecture's fields (inspect.key_fields)
     ]
     lines.append(
         table(
