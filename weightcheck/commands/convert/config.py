@@ -69,6 +69,11 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     out_spec = engine_mod.output_for(plan.to, src.architecture)
     norm = config_mod.normalize(base)
     flat = flat_view(base)
+    if flat.get("tie_word_embeddings") is None and any(
+        it.canonical == "lm_head.weight" for it in plan.items
+    ):  # settle_from_weights writes false; the key's place is taken here, among SRC's fields, so
+        # a second round through the other layout writes the same config.json
+        flat["tie_word_embeddings"] = None
     # drop every place aux ids could be; they are written back where the destination reads them
     ec = dict(flat.get("eagle_config") or {})
     ec.pop("eagle_aux_hidden_state_layer_ids", None)

@@ -298,6 +298,7 @@ def plan(
             f"({len(news)} fields set)",
         )
     verifier_name(p)
+    p.config.pop(MARK, None)  # a converted SRC's mark, carried over with its config: last again
     p.config[MARK] = to  # as in the shards' metadata: --force may replace this config.json
     s = src.source
     p.metadata = {
