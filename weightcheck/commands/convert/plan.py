@@ -184,8 +184,7 @@ def plan(
             )
         base = config_from.config
         p.notes.append(
-            f"config from {source_label(config_from.source)} "
-            f"(compare: {compatibility.verdict(c)})"
+            f"config from {source_label(config_from.source)} (compare: {compatibility.verdict(c)})"
         )
     if not base:
         raise WeightcheckError(
