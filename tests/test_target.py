@@ -81,7 +81,13 @@ def test_a_narrower_drafter_keeps_its_own_embedding(tmp_path):
     engines keep a distinct drafter embedding (the served view: "not the target's: the shapes
     differ"), so it is no WC503; an embedding of the wrong vocabulary still is."""
     cfg = synth.scaled_config(
-        load_config(K2), hidden=32, intermediate=64, heads=2, head_dim=32, vocab=512, draft_vocab=128
+        load_config(K2),
+        hidden=32,
+        intermediate=64,
+        heads=2,
+        head_dim=32,
+        vocab=512,
+        draft_vocab=128,
     )
     cfg["target_hidden_size"] = 64
     cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1, 2]

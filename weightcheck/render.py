@@ -297,8 +297,6 @@ def _source_line(src: dict) -> str:
 # =============================================================================================
 # inspect
 def inspect_text(r: dict, out: Output) -> str:
-    from weightcheck.commands.inspect import KEY_FIELDS
-
     lines = []
     if out.md:
         lines.append(f"## weightcheck inspect `{r['source']['spec']}`\n")
@@ -330,7 +328,7 @@ def inspect_text(r: dict, out: Output) -> str:
             value_str(norm.get(k)),
             problem.get(k, "wrong type") if prov.get(k) == "invalid" else prov.get(k, ""),
         )
-        for k in KEY_FIELDS
+        for k in r["config"]["key_fields"]  # the architecture's fields (inspect.key_fields)
     ]
     lines.append(
         table(
@@ -566,10 +564,17 @@ def _said_once(texts: list[str]) -> list[str]:
 
 def _compare_lines(r: dict, out: Output) -> str:
     """compare in concise (``A vs B: reason``) or GitHub form (one ::error per reason, ::warning
-    per strict difference, ::error with --strict)."""
+    per strict difference, ::error with --strict), then the vocabulary maps and what they mean
+    (::warning when rows would be read as other tokens) and the notes: everything the other
+    formats say but the tables."""
     who = f"{r['a']['source']['spec']} vs {r['b']['source']['spec']}"
     items = [("error", x) for x in _said_once(r["reasons"])]
     items += [("error" if r["strict"] else "warning", x) for x in _said_once(r["strict_failures"])]
+    v = r.get("vocab")
+    if v:  # what the text format's vocab lines say: the maps, then what they mean (the advice)
+        misread = min(v["a_draft"], v["b_draft"]) - v["same_index"]
+        items.append(("warning" if misread else "info", f"{vocab_line(v)}; {v['meaning']}"))
+    items += [("info", f"note: {n}") for n in r["notes"]]
     lines = []
     for sev, text in items:
         if out.fmt == "github":
@@ -619,10 +624,7 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
                 f"{t['vocab_size']}, {t['num_hidden_layers']} layers)",
             )
         )
-    for e, v in (r.get("engines") or {}).items():  # plain check: each engine in a line
-        head.append((f"{e} {v['version']}", v["says"]))
-    if r.get("training"):
-        head.append(("training", r["training"]["says"]))
+    head += _engine_verdicts(r)  # plain check: each engine in a line
     lines.append(table([], head, out, prose=(1,), styles={0: lambda c: "bold"}))
     lines.append("")
     if findings:
@@ -765,7 +767,7 @@ def finding_rows(findings: list, depth: int = 0) -> list[tuple]:
     rows = []
     for f in findings:
         code = ("  " * (depth - 1) + "↳ " if depth else "") + f["code"]
-        rows.append((code, f["severity"], f["subject"] or "", f["message"]))
+        rows.append((code, f["severity"], f["subject"] or "", finding_message(f)))
         if f.get("consequences"):
             rows += finding_rows(_collapse(group(f["consequences"])), depth + 1)
     return rows
@@ -788,6 +790,25 @@ def _collapse(consequences: list[dict]) -> list[dict]:
         elif c is same[0]:
             n = sum(x.get("count", 1) for x in same) - c.get("count", 1)
             out.append({**c, "message": f"{c['message']} (and {n} more like it)"})
+    return out
+
+
+def finding_message(f: dict) -> str:
+    """A finding's message with its fix (``fix``, what --json carries) when the message does not
+    already say it: every format shows the same advice."""
+    fix = f.get("fix")
+    if not fix or fix in f["message"]:
+        return f["message"]
+    return f"{f['message']} (fix: {fix})"
+
+
+def _engine_verdicts(r: dict) -> list[tuple[str, str]]:
+    """Plain check's verdict of each engine (``sglang 0.5.23``, what it does with the drafter),
+    and the training gate's answer (how much SRC initializes), as the text format's header lists
+    them; the one-line formats print the same."""
+    out = [(f"{e} {v['version']}", v["says"]) for e, v in (r.get("engines") or {}).items()]
+    if r.get("training"):
+        out.append(("training", r["training"]["says"]))
     return out
 
 
@@ -816,17 +837,19 @@ def _check_concise(r: dict, findings: list, out: Output) -> str:
     """ruff's concise format: ``<source>: WCnnn message`` per finding, then a summary."""
     spec = r["source"]["spec"]
     lines = [
-        f"{spec}: {paint(f['code'], SEVERITY_STYLE[f['severity']], out)} {f['message']}"
+        f"{spec}: {paint(f['code'], SEVERITY_STYLE[f['severity']], out)} {finding_message(f)}"
         + _explains(f)
         for f in findings
     ]
+    lines += [f"{spec}: {e}: {says}" for e, says in _engine_verdicts(r)]
     s = r["summary"]
     if findings:
         lines.append(
-            f"Found {s['errors']} error(s), {s['warnings']} warning(s), {s['info']} info in {spec}."
+            f"Found {s['errors']} error(s), {s['warnings']} warning(s), {s['info']} info in {spec}"
+            f" — {r['conclusion']}"
         )
     else:
-        lines.append(f"All checks passed: {spec}.")
+        lines.append(f"All checks passed: {spec} — {r['conclusion']}")
     return "\n".join(lines)
 
 
@@ -868,14 +891,19 @@ def _check_github(r: dict, findings: list) -> str:
     for f in findings:
         subject = f["subject"] if f["subject"] and f["subject"] not in f["message"] else None
         message = (
-            f"{src['spec']}: " + (f"{subject}: " if subject else "") + f["message"] + _explains(f)
+            f"{src['spec']}: "
+            + (f"{subject}: " if subject else "")
+            + finding_message(f)
+            + _explains(f)
         )
         title = f"{f['code']} {f['rule'] or ''}".strip()
         lines.append(gh_command(f["severity"], title, message, file))
+    for e, says in _engine_verdicts(r):
+        lines.append(gh_command("info", f"weightcheck check: {e}", f"{src['spec']}: {says}", file))
     s = r["summary"]
     lines.append(
         f"weightcheck check {src['spec']}: {s['errors']} error(s), {s['warnings']} warning(s), "
-        f"{s['info']} info"
+        f"{s['info']} info — {r['conclusion']}"
     )
     return "\n".join(lines)
 

@@ -10,23 +10,20 @@ from weightcheck.model.drafter import Drafter, source_report
 
 SCHEMA = "weightcheck.inspect/1"
 
-# the key config fields inspect shows, in order
-KEY_FIELDS = (
-    "hidden_size",
-    "intermediate_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "vocab_size",
-    "draft_vocab_size",
-    "target_hidden_size",
-    "num_aux_hidden_states",
-    "aux_layer_ids",
-    "rope_theta",
-    "rope_scaling",
-    "max_position_embeddings",
-    "dtype",
-)
+# the config fields inspect shows besides the dimensions the architecture's tensor shapes read
+# (Architecture.shape_fields: mappings/architectures/*.toml): the aux capture, rope and dtype
+OTHER_FIELDS = ("aux_layer_ids", "rope_theta", "rope_scaling", "max_position_embeddings", "dtype")
+
+
+def key_fields(d: Drafter) -> list[str]:
+    """The config fields inspect shows for ``d``, in mappings/config.toml's order: those of its
+    architecture (the default one when nothing names it), then OTHER_FIELDS."""
+    from weightcheck.model import config as config_mod
+    from weightcheck.model import inventory
+
+    arch = d.architecture or inventory.default()
+    shown = arch.shape_fields() | set(OTHER_FIELDS)
+    return [s.name for s in config_mod.field_specs() if s.name in shown]
 
 
 def tensor_status(d: Drafter, t) -> str:
@@ -97,6 +94,7 @@ def report(d: Drafter) -> dict:
             "normalized": {k: norm.values.get(k) for k in norm.values},
             "provenance": dict(norm.provenance),
             "problems": [f"{f}: {m}" for f, m in norm.problems],
+            "key_fields": key_fields(d),
         },
         "tensors": tensors,
         "unknown": list(d.naming.unknown),

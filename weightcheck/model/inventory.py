@@ -49,6 +49,16 @@ class Architecture:
                 out.add(t.name)
         return out
 
+    def shape_fields(self) -> frozenset[str]:
+        """The normalized config fields its tensor shapes read (mappings/config.toml symbols or
+        names): the dimensions a drafter of this architecture has — head_dim and
+        num_key_value_heads for a Llama drafter, the MLA ranks and head dims for an MLA one."""
+        from weightcheck.model import config as config_mod
+
+        by_symbol = {s.symbol: s.name for s in config_mod.field_specs() if s.symbol}
+        read = {n for t in self.tensors for s in t.shape for n in expr.names(s)}
+        return frozenset(by_symbol.get(n, n) for n in read)
+
     def template_for(self, canonical: str) -> TensorTemplate | None:
         for t in self.tensors:
             if t.for_each:

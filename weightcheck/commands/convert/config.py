@@ -69,6 +69,11 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     out_spec = engine_mod.output_for(plan.to, src.architecture)
     norm = config_mod.normalize(base)
     flat = flat_view(base)
+    if flat.get("tie_word_embeddings") is None and any(
+        it.canonical == "lm_head.weight" for it in plan.items
+    ):  # settle_from_weights writes false; the key's place is taken here, among SRC's fields, so
+        # a second round through the other layout writes the same config.json
+        flat["tie_word_embeddings"] = None
     # drop every place aux ids could be; they are written back where the destination reads them
     ec = dict(flat.get("eagle_config") or {})
     ec.pop("eagle_aux_hidden_state_layer_ids", None)
@@ -223,7 +228,8 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     after = config_mod.normalize(cfg)
     for spec in config_mod.field_specs():
         a, b = before.get(spec.name), after.get(spec.name)
-        if a != b and spec.name != "aux_layer_ids":
+        # a field the weights decide is said also when only its writing changed (absent -> false)
+        if (a != b or spec.name in why) and spec.name != "aux_layer_ids":
             if spec.name in why and (src.config or {}).get(spec.name) is None:
                 a = None  # absent or null as written, not the default it is read as
             line = f"{spec.name}: {json_value(a)} -> {json_value(b)}"
@@ -240,8 +246,9 @@ def settle_from_weights(plan: Plan, cfg: dict) -> dict[str, str]:
       both (docs/engines.md).
     * ``num_hidden_layers``: the layers written (one: the inventory has one decoder layer). Both
       engines build as many layers as the field says and leave those without weights at init.
-    * ``tie_word_embeddings``: false when an own lm_head is written; SGLang would tie the head
-      to the embedding and drop the trained one.
+    * ``tie_word_embeddings``: false when an own lm_head is written, also when the source does
+      not say (absent, a config class whose default is tied — transformers' PretrainedConfig —
+      reads it as true); tied, SGLang would drop the trained head for the embedding.
 
     When the lm_head and d2t disagree with each other nothing is set: the gate refuses."""
     layer = cfg["transformer_layer_config"] if "transformer_layer_config" in cfg else cfg
@@ -267,9 +274,14 @@ def settle_from_weights(plan: Plan, cfg: dict) -> dict[str, str]:
             else "the engines build every layer the field names and leave the rest at init"
         )
         layer["num_hidden_layers"] = layers
-    if head is not None and layer.get("tie_word_embeddings") is True:
+    tied = layer.get("tie_word_embeddings")
+    if head is not None and tied is not False:
         layer["tie_word_embeddings"] = False
         why["tie_word_embeddings"] = (
             f"an own {head.out_name} is written: tied, SGLang would drop it for the embedding"
+            if tied
+            else f"an own {head.out_name} is written: said explicitly; absent, a config class "
+            "whose default is tied, as transformers' PretrainedConfig, would drop it for the "
+            "embedding"
         )
     return why

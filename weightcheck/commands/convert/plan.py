@@ -26,6 +26,32 @@ from weightcheck.storage.header import tensor_nbytes
 
 DESTINATIONS = ("sglang", "vllm", "speculators")
 DTYPE_ARG = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
+CASTABLE = ("BF16", "F16", "F32", "F64")  # what a streamed cast reads and writes
+# weightcheck's mark in every file convert writes, what --force looks for (publish.replaceable):
+# a key of each shard's __metadata__, of config.json and of the index's metadata, the value the
+# destination layout; and a line of the model card
+MARK = "weightcheck_converted_to"
+CARD_MARK = (
+    "<!-- written by weightcheck convert: --force may replace this file; "
+    "delete this line to keep it -->"
+)
+
+
+def taken_dtype(src: Drafter, out_dtype: str | None, taken: str) -> str:
+    """The dtype OUT stores a tensor taken from a target in (``--embeddings from=TARGET``,
+    ``--lm-head-from TARGET``, the rows ``--vocab-from`` takes from it), ``taken`` its dtype
+    there: ``--dtype`` when given, else the drafter's own — the floating dtype most of its
+    tensors have (WC208's majority) — so OUT is in one dtype; the target's only when the drafter
+    has no floating tensor a cast could match."""
+    if out_dtype:
+        return out_dtype
+    counts: dict[str, int] = {}
+    for t in src.tensors:
+        if t.dtype in CASTABLE:
+            counts[t.dtype] = counts.get(t.dtype, 0) + 1
+    if not counts or taken not in CASTABLE:
+        return taken
+    return max(sorted(counts), key=lambda k: counts[k])
 
 
 def parse_size(text: str) -> int:
@@ -158,7 +184,7 @@ def plan(
             )
         base = config_from.config
         p.notes.append(
-            f"config from {config_from.source.spec} (compare: {compatibility.verdict(c)})"
+            f"config from {source_label(config_from.source)} (compare: {compatibility.verdict(c)})"
         )
     if not base:
         raise WeightcheckError(
@@ -197,7 +223,7 @@ def plan(
             raise WeightcheckError(
                 embeddings[5:], f"the target's embedding {list(et.embed.shape)} is not {H} wide"
             )
-        d = out_dtype or et.embed.dtype
+        d = taken_dtype(src, out_dtype, et.embed.dtype)
         p.items.append(
             Item(
                 names_dialect.from_canonical("embed_tokens.weight"),
@@ -209,7 +235,9 @@ def plan(
                 et.embed.dtype,
             )
         )
-        p.notes.append(f"embed_tokens.weight taken from {et.source.spec} ({et.embed.name})")
+        p.notes.append(
+            f"embed_tokens.weight taken from {source_label(et.source)} ({et.embed.name})"
+        )
     elif embeddings == "drop" and "embed_tokens.weight" in canon:
         p.notes.append("embed_tokens.weight dropped (the engines use the target's embedding)")
     if vocab_from is not None:
@@ -227,7 +255,7 @@ def plan(
                 lm_head_from.source.spec, "target has no lm_head to gather rows from"
             )
         vd = norm.get("draft_vocab_size")
-        d = out_dtype or head.dtype
+        d = taken_dtype(src, out_dtype, head.dtype)
         p.items.append(
             Item(
                 names_dialect.from_canonical("lm_head.weight"),
@@ -240,7 +268,7 @@ def plan(
             )
         )
         p.notes.append(
-            f"lm_head.weight gathered from {lm_head_from.source.spec} ({head.name}) at the "
+            f"lm_head.weight gathered from {source_label(lm_head_from.source)} ({head.name}) at the "
             f"d2t target ids: [{vd}, {head.shape[1]}]"
         )
     # shards: greedy in canonical order, like transformers' shard_checkpoint
@@ -269,13 +297,15 @@ def plan(
             f"({len(news)} fields set)",
         )
     verifier_name(p)
+    p.config.pop(MARK, None)  # a converted SRC's mark, carried over with its config: last again
+    p.config[MARK] = to  # as in the shards' metadata: --force may replace this config.json
     s = src.source
     p.metadata = {
         "format": "pt",
         "weightcheck_version": __version__,
         "weightcheck_source": source_label(s),
         "weightcheck_source_revision": s.commit or "",
-        "weightcheck_converted_to": to,  # the mark --force looks for (publish.not_replaceable)
+        MARK: to,  # the mark --force looks for (publish.not_replaceable)
     }
     if p.target_family:  # what the aux ids were converted for: a later convert reads it back
         p.metadata["weightcheck_target_model_type"] = p.target_family
@@ -332,8 +362,8 @@ def reindex_items(p: Plan, ref, lm_head_from, names_dialect, out_spec, out_dtype
                 f"the map's target id {bad[0]} is outside the target's {thead.shape[0]} rows",
             )
     p.items = [it for it in p.items if it.canonical not in ("lm_head.weight", "d2t", "t2d")]
-    base = head or thead
-    d = out_dtype or base.dtype
+    base = head or thead  # SRC's head keeps its dtype (its rows byte for byte); else the target's
+    d = (out_dtype or head.dtype) if head is not None else taken_dtype(src, out_dtype, thead.dtype)
     p.items.append(
         Item(
             names_dialect.from_canonical("lm_head.weight"),
@@ -381,11 +411,14 @@ def reindex_items(p: Plan, ref, lm_head_from, names_dialect, out_spec, out_dtype
         "from_target": plan_rows.from_target,
     }
     line = (
-        f"lm_head re-indexed to {ref.where}'s map ({ref.size:,} draft tokens): "
+        f"lm_head re-indexed to {public_name(ref.where)}'s map ({ref.size:,} draft tokens): "
         f"{plan_rows.kept:,} rows kept, {plan_rows.moved:,} moved"
     )
     if plan_rows.from_target:
-        line += f", {plan_rows.from_target:,} taken from {lm_head_from.source.spec} ({thead.name})"
+        line += (
+            f", {plan_rows.from_target:,} taken from {source_label(lm_head_from.source)} "
+            f"({thead.name})"
+        )
     maps = [it.canonical for it in p.items if it.kind == "vocab-map"]
     p.notes.append(
         line + (f"; {' and '.join(maps)} written from the map" if maps else "; no d2t (identity)")
@@ -403,6 +436,63 @@ def source_label(s) -> str:
     folder = s.location if s.kind == "folder" else os.path.dirname(s.location)
     name = os.path.basename(os.path.normpath(os.path.abspath(folder)))
     return name if s.kind == "folder" else f"{name}/{os.path.basename(s.location)}"
+
+
+def public_name(spec: str) -> str:
+    """:func:`source_label` of a source known only by the spec it was given as (a ``--vocab-from``
+    map file or drafter): a local path by its file or folder name, anything else (a Hub id) as
+    given."""
+    if os.path.exists(spec):
+        return os.path.basename(os.path.normpath(os.path.abspath(spec)))
+    return spec
+
+
+def origins(p: Plan) -> list[tuple[str, list[str]]]:
+    """Where OUT's tensors come from: each origin once — SRC, each target, the --vocab-from map —
+    with what came from it, counted here only (the model card says it; the notes' row counts are
+    the same p.reindex numbers). [(origin, [what, ...]), ...], origins that gave nothing left out."""
+    kinds: dict[str, list[Item]] = {}
+    for it in p.items:
+        kinds.setdefault(it.kind, []).append(it)
+    mine = []
+    if kinds.get("copy"):
+        renamed = sum(1 for it in kinds["copy"] if it.out_name != it.src_name)
+        mine.append(f"{len(kinds['copy'])} tensor(s) copied byte for byte ({renamed} renamed)")
+    if kinds.get("cast"):
+        mine.append(f"{len(kinds['cast'])} tensor(s) cast to {kinds['cast'][0].dtype}")
+    if kinds.get("pickle"):
+        mine.append(f"{len(kinds['pickle'])} tensor(s) read from a pickle")
+    r = p.reindex
+    if r is not None and r["kept"] + r["moved"]:
+        mine.append(
+            f"{r['kept'] + r['moved']:,} lm_head row(s) ({r['kept']:,} kept, {r['moved']:,} moved "
+            "to the map's order)"
+        )
+    out = [(f"SRC `{source_label(p.src.source)}`", mine)] if mine else []
+    taken: dict[str, list[str]] = {}
+    for it in kinds.get("embed-from-target", []):
+        taken.setdefault(source_label(p.embed_target.source), []).append(it.out_name)
+    for it in kinds.get("head-from-target", []):
+        taken.setdefault(source_label(p.head_target.source), []).append(
+            f"{it.out_name} ({it.shape[0]:,} rows gathered at the d2t ids)"
+        )
+    if r is not None and r["from_target"]:
+        taken.setdefault(source_label(p.head_target.source), []).append(
+            f"{r['from_target']:,} lm_head row(s) SRC's head lacks"
+        )
+    out += [(f"the target `{name}`", what) for name, what in taken.items()]
+    if r is not None:
+        maps = [it.out_name for it in kinds.get("vocab-map", [])]
+        out.append(
+            (
+                f"the --vocab-from map `{public_name(r['map'])}`",
+                [
+                    f"the order of lm_head's {r['draft_tokens']:,} rows"
+                    + (f"; {', '.join(maps)}" if maps else "")
+                ],
+            )
+        )
+    return out
 
 
 def verifier_name(p: Plan) -> None:
@@ -425,7 +515,8 @@ def verifier_name(p: Plan) -> None:
         return
     verifier["name_or_path"] = None
     p.notes.append(
-        f"verifier.name_or_path left empty: --target {t.spec} is a local folder, not a Hub id "
+        f"verifier.name_or_path left empty: --target {source_label(t)} is a local folder, not a "
+        "Hub id "
         "(the serving engine takes the target from its own command line)"
     )
 

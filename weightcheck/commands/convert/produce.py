@@ -11,7 +11,7 @@ import os
 import zlib
 
 from weightcheck import __version__
-from weightcheck.commands.convert.plan import Item, Plan
+from weightcheck.commands.convert.plan import CARD_MARK, MARK, Item, Plan, origins
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import itemsize
@@ -252,7 +252,7 @@ def write_index(plan: Plan, tmp: str) -> list:
     if plan.shards == 1:
         return []
     index = {
-        "metadata": {"total_size": sum(it.nbytes for it in plan.items)},
+        "metadata": {"total_size": sum(it.nbytes for it in plan.items), MARK: plan.to},
         "weight_map": {
             it.out_name: plan.shard_name(it.shard)
             for it in sorted(plan.items, key=lambda it: it.out_name)
@@ -339,6 +339,7 @@ def write_config_and_card(plan: Plan, tmp: str) -> list:
         engine_mod.loader_for(plan.to, archs[0]) if plan.to in engine_mod.ENGINES else plan.to
     )
     lines = [
+        CARD_MARK,
         f"# EAGLE-3 drafter for {plan.to}",
         "",
         f"Converted by weightcheck {__version__} from `{plan.metadata['weightcheck_source']}`{rev} "
@@ -346,13 +347,10 @@ def write_config_and_card(plan: Plan, tmp: str) -> list:
         f"(mappings/engines/{layout}.toml).",
         "",
         f"- tensors: {len(plan.items)} in {plan.shards} file(s), "
-        f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against its source",
-        f"- copied byte for byte: {sum(1 for it in plan.items if it.kind == 'copy')} "
-        f"({sum(1 for it in plan.items if it.kind == 'copy' and it.out_name != it.src_name)} "
-        "of them renamed); cast: "
-        f"{sum(1 for it in plan.items if it.kind == 'cast')}; taken from a target: "
-        f"{sum(1 for it in plan.items if it.kind.endswith('from-target'))}",
+        f"{sum(it.nbytes for it in plan.items)} bytes; every tensor re-read and verified against "
+        "its source",
     ]
+    lines += [f"- from {where}: {'; '.join(what)}" for where, what in origins(plan)]
     for c in plan.config_changes:
         lines.append(f"- config: {c}")
     for n in plan.notes:

@@ -7,13 +7,14 @@ and folder before OUT appears."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
 
 from weightcheck.commands.convert import produce
-from weightcheck.commands.convert.plan import Plan
+from weightcheck.commands.convert.plan import CARD_MARK, MARK, Plan
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.storage import verify as verify_mod
@@ -115,7 +116,6 @@ def clean_stale(out: str) -> list[str]:
 WRITTEN = re.compile(
     r"model(-\d{5}-of-\d{5})?\.safetensors|model\.safetensors\.index\.json|config\.json|README\.md"
 )
-MARK = "weightcheck_converted_to"  # in every shard's __metadata__ (plan.py): weightcheck wrote it
 
 
 def not_replaceable(out: str) -> str | None:
@@ -156,7 +156,31 @@ def not_replaceable(out: str) -> str | None:
             return f"holds {e}, which is not a safetensors file weightcheck wrote"
         if MARK not in meta:
             return f"holds {e}, which weightcheck did not write (no {MARK} in its metadata)"
+    for e in entries:
+        if not e.endswith(".safetensors") and not ours(os.path.join(out, e)):
+            mark = "weightcheck convert's mark line" if e == "README.md" else MARK
+            return f"holds {e}, which weightcheck did not write (no {mark} in it)"
     return None
+
+
+def ours(path: str) -> bool:
+    """Whether config.json, model.safetensors.index.json or README.md at ``path`` carries the
+    mark convert writes into it (plan.MARK, plan.CARD_MARK): a file of the same name the user
+    wrote or edited the mark out of is not replaced."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(1 << 24)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if path.endswith(".md"):
+        return CARD_MARK in text
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return False
+    if isinstance(obj, dict) and path.endswith(".index.json"):
+        obj = obj.get("metadata")
+    return isinstance(obj, dict) and MARK in obj
 
 
 def _refusal(out: str, why: str) -> UsageError:
