@@ -267,8 +267,12 @@ def layer_count(ctx):
     elif built and min(built) > 0:
         what = (
             f"{'builds' if one else 'build'} {'/'.join(map(str, built))} and "
-            f"{'has' if one else 'have'} no parameter for the tensors of layers "
-            f"{max(built)}..{held - 1}"
+            f"{'has' if one else 'have'} no parameter for the tensors of "
+            + (
+                f"layer {held - 1}"
+                if max(built) == held - 1
+                else f"layers {max(built)}..{held - 1}"
+            )
         )
     else:
         what = f"{'builds' if one else 'build'} no decoder layer from it"
