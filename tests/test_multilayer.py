@@ -142,7 +142,7 @@ def test_wc406_one_layer_held(tmp_path):
     _, rep = check(src, "--target", TARGET)
     (f,) = by_code(rep, "WC406")
     assert "the weights hold one decoder layer" in f["message"]
-    assert "build 3 decoder layers and leave all but 1 at init" in f["message"]
+    assert "build 3 decoder layers and leave all but one at init" in f["message"]
 
 
 def test_gap_is_missing_tensors_not_wc406(drafter):

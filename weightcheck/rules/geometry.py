@@ -262,7 +262,7 @@ def layer_count(ctx):
     if built and min(built) > held:
         what = (
             f"{'builds' if one else 'build'} {'/'.join(map(str, built))} decoder layers and "
-            f"{'leaves' if one else 'leave'} all but {held} at init"
+            f"{'leaves' if one else 'leave'} all but {'one' if held == 1 else held} at init"
         )
     elif built and min(built) > 0:
         what = (
