@@ -217,11 +217,12 @@ def architecture_for(cfg: dict, canonical: set[str]) -> tuple[Architecture | Non
     return None, "no known drafter architecture in config or tensors"
 
 
-def all_canonical_names() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def all_canonical_names() -> frozenset[str]:
     out = set()
     for a in architectures():
         out |= a.canonical_names()
-    return out
+    return frozenset(out)
 
 
 def expected(arch: Architecture, symbols: dict, layers: int = 1) -> Inventory:
