@@ -217,3 +217,19 @@ def test_mla_two_layers(drafter, tmp_path):
     r = run_cli("convert", path, tmp_path / "v", "--to", "vllm", "--target", TARGET)
     assert r.exit_code == 0, r.stdout + r.stderr
     assert read_config(tmp_path / "v")["num_hidden_layers"] == 2
+
+
+def test_training_gate_counts_the_training_configs_layers(drafter):
+    """--training-config: the architecture it builds has its own num_hidden_layers. A one-layer
+    SRC into a 2-layer training run re-initializes layer 1 (WC902); a 2-layer SRC into a
+    one-layer run leaves layer 1 unread (WC903)."""
+    one = corpus.PRODUCERS + "/specforge-sglang"
+    two = drafter("ml.sf.2")
+    _, rep = check(one, "--training-config", str(two / "config.json"))
+    reinit = {s for f in by_code(rep, "WC902") for s in f.get("subjects") or [f["subject"]]}
+    assert "layers.1.mlp.down_proj.weight" in reinit
+    _, rep = check(two, "--training-config", one + "/config.json")
+    unread = {s for f in by_code(rep, "WC903") for s in f.get("subjects") or [f["subject"]]}
+    assert "layers.1.mlp.down_proj.weight" in unread and "WC902" not in {
+        f["code"] for f in rep["findings"] if f["subject"] != "embed_tokens.weight"
+    }
