@@ -120,9 +120,11 @@ def test_many_consequences_of_one_code_are_one_row(tmp_path):
     src = fixture_variant(tmp_path, "l32", lambda c: c.update(num_hidden_layers=32))
     out = run_cli("check", src, "--engine", "sglang").stdout
     rows = [line for line in out.splitlines() if line.startswith("↳ WC704")]
-    assert len(rows) == 1 and "(and 309 more like it)" in rows[0]
+    # 31 layers at init, 9 parameters each: SGLang's later layers build input_layernorm but never
+    # read it (sglang 0.5.23 models/llama_eagle3.py:97-105), so it is no loss
+    assert len(rows) == 1 and "(and 278 more like it)" in rows[0]
     j = check(src, "--engine", "sglang")[1]
-    assert len(consequences_of(j["findings"][0], "WC704")) == 310  # --json keeps each
+    assert len(consequences_of(j["findings"][0], "WC704")) == 279  # --json keeps each
 
 
 def test_a_clean_drafter_has_no_consequences():

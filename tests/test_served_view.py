@@ -84,8 +84,16 @@ def test_r4_layers(served):
         e = served("sf.nl.2_weights", engine)
         assert e["starts"] and e["layers"] == 2
         assert fate(e, "layers.1.mlp.down_proj.weight") == "loaded"
-        assert state(e, "model.layers.1.hidden_norm.weight") == "random"
         assert served("sf.nl.absent", engine)["layers"] == 32
+    # the variant writes no layers.1.hidden_norm (a speculators-style plain layer 1): SGLang's
+    # layer 1 normalizes its input with it (models/llama_eagle3.py:97-105), so it stays at init
+    # where it is read; vLLM's layer 1 never reads it (models/llama_eagle3.py:131-138)
+    assert state(served("sf.nl.2_weights", "sglang"), "model.layers.1.hidden_norm.weight") == (
+        "random"
+    )
+    v = served("sf.nl.2_weights", "vllm")
+    assert state(v, "model.layers.1.hidden_norm.weight") == "optional-absent"
+    assert state(v, "model.layers.1.input_layernorm.weight") == "loaded"
 
 
 # --- R2 / R1: architectures -----------------------------------------------------------------------

@@ -105,7 +105,9 @@ def test_5_more_layers_declared_than_weighed_is_an_error(tmp_path, engine):
     (f,) = [f for f in r["findings"] if f["code"] == "WC406"]
     assert f["severity"] == "error" and "4 decoder layers" in f["message"]
     if engine is None:
-        assert all(v["layers"] == 4 and len(v["left_at_init"]) == 30 for v in r["engines"].values())
+        # 3 layers at init, 9 read parameters each (the later layers' unread norm, SGLang's
+        # input_layernorm and vLLM's hidden_norm, is no loss: docs/formats.md §1.1)
+        assert all(v["layers"] == 4 and len(v["left_at_init"]) == 27 for v in r["engines"].values())
 
 
 # --- 6 ------------------------------------------------------------------------------------------

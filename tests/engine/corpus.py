@@ -1064,6 +1064,7 @@ def variants() -> list[Variant]:
             v(d.variant(f"{b}.x.{tag}", f"{BASES[b]}: {desc}", "combination", "dialect", axis))
 
     out.extend(mla_variants())
+    out.extend(multilayer_variants())
 
     ids = [x.id for x in out]
     dup = {i for i in ids if ids.count(i) > 1}
@@ -1470,6 +1471,68 @@ def mla_variants() -> list[Variant]:
             "mt.dup.kv_a", "mla-torchspec + kv_a_proj_with_mqa also spelled layers.0.*", "duplicate"
         )
     )
+    return out
+
+
+# --- multi-layer drafters (num_hidden_layers > 1) ----------------------------------------------------
+
+
+def _later_layer(d: Draft, prefix: str, hidden_norm: bool, width: int = H) -> None:
+    """Decoder layer i >= 1 under ``prefix``: q/k/v read ``width`` (H: the engines' shape);
+    ``hidden_norm`` as SGLang/vLLM build it (speculators' plain later layers have none)."""
+    _second_layer(d, prefix)
+    if hidden_norm:
+        d.add(prefix + "hidden_norm.weight", d.wdtype(), (H,))
+    if width != H:
+        for rest, rows in (("q_proj", 64), ("k_proj", 32), ("v_proj", 32)):
+            d.replace(prefix + f"self_attn.{rest}.weight", shape=(rows, width))
+
+
+def multilayer_variants() -> list[Variant]:
+    """Drafters of more than one decoder layer (docs/formats.md, multi-layer drafters): layer 0
+    in each layout (``midlayer.*``, ``layers.0.*``), layers >= 1 as ``layers.i.*`` with and
+    without hidden_norm, and the layer-count and shape defects of the later layers."""
+    out: list[Variant] = []
+    v = out.append
+    nl = "num_hidden_layers"
+    for b, n, hn in (("sf", 2, True), ("sf", 3, True), ("mo", 2, True), ("sc", 2, False)):
+        d = Draft(b).layer_cfg(nl, n)
+        for i in range(1, n):
+            _later_layer(d, f"layers.{i}.", hn)
+        tag = "" if hn else ".nohn"
+        what = "with" if hn else "without"
+        v(
+            d.variant(
+                f"ml.{b}.{n}{tag}",
+                f"{BASES[b]}: {n} decoder layers ({LAYER[b]}* + layers.i.*, {what} hidden_norm)",
+                nl,
+            )
+        )
+    # speculators train: layer_types must list every layer (transformers validates its length)
+    d = Draft("st").layer_cfg(nl, 2).layer_cfg("layer_types", ["sliding_attention"] * 2)
+    _later_layer(d, "layers.1.", False)
+    v(d.variant("ml.st.2.nohn", "speculators-train: 2 decoder layers, layer 1 plain", nl))
+    # specforge layer 0 renamed to layers.0.*: the same drafter in the vLLM/speculators layout
+    d = Draft("sf").rename(_to_layers0).layer_cfg(nl, 2)
+    _later_layer(d, "layers.1.", True)
+    v(d.variant("ml.sf.2.layers0", "specforge-sglang: 2 layers, all named layers.i.*", nl))
+    # layer 1 written with layer 0's 2H input width: the weight loaders assert
+    d = Draft("sf").layer_cfg(nl, 2)
+    _later_layer(d, "layers.1.", True, width=2 * H)
+    v(d.variant("ml.sf.2.l1_2h", "specforge-sglang: 2 layers, layer 1's q/k/v 2H wide", nl))
+    # a gap: layers 0 and 2 written, num_hidden_layers 3
+    d = Draft("sf").layer_cfg(nl, 3)
+    _later_layer(d, "layers.2.", True)
+    v(d.variant("ml.sf.3.gap", "specforge-sglang: num_hidden_layers 3, layers 0 and 2 only", nl))
+    # more layers written than the config builds
+    d = Draft("sf").layer_cfg(nl, 1)
+    _later_layer(d, "layers.1.", True)
+    v(d.variant("ml.sf.1.held2", "specforge-sglang: num_hidden_layers 1, layers.1.* written", nl))
+    # MLA: vLLM builds N layers, SGLang's MLA drafter exactly one
+    d = Draft("mm").layer_cfg(nl, 2)
+    _mla_layer(d, "layers.1.", H)
+    d.add("layers.1.hidden_norm.weight", d.wdtype(), (H,))
+    v(d.variant("ml.mm.2", "mla-modelopt: 2 decoder layers (layers.1.* H wide)", nl))
     return out
 
 

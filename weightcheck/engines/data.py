@@ -221,6 +221,9 @@ class Parameter:
     required: bool
     cite: str
     when: Expr | None = None
+    # required only in the layers where this holds (an expression over the config and `layer`):
+    # elsewhere the module has the parameter but its forward pass never reads it
+    required_when: Expr | None = None
     from_target: FromTarget | None = None
     note: str = ""
     since: Version | None = None

@@ -418,7 +418,10 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
                 for r in names_cfg.param_rename:  # older module trees (sglang <= 0.5.11)
                     if _since_ok(r, version):
                         full = re.sub(r.pattern, r.replace, full)
-                params[full] = dataclasses.replace(p, param=full, canonical=canonical)
+                required = p.required and expr.holds(p.required_when, {**vals, "layer": layer})
+                params[full] = dataclasses.replace(
+                    p, param=full, canonical=canonical, required=required
+                )
                 shapes[full] = _shape(p, vals, layer)
     param_names = {k.split("[")[0] for k in params}
     modules = {n.rsplit(".", i)[0] for n in param_names for i in range(1, n.count(".") + 1)}

@@ -132,7 +132,7 @@ def from_source(src: Source, extra_dialects=()) -> Drafter:
         )
     canonical = {t.canonical for t in tensors if t.canonical}
     arch, why = inventory.architecture_for(cfg, canonical)
-    inv = inventory.expected(arch, norm.symbols()) if arch else None
+    inv = inventory.expected(arch, norm.symbols(), arch.layers_held(canonical)) if arch else None
     d = Drafter(
         source=src,
         config=cfg,

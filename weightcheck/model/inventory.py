@@ -16,6 +16,8 @@ from weightcheck.storage.header import CONFIG_DTYPES
 
 # most copies a for_each template expands to (n_aux is 3 in practice; SGLang reads at most a few)
 MAX_FOR_EACH = 64
+# most decoder layers a drafter's names are read as (drafters have one to a few)
+MAX_LAYERS = 64
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,35 @@ class TensorTemplate:
     presence: str = "required"
     for_each: str | None = None
     note: str = ""
+    # presence in decoder layers >= 1 when it differs from layer 0's (`presence_in_later_layers`)
+    later_presence: str | None = None
+    later_note: str = ""
+
+
+@dataclass(frozen=True)
+class Layers:
+    """[layers]: the decoder layers. Templates named under ``first`` (``midlayer.``) are layer 0's;
+    layer i >= 1 repeats them under ``other`` with ``{layer}`` = i, with ``layer`` in their shape
+    and ``when`` expressions."""
+
+    first: str
+    other: str
+
+    def name(self, layer0_name: str, layer: int) -> str:
+        if layer == 0:
+            return layer0_name
+        return self.other.format(layer=layer) + layer0_name[len(self.first) :]
+
+    def split(self, canonical: str) -> tuple[int, str] | None:
+        """(layer, layer 0's canonical name) of a decoder-layer name; None for any other name."""
+        if canonical.startswith(self.first):
+            return 0, canonical
+        head, _, tail = self.other.partition("{layer}")
+        if canonical.startswith(head):
+            idx, dot, rest = canonical[len(head) :].partition(tail or ".")
+            if dot and idx.isdigit() and str(int(idx)) == idx and 0 < int(idx) < MAX_LAYERS:
+                return int(idx), self.first + rest
+        return None
 
 
 @dataclass(frozen=True)
@@ -38,13 +69,17 @@ class Architecture:
     tensors: tuple[TensorTemplate, ...]
     attention: Literal["gqa", "mla"] = "gqa"
     default: bool = False
+    layers: Layers | None = None
 
-    def canonical_names(self, max_aux: int = 8) -> set[str]:
-        """Every canonical name this architecture can have (for_each expanded up to max_aux)."""
+    def canonical_names(self, max_aux: int = 8, max_layers: int = MAX_LAYERS) -> set[str]:
+        """Every canonical name this architecture can have (for_each expanded up to max_aux,
+        decoder layers up to max_layers)."""
         out = set()
         for t in self.tensors:
             if t.for_each:
                 out.update(t.name.format(i=i) for i in range(max_aux))
+            elif self.layers is not None and t.name.startswith(self.layers.first):
+                out.update(self.layers.name(t.name, i) for i in range(max_layers))
             else:
                 out.add(t.name)
         return out
@@ -59,7 +94,21 @@ class Architecture:
         read = {n for t in self.tensors for s in t.shape for n in expr.names(s)}
         return frozenset(by_symbol.get(n, n) for n in read)
 
+    def layer_of(self, canonical: str) -> int | None:
+        """The decoder layer a canonical name belongs to (None: not a decoder-layer tensor)."""
+        got = self.layers.split(canonical) if self.layers is not None else None
+        return got[0] if got is not None else None
+
+    def layers_held(self, canonical_names) -> int:
+        """How many decoder layers names reach: one more than the highest layer index, at least
+        one (a drafter without layer tensors is still expected to have layer 0)."""
+        idx = [self.layer_of(c) for c in canonical_names if c]
+        return 1 + max((i for i in idx if i is not None), default=0)
+
     def template_for(self, canonical: str) -> TensorTemplate | None:
+        got = self.layers.split(canonical) if self.layers is not None else None
+        if got is not None:
+            canonical = got[1]
         for t in self.tensors:
             if t.for_each:
                 prefix, _, suffix = t.name.partition("{i}")
@@ -105,6 +154,7 @@ def architectures() -> tuple[Architecture, ...]:
                 attention=a.get("attention", "gqa"),
                 default=bool(a.get("default", False)),
                 signature=tuple(a.get("signature", ())),
+                layers=Layers(**data["layers"]) if "layers" in data else None,
                 tensors=tuple(
                     TensorTemplate(
                         name=t["name"],
@@ -114,6 +164,8 @@ def architectures() -> tuple[Architecture, ...]:
                         presence=t.get("presence", "required"),
                         for_each=t.get("for_each"),
                         note=t.get("note", ""),
+                        later_presence=t.get("presence_in_later_layers"),
+                        later_note=t.get("note_in_later_layers", ""),
                     )
                     for t in data["tensor"]
                 ),
@@ -175,62 +227,82 @@ def architecture_for(cfg: dict, canonical: set[str]) -> tuple[Architecture | Non
     return None, "no known drafter architecture in config or tensors"
 
 
-def all_canonical_names() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def all_canonical_names() -> frozenset[str]:
     out = set()
     for a in architectures():
         out |= a.canonical_names()
-    return out
+    return frozenset(out)
 
 
-def expected(arch: Architecture, symbols: dict) -> Inventory:
-    """Expand ``arch`` for a config given as expression symbols (NormalizedConfig.symbols())."""
+def expected(arch: Architecture, symbols: dict, layers: int = 1) -> Inventory:
+    """Expand ``arch`` for a config given as expression symbols (NormalizedConfig.symbols()),
+    with ``layers`` decoder layers (the layers the weights reach, Architecture.layers_held: the
+    config's num_hidden_layers is weighed against them by rule WC406, not here)."""
     inv = Inventory(architecture=arch)
-    model_dtype = CONFIG_DTYPES.get(str(symbols.get("dtype") or "").lower())
     for t in arch.tensors:
+        in_layer = arch.layers is not None and t.name.startswith(arch.layers.first)
+        for layer in range(min(max(layers, 1), MAX_LAYERS)) if in_layer else [0]:
+            u = t
+            if layer:
+                u = TensorTemplate(
+                    arch.layers.name(t.name, layer),
+                    t.shape,
+                    t.dtype,
+                    t.when,
+                    t.later_presence or t.presence,
+                    t.for_each,
+                    t.later_note or t.note,
+                )
+            _expand(inv, u, {**symbols, "layer": layer})
+    return inv
+
+
+def _expand(inv: Inventory, t: TensorTemplate, symbols: dict) -> None:
+    model_dtype = CONFIG_DTYPES.get(str(symbols.get("dtype") or "").lower())
+    try:
+        if t.when and not expr.evaluate(t.when, symbols):
+            inv.not_applicable.add(t.name)
+            return
+    except (expr.Undefined, ArithmeticError) as e:
+        # a condition we cannot decide: the tensor is expected only if present
+        inv.tensors[t.name] = Expected(
+            t.name,
+            None,
+            None,
+            "optional",
+            t.note,
+            problem=f"cannot tell whether it is expected: {e}",
+        )
+        return
+    count = 1
+    if t.for_each:
         try:
-            if t.when and not expr.evaluate(t.when, symbols):
-                inv.not_applicable.add(t.name)
-                continue
-        except (expr.Undefined, ArithmeticError) as e:
-            # a condition we cannot decide: the tensor is expected only if present
+            count = expr.evaluate(t.for_each, symbols)
+        except expr.Undefined:
+            count = None
+        count = int(count) if isinstance(count, (int, float)) else 0
+        if count > MAX_FOR_EACH:
+            # a config claiming a million aux layers must not make us build a million names
             inv.tensors[t.name] = Expected(
                 t.name,
                 None,
                 None,
-                "optional",
+                t.presence,
                 t.note,
-                problem=f"cannot tell whether it is expected: {e}",
+                problem=f"{t.for_each} = {count} is more than {MAX_FOR_EACH}: not expanded",
             )
-            continue
-        count = 1
-        if t.for_each:
-            try:
-                count = expr.evaluate(t.for_each, symbols)
-            except expr.Undefined:
-                count = None
-            count = int(count) if isinstance(count, (int, float)) else 0
-            if count > MAX_FOR_EACH:
-                # a config claiming a million aux layers must not make us build a million names
-                inv.tensors[t.name] = Expected(
-                    t.name,
-                    None,
-                    None,
-                    t.presence,
-                    t.note,
-                    problem=f"{t.for_each} = {count} is more than {MAX_FOR_EACH}: not expanded",
-                )
-                continue
-        names = [t.name.format(i=i) for i in range(count)] if t.for_each else [t.name]
-        dtype = model_dtype if t.dtype == "model" else t.dtype
-        for name in names:
-            try:
-                dims = [expr.evaluate(s, symbols) for s in t.shape]
-                unknown = [s for s, v in zip(t.shape, dims) if not isinstance(v, (int, float))]
-                if unknown:  # a bare symbol whose config value is unknown evaluates to None
-                    raise expr.Undefined(f"{', '.join(unknown)} is not known")
-                shape = tuple(int(v) for v in dims)
-                problem = None
-            except (expr.Undefined, ArithmeticError) as e:
-                shape, problem = None, f"shape unknown: {e}"
-            inv.tensors[name] = Expected(name, shape, dtype, t.presence, t.note, problem)
-    return inv
+            return
+    names = [t.name.format(i=i) for i in range(count)] if t.for_each else [t.name]
+    dtype = model_dtype if t.dtype == "model" else t.dtype
+    for name in names:
+        try:
+            dims = [expr.evaluate(s, symbols) for s in t.shape]
+            unknown = [s for s, v in zip(t.shape, dims) if not isinstance(v, (int, float))]
+            if unknown:  # a bare symbol whose config value is unknown evaluates to None
+                raise expr.Undefined(f"{', '.join(unknown)} is not known")
+            shape = tuple(int(v) for v in dims)
+            problem = None
+        except (expr.Undefined, ArithmeticError) as e:
+            shape, problem = None, f"shape unknown: {e}"
+        inv.tensors[name] = Expected(name, shape, dtype, t.presence, t.note, problem)

@@ -229,20 +229,27 @@ def stale_rope(ctx):
     "WC406",
     "layer-count",
     "error",
-    "num_hidden_layers other than the one decoder layer the weights hold.",
+    "num_hidden_layers other than the number of decoder layers the weights hold.",
 )
 def layer_count(ctx):
     L = ctx.n.get("num_hidden_layers")
-    if ctx.d.looks_like_target or L == 1 or ctx.d.source.config is None:  # no config: WC201
+    arch = ctx.d.architecture
+    if ctx.d.looks_like_target or ctx.d.source.config is None or arch is None:  # no config: WC201
         return
-    # what the engines build from it (both: one layer per num_hidden_layers, absent = Llama's
-    # default 32; sglang 0.5.23 models/llama_eagle3.py:198-204, vllm 0.32.0 :198-207)
-    hurt, fine = ctx.hurts(lambda v: v.layers != 1 or not v.starts)
+    # the layers the weights hold: layer 0 (`midlayer.*` or `layers.0.*`) up to the highest
+    # `layers.i.*` (mappings/architectures/ [layers])
+    held = arch.layers_held(t.canonical for t in ctx.d.tensors)
+    if L == held:
+        return
+    holds = f"the weights hold {_layers(held)}"
+    # what the engines build from it (one layer per num_hidden_layers, absent = Llama's default
+    # 32; sglang 0.5.23 models/llama_eagle3.py:198-204, vllm 0.32.0 :198-207)
+    hurt, fine = ctx.hurts(lambda v: v.layers != held or not v.starts)
     if not ctx.views():
         if L is not None:
             yield ctx.f(
                 "WC406",
-                f"num_hidden_layers is {L}; the weights hold one decoder layer",
+                f"num_hidden_layers is {L}; {holds}",
                 "num_hidden_layers",
                 severity=WARNING,
             )
@@ -252,16 +259,25 @@ def layer_count(ctx):
     built = sorted({ctx.views()[e].layers for e in hurt if ctx.views()[e].layers is not None})
     said = "absent (Llama's default: 32)" if L is None else str(L)
     one = len(hurt) == 1
-    if built and min(built) > 1:
+    if built and min(built) > held:
         what = (
             f"{'builds' if one else 'build'} {'/'.join(map(str, built))} decoder layers and "
-            f"{'leaves' if one else 'leave'} all but one at init"
+            f"{'leaves' if one else 'leave'} all but {'one' if held == 1 else held} at init"
+        )
+    elif built and min(built) > 0:
+        what = (
+            f"{'builds' if one else 'build'} {'/'.join(map(str, built))} and "
+            f"{'has' if one else 'have'} no parameter for the tensors of "
+            + (
+                f"layer {held - 1}"
+                if max(built) == held - 1
+                else f"layers {max(built)}..{held - 1}"
+            )
         )
     else:
         what = f"{'builds' if one else 'build'} no decoder layer from it"
     message = (
-        f"num_hidden_layers is {said} but the weights hold one decoder layer: "
-        f"{' and '.join(hurt)} {what}; set it to 1"
+        f"num_hidden_layers is {said} but {holds}: {' and '.join(hurt)} {what}; set it to {held}"
     )
     fix = ctx.convert_fix(hurt[0])
     message += f" (`{fix}` does)"
@@ -275,6 +291,10 @@ def layer_count(ctx):
         )
     else:
         yield ctx.f("WC406", message, "num_hidden_layers", fix=fix)
+
+
+def _layers(n: int) -> str:
+    return "one decoder layer" if n == 1 else f"{n} decoder layers"
 
 
 def mla_dims_held(ctx) -> dict[str, tuple[int, list[str]]]:

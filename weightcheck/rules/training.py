@@ -160,8 +160,13 @@ def training_gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = Fal
     """The WC9xx rules' input: can SRC initialize exactly that architecture?"""
     norm = config_mod.normalize(training_cfg)
     arch = inventory.named_by(training_cfg) or d.architecture or inventory.default()
-    inv = inventory.expected(arch, norm.symbols())
-    mine = d.by_canonical()
+    # the decoder layers that architecture builds: num_hidden_layers (SRC's, when the training
+    # config does not say a usable number)
+    L = norm.get("num_hidden_layers")
+    held = arch.layers_held(mine := d.by_canonical())
+    inv = inventory.expected(
+        arch, norm.symbols(), L if isinstance(L, int) and 1 <= L <= inventory.MAX_LAYERS else held
+    )
     mism, reinit, ignored = [], [], []
     initialized: dict[str, int] = {}
     from_scratch: dict[str, int] = {}

@@ -244,8 +244,8 @@ def settle_from_weights(plan: Plan, cfg: dict) -> dict[str, str]:
       field to build the head (absent: the load fails; null: it borrows the target's head and
       asserts on an own one), vLLM sizes the head by it: a value the weights contradict fails
       both (docs/engines.md).
-    * ``num_hidden_layers``: the layers written (one: the inventory has one decoder layer). Both
-      engines build as many layers as the field says and leave those without weights at init.
+    * ``num_hidden_layers``: the decoder layers written (layer 0 up to the highest ``layers.i``).
+      Both engines build as many layers as the field says and leave those without weights at init.
     * ``tie_word_embeddings``: false when an own lm_head is written, also when the source does
       not say (absent, a config class whose default is tied — transformers' PretrainedConfig —
       reads it as true); tied, SGLang would drop the trained head for the embedding.
@@ -266,9 +266,12 @@ def settle_from_weights(plan: Plan, cfg: dict) -> dict[str, str]:
             if rows is not None
             else f"from the weights: {d2t.out_name} has {n} entries"
         )
-    layers = 1  # the inventory (mappings/architectures/) holds one decoder layer
+    # the decoder layers written: layer 0 up to the highest layers.i (mappings/architectures/)
+    arch = plan.src.architecture
+    layers = arch.layers_held(it.canonical for it in plan.items) if arch is not None else 1
     if layer.get("num_hidden_layers") != layers:
-        why["num_hidden_layers"] = "from the weights: one decoder layer is written; " + (
+        written = "one decoder layer is" if layers == 1 else f"{layers} decoder layers are"
+        why["num_hidden_layers"] = f"from the weights: {written} written; " + (
             "absent, the engines' LlamaConfig default builds 32"
             if layer.get("num_hidden_layers") is None
             else "the engines build every layer the field names and leave the rest at init"
