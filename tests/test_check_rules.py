@@ -226,6 +226,14 @@ def t_swapped_tensors(w):
     return edit(src, w.path("x"), rename={a: b, b: a}), []
 
 
+@trigger("WC212", "hidden_size")
+def t_config_type(w):
+    """A config value of the wrong JSON type: no engine builds it (issue #21)."""
+    return edit(
+        w.clean(), w.path("x"), cfg=lambda c: c.update(hidden_size=str(c["hidden_size"]))
+    ), []
+
+
 # --- WC3xx vocabulary ----------------------------------------------------------------------------
 @trigger("WC301", "lm_head.weight")
 def t_lm_head_rows(w):

@@ -4,7 +4,7 @@ run them through :func:`run`."""
 
 from __future__ import annotations
 
-from weightcheck import rules
+from weightcheck import expr, rules
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
@@ -62,8 +62,38 @@ def run(
         if r.needs == "live" and ctx.live is None:
             continue
         findings.extend(r.fn(ctx))
+    findings = [f for f in findings if not computed_from_mistyped(ctx, f)]
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
     return ctx, causes.fold(findings)
+
+
+# the findings a config value decides: a shape, a condition, a count computed from the config
+_FROM_CONFIG = {"WC204", "WC205", "WC206", "WC207", "WC702", "WC703", "WC704"}
+# the findings that say the wrong type itself (WC705, the engine's refusal, is folded under WC212)
+_SAY_TYPE = {"WC212", "WC705"}
+
+
+def computed_from_mistyped(ctx: Context, f: Finding) -> bool:
+    """A finding computed from a config value of the wrong JSON type (mappings/config.toml gives
+    each field's type; NormalizedConfig.unknown_because): nothing computes with such a value, so
+    what would have (a rule about that field, a tensor whose expected shape or condition reads it)
+    is no finding of its own; WC212 says the one fact."""
+    n = ctx.n
+    if not n.unknown_because or f.code in _SAY_TYPE or f.subject is None:
+        return False
+    if f.subject in n.unknown_because:
+        return True
+    inv = ctx.d.inventory
+    if f.code not in _FROM_CONFIG or inv is None:
+        return False
+    t = inv.architecture.template_for(f.subject)
+    if t is None:
+        return False
+    read: set[str] = set()
+    for src in (*t.shape, t.when, t.for_each):
+        if src:
+            read |= expr.names(src)
+    return n.blamed(read) is not None
 
 
 def vocab_gate(d: Drafter, training_map):

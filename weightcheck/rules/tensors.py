@@ -130,7 +130,8 @@ def config_incomplete(ctx):
             seen.add(e.problem)
             yield ctx.f("WC207", f"{e.name}: {e.problem}", e.name)
     for fld, msg in ctx.n.problems:
-        yield ctx.f("WC207", f"config {msg}", fld)
+        if fld not in ctx.n.mistyped:  # WC212's
+            yield ctx.f("WC207", f"config {msg}", fld)
 
 
 @rule("WC208", "dtype-mixed", "warning", "Floating-point tensors in more than one dtype.")
@@ -221,3 +222,18 @@ def swapped(ctx):
             "are swapped (the engines load them into the wrong parameters or stop on the shapes)",
             a,
         )
+
+
+@rule(
+    "WC212",
+    "config-type",
+    "error",
+    'A config value has the wrong JSON type ("hidden_size": "128", a bool where an integer '
+    "belongs): no engine builds such a config.",
+)
+def config_type(ctx):
+    if ctx.d.source.config is None:
+        return
+    for fld, msg in ctx.n.problems:
+        if fld in ctx.n.mistyped:
+            yield ctx.f("WC212", msg, fld)
