@@ -28,6 +28,7 @@ from check_builders import (
     i64_values,
     mentions,
     mla_drafter,
+    placeholder_drafter,
     read_config,
     read_tensors,
     target_copy,
@@ -329,6 +330,12 @@ def t_t2d_count(w):
 @trigger("WC310", "t2d")
 def t_t2d_vs_d2t(w):
     return edit(w.clean(), w.path("x"), tensors=_t2d_moved), []
+
+
+@trigger("WC312", "d2t")
+def t_d2t_placeholder(w):
+    """The all-zero d2t a trainer writes before it builds the map (issue #21)."""
+    return placeholder_drafter(w.clean(), w.path("x")), []
 
 
 # --- WC4xx config --------------------------------------------------------------------------------

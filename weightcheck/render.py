@@ -551,6 +551,12 @@ def vocab_line(v: dict) -> str:
     sizes = f"{na:,} draft tokens each" if na == nb else f"{na:,} and {nb:,} draft tokens"
     idn = [s for s, k in (("A", "a_identity"), ("B", "b_identity")) if v.get(k)]
     tail = f" ({' and '.join(idn)} without d2t: the identity map)" if idn else ""
+    ph = [s for s, k in (("A", "a_placeholder"), ("B", "b_placeholder")) if v.get(k)]
+    if ph:  # all-zero d2t: not a map built from data (model/vocab.py is_placeholder)
+        tail += (
+            f" ({' and '.join(ph)}: d2t all zeros, the target's first ids — the placeholder "
+            "SpecForge writes before building the map from data)"
+        )
     return f"vocab: {sizes}: {v['shared']:,} shared, {v['same_index']:,} at the same index{tail}"
 
 

@@ -159,6 +159,17 @@ def vocab_meaning(v: dict) -> str:
     """What the maps mean for initializing B's training from A's weights (SpecForge and
     speculators overwrite d2t/t2d with the run's map, the lm_head rows stay where they were)."""
     na, nb, same = v["a_draft"], v["b_draft"], v["same_index"]
+    if v.get("a_placeholder") or v.get("b_placeholder"):
+        # an all-zero d2t is no map built from data (model/vocab.py is_placeholder): no advice
+        # that reads it as the tokens a head was trained for
+        who = " and ".join(s for s in "AB" if v.get(f"{s.lower()}_placeholder"))
+        return (
+            f"{who}'s d2t is the all-zero placeholder, not a map built from data: which token each "
+            "of its lm_head rows was trained for is not recorded, so neither initializing from it "
+            "nor re-indexing it (--vocab-from) can be judged from the maps; find the training "
+            "run's map (SpecForge: cache/vocab_mapping/<hash>.pt) and check against it "
+            "(weightcheck check A --training-vocab MAP)"
+        )
     if na == nb == same:
         return "the same map: A's lm_head rows stand for the same tokens under B's map"
     lost = nb - v["shared"]
