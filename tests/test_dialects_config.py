@@ -355,7 +355,7 @@ def test_target_model_passed_as_drafter(tmp_path):
     # layers 1..3 are explained by no dialect: reported, not dropped
     assert len(r["unknown"]) == 27 and all(".layers." in n for n in r["unknown"])
     text = run_cli("inspect", folder)
-    assert "looks like a target model" in text.stdout
+    assert "this is a target model, not an EAGLE-3 drafter" in text.stdout
 
 
 def test_a_drafter_does_not_look_like_a_target(make_drafter, tiny_cfg):

@@ -151,6 +151,15 @@ def vocab_report(a: Drafter, b: Drafter) -> dict | None:
     if ma is None or mb is None:
         return None
     r = vocab.overlap(ma, mb)
+    targets = [s for s, d in (("A", a), ("B", b)) if d.looks_like_target]
+    if targets:  # no drafter's training starts from a target, no convert makes one of it
+        who = " and ".join(targets)
+        r["meaning"] = (
+            f"{who} {'is a target model' if len(targets) == 1 else 'are target models'}, not "
+            "a drafter: its lm_head scores the whole vocabulary and no convert makes a drafter of "
+            "it; compare a drafter with a drafter (a target is check's --target)"
+        )
+        return r
     r["meaning"] = vocab_meaning(r)
     return r
 

@@ -33,10 +33,18 @@ def unknown_arch(ctx):
 )
 def target_as_drafter(ctx):
     if ctx.d.looks_like_target:
+        # where each engine's EAGLE-3 loader stops on it: the engine lines' words, not others
+        stops = [
+            f"{e} fails at {v.failure.stage}"
+            + (f" on {v.failure.subject}" if v.failure.subject else "")
+            for e, v in ctx.views().items()
+            if not v.starts
+        ]
+        said = f" ({'; '.join(stops)})" if stops else ""
         yield ctx.f(
             "WC203",
-            f"this looks like a target model, not an EAGLE-3 drafter: "
-            f"{ctx.d.looks_like_target} (SGLang crashes on hot_token_id)",
+            f"{ctx.d.target_said()}: no engine serves it as a drafter{said} and no convert "
+            "makes one of it; pass it as --target and give the drafter as SRC",
             None,
         )
 
