@@ -261,3 +261,16 @@ def mla_drafter(folder, seed: int = 0, drop=(), **cfg) -> pathlib.Path:
     c = {k: v for k, v in {**MLA_CFG, **cfg}.items() if k not in drop}
     synth.write_drafter(str(folder), c, seed=seed)
     return pathlib.Path(folder)
+
+
+def placeholder_drafter(src, out) -> pathlib.Path:
+    """``src`` with the placeholder map SpecForge writes before it builds one from data: d2t all
+    zeros (draft id j is target id j) and t2d marking the first draft_vocab_size ids."""
+
+    def zeros(m):
+        n = m["d2t"].shape[0]
+        m["d2t"].data = i64_bytes([0] * n)
+        t2d = m["t2d"]
+        t2d.data = bytes([1] * n + [0] * (t2d.shape[0] - n))
+
+    return edit(src, out, tensors=zeros)

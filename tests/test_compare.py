@@ -212,4 +212,4 @@ def test_target_passed_as_drafter_is_incompatible(make_drafter, tiny_cfg, tmp_pa
     write_file(str(t / "model.safetensors"), tensors)
     r = run_cli("compare", make_drafter("a", tiny_cfg), t, "--json")
     assert r.exit_code == 1
-    assert any("looks like a target model" in x for x in r.json["reasons"])
+    assert any("B is a target model, not an EAGLE-3 drafter" in x for x in r.json["reasons"])

@@ -358,7 +358,7 @@ def test_target_model_passed_as_drafter(tmp_path):
     assert len(later) == 27 and r["unknown"] == []
     assert all(t["canonical"] == t["name"][len("model.") :] for t in later)
     text = run_cli("inspect", folder)
-    assert "looks like a target model" in text.stdout
+    assert "this is a target model, not an EAGLE-3 drafter" in text.stdout
 
 
 def test_a_drafter_does_not_look_like_a_target(make_drafter, tiny_cfg):

@@ -109,9 +109,11 @@ def test_a_string_is_shown_as_wrongly_typed_not_absent(make_drafter, tiny_cfg):
     text = run_cli("inspect", d).stdout
     row = next(line for line in text.splitlines() if line.startswith("hidden_size "))
     assert 'hidden_size is a string ("256"), expected an integer' in row and "absent" not in row
-    check = run_cli("check", d, "--json").json
-    wc207 = [f for f in check["findings"] if f["code"] == "WC207" and f["subject"] == "hidden_size"]
-    assert wc207 and 'is a string ("256"), expected an integer' in wc207[0]["message"]
+    check = run_cli("check", d, "--json")
+    (wc212,) = [f for f in check.json["findings"] if f["code"] == "WC212"]
+    assert wc212["subject"] == "hidden_size" and wc212["severity"] == "error"
+    assert wc212["message"] == 'hidden_size is a string ("256"), expected an integer'
+    assert check.exit_code == 1
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
@@ -130,6 +132,11 @@ def test_inspect_and_check_speak_json_for_every_field_and_type(make_drafter, tin
         for args in commands:
             r = run_cli(*args)
             assert r.exit_code in (0, 1), (spec.name, found, args, r)
+            if args[0] == "check":  # a wrong type is an error (WC212), never a warning
+                assert r.exit_code == 1, (spec.name, found)
+                assert any(
+                    f["code"] == "WC212" and f["severity"] == "error" for f in r.json["findings"]
+                ), (spec.name, found)
             assert not PYTHON.search(r.stdout + r.stderr), (spec.name, found, args[-1])
 
 
@@ -138,5 +145,8 @@ def test_check_reads_a_wrongly_typed_architectures_without_crashing(make_drafter
     d = make_drafter(cfg=tiny_cfg)
     (d / "config.json").write_text(json.dumps(dict(tiny_cfg, architectures=value)))
     r = run_cli("check", d, "--json")
-    assert r.exit_code in (0, 1) and not PYTHON.search(r.stdout + r.stderr), r
-    assert any(f["code"] == "WC401" for f in r.json["findings"]), r.json["findings"]
+    assert r.exit_code == 1 and not PYTHON.search(r.stdout + r.stderr), r
+    # one finding for the one fact (issue #21): WC212 names the field and its type; WC401 does
+    # not judge a class name that is not there
+    (f,) = r.json["findings"]
+    assert f["code"] == "WC212" and f["subject"] == "architectures", r.json["findings"]

@@ -226,7 +226,7 @@ def test_concise_is_one_line_per_finding():
         assert line.startswith(f"{SPEC_TRAIN}: {f['code']} {f['message']}")  # + (explains ...)
     # no info: SGLang stops at its config step, nothing is replaced by the target's (no WC711)
     assert lines[-1] == (
-        f"Found 2 error(s), 1 warning(s), 0 info in {SPEC_TRAIN} — {j['conclusion']}"
+        f"Found 2 error(s), 0 warning(s), 0 info in {SPEC_TRAIN} — {j['conclusion']}"
     )
     clean = run_cli(
         "check", PRODUCERS / "specforge-sglang", "--engine", "sglang", "--format", "concise"

@@ -384,6 +384,25 @@ def convert(
         from weightcheck.model import vocab
 
         vmap = vocab.load_map(str(vocab_from), token=token)
+    if d.looks_like_target and check:
+        # a target model, not a drafter: nothing to plan; refused with check's findings on SRC
+        # (exit 1, as check SRC gives), --allow-errors or not: no drafter can be written of it
+        r = {
+            "schema": "weightcheck.convert/1",
+            "source": d.source.spec,
+            "source_dialect": d.dialect,
+            "to": to,
+            "out": out,
+            "shards": [],
+            "tensors": [],
+            "config_changes": [],
+            "notes": [],
+            "config": None,
+            "check": convert_mod.check_source(d, to, tgt),
+            "refused": True,
+            "exit_status": 1,
+        }
+        return ConvertResult(report=r, out=out, to=to, refused=True)
     if any(f.format == "pickle" for f in d.source.files.values()):
         require_torch("converting a pickled checkpoint")
     p = convert_mod.plan(

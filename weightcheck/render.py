@@ -313,7 +313,10 @@ def inspect_text(r: dict, out: Output) -> str:
     ]
     if r.get("looks_like_target"):
         head.append(
-            ("warning", f"this looks like a target model, not a drafter: {r['looks_like_target']}")
+            (
+                "warning",
+                f"this is a target model, not an EAGLE-3 drafter: {r['looks_like_target']}",
+            )
         )
     lines.append(table([], head, out, prose=(1,), styles={0: lambda c: "bold"}))
     lines.append("")
@@ -549,6 +552,12 @@ def vocab_line(v: dict) -> str:
     sizes = f"{na:,} draft tokens each" if na == nb else f"{na:,} and {nb:,} draft tokens"
     idn = [s for s, k in (("A", "a_identity"), ("B", "b_identity")) if v.get(k)]
     tail = f" ({' and '.join(idn)} without d2t: the identity map)" if idn else ""
+    ph = [s for s, k in (("A", "a_placeholder"), ("B", "b_placeholder")) if v.get(k)]
+    if ph:  # all-zero d2t: not a map built from data (model/vocab.py is_placeholder)
+        tail += (
+            f" ({' and '.join(ph)}: d2t all zeros, the target's first ids — the placeholder "
+            "SpecForge writes before building the map from data)"
+        )
     return f"vocab: {sizes}: {v['shared']:,} shared, {v['same_index']:,} at the same index{tail}"
 
 
@@ -946,7 +955,8 @@ def _gate_lines(r: dict, out: Output) -> list[str]:
             if not fs
             else ", ".join(f"{n[k]} {k}(s)" for k in SEVERITY_STYLE if n.get(k))
         )
-        lines.append(f"check --engine {e['engine']} {e['version']} on the output: {verdict}")
+        on = "the source" if g.get("on") == "source" else "the output"
+        lines.append(f"check --engine {e['engine']} {e['version']} on {on}: {verdict}")
         if fs:
             lines.append(findings_table(group(fs), out))
     return lines
@@ -985,6 +995,16 @@ def convert_text(r: dict, dry_run: bool, out: Output | None = None) -> str:
     lines += _lines(r["config_changes"], out, "config: ")
     lines += _lines(r["notes"], out, "note: ")
     lines += _gate_lines(r, out)
+    if r.get("refused") and (r.get("check") or {}).get("on") == "source":
+        lines.append(
+            paint(
+                "refused: SRC is a target model, not a drafter (above); nothing written",
+                "error",
+                out,
+            )
+            + " — pass it as --target TARGET, and a drafter as SRC"
+        )
+        return "\n".join(lines)
     if r.get("refused"):
         lines.append(
             paint("refused: the output would fail its check (above); nothing written", "error", out)

@@ -151,6 +151,15 @@ def vocab_report(a: Drafter, b: Drafter) -> dict | None:
     if ma is None or mb is None:
         return None
     r = vocab.overlap(ma, mb)
+    targets = [s for s, d in (("A", a), ("B", b)) if d.looks_like_target]
+    if targets:  # no drafter's training starts from a target, no convert makes one of it
+        who = " and ".join(targets)
+        r["meaning"] = (
+            f"{who} {'is a target model' if len(targets) == 1 else 'are target models'}, not "
+            "a drafter: its lm_head scores the whole vocabulary and no convert makes a drafter of "
+            "it; compare a drafter with a drafter (a target is check's --target)"
+        )
+        return r
     r["meaning"] = vocab_meaning(r)
     return r
 
@@ -159,6 +168,17 @@ def vocab_meaning(v: dict) -> str:
     """What the maps mean for initializing B's training from A's weights (SpecForge and
     speculators overwrite d2t/t2d with the run's map, the lm_head rows stay where they were)."""
     na, nb, same = v["a_draft"], v["b_draft"], v["same_index"]
+    if v.get("a_placeholder") or v.get("b_placeholder"):
+        # an all-zero d2t is no map built from data (model/vocab.py is_placeholder): no advice
+        # that reads it as the tokens a head was trained for
+        who = " and ".join(s for s in "AB" if v.get(f"{s.lower()}_placeholder"))
+        return (
+            f"{who}'s d2t is the all-zero placeholder, not a map built from data: which token each "
+            "of its lm_head rows was trained for is not recorded, so neither initializing from it "
+            "nor re-indexing it (--vocab-from) can be judged from the maps; find the training "
+            "run's map (SpecForge: cache/vocab_mapping/<hash>.pt) and check against it "
+            "(weightcheck check A --training-vocab MAP)"
+        )
     if na == nb == same:
         return "the same map: A's lm_head rows stand for the same tokens under B's map"
     lost = nb - v["shared"]

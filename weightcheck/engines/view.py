@@ -243,6 +243,8 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
     base = {k: v for k, v in cfg.items() if isinstance(k, str)}
 
     def fail(fld, msg, stage):
+        if (fld, msg) in errors:  # an object that is not one, read for several fields
+            return
         errors.append((fld, msg))
         failures.append(Failure(stage, msg, fld))
 
@@ -260,6 +262,11 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
             }
             continue
         for path in item.paths:
+            bad = config_mod.container_problem(cfg, path)
+            if bad is not None:  # an object it looks inside is not one (rule WC212)
+                fail(bad[0], bad[1], item.stage)
+                values[fld], shown[fld], found = None, {"value": None, "from": bad[0]}, True
+                break
             v = config_mod.lookup(cfg, path)
             if v is not config_mod._MISSING:
                 if v is None and item.null == "default":
@@ -271,6 +278,11 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
                         f"`{fld}` is null: the engine uses it as a number and fails",
                         item.stage,
                     )
+                elif v is not None and config_mod.path_type_problem(path, v):
+                    # the JSON type mappings/config.toml gives the field (rule WC212): the
+                    # engine does not build the config, and nothing computes with the value
+                    fail(fld, config_mod.path_type_problem(path, v), item.stage)
+                    values[fld] = None
                 elif v is not None and not _type_ok(item.type, v):
                     fail(
                         fld,
@@ -315,8 +327,17 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
                 shown[fld] = {"value": item.auto[v], "from": f"engine default ({v}, auto)"}
                 v = item.auto[v]
             values[fld] = v
+    read = _reads(data)
     for k, v in base.items():  # flags the loader tests directly (e.g. use_aux_norm)
-        values.setdefault(k, v)
+        if k in values:
+            continue
+        problem = config_mod.path_type_problem(k, v) if v is not None else None
+        if problem is None:
+            values[k] = v
+            continue
+        values[k] = None  # a value of the wrong JSON type: nothing computes with it
+        if k in read:
+            fail(k, problem, "build")
     for f in data.fails:
         try:
             hit = bool(expr.evaluate(f.when, values))
@@ -326,6 +347,19 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
             errors.append((f.when, f.why))
             failures.append(Failure(f.stage, f.why, f.when, f.cite))
     return values, shown, errors, spec, failures
+
+
+def _reads(data: Engine) -> frozenset[str]:
+    """The config names a loader's expressions read (shapes, conditions, defaults, failures)."""
+    out: set[str] = set()
+    srcs = [p.shape for p in data.parameter] + [p.when for p in data.parameter]
+    srcs += [c.default for c in data.config] + [f.when for f in data.fails]
+    if data.layers is not None:
+        srcs.append(data.layers.count)
+    for src in srcs:
+        if src:
+            out |= expr.names(src)
+    return frozenset(out)
 
 
 def _expand(param: str, n: int) -> list[str]:

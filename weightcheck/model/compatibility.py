@@ -130,9 +130,7 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
     c = Comparison(a, b, pairs=pair_tensors(a, b))
     for label, d in (("A", a), ("B", b)):
         if d.looks_like_target:
-            c.reasons.append(
-                f"{label} looks like a target model, not a drafter: {d.looks_like_target}"
-            )
+            c.reasons.append(d.target_said(label))
         if d.architecture is None:
             c.notes.append(f"{label}: {d.architecture_evidence}")
     if a.architecture and b.architecture and a.architecture.name != b.architecture.name:

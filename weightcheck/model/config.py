@@ -9,6 +9,7 @@ ids in ``eagle_config`` or at top level, ``dtype`` vs ``torch_dtype`` and ``rope
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -39,6 +40,14 @@ class NormalizedConfig:
     # (field, message): values of the wrong type, objects that are not objects, defaults that
     # cannot be computed; each message names the field, the JSON type found and the one expected
     problems: list = field(default_factory=list)
+    # the fields (and objects) of ``problems`` whose value is of the wrong JSON type: no engine
+    # builds such a config (rule WC212); the other problems are defaults that cannot be computed
+    mistyped: set = field(default_factory=set)
+    # name -> the mistyped field (or object) that makes it unknown: the field itself, a field
+    # inside an object that is not one, a default computed from one of these. Nothing computes
+    # with these values; what would have (a tensor's expected shape) is a consequence of that one
+    # finding, not a finding of its own.
+    unknown_because: dict = field(default_factory=dict)
 
     def get(self, name, default=None):
         v = self.values.get(name)
@@ -54,6 +63,15 @@ class NormalizedConfig:
             if spec.symbol:
                 out[spec.symbol] = self.values.get(spec.name)
         return out
+
+    def blamed(self, names) -> str | None:
+        """The mistyped field that makes one of ``names`` (fields or shape symbols) unknown."""
+        by_symbol = {s.symbol: s.name for s in field_specs() if s.symbol}
+        for n in sorted(names):
+            why = self.unknown_because.get(by_symbol.get(n, n))
+            if why is not None:
+                return why
+        return None
 
 
 def field_specs() -> tuple[FieldSpec, ...]:
@@ -110,6 +128,40 @@ _TYPES = {
 ITEM_TYPES = {"architectures": "str"}
 
 
+@functools.lru_cache(maxsize=None)
+def _path_types() -> dict:
+    return {path: spec.type for spec in field_specs() for path in spec.paths}
+
+
+def path_type_problem(path: str, v) -> str | None:
+    """``PATH is a string ("128"), expected an integer`` when ``v``, read at ``path``, is not
+    of the JSON type mappings/config.toml gives the field there (None: it is, or the path is
+    not one of config.toml's). The engine replays read the same paths with the same types."""
+    t = _path_types().get(path)
+    if t is None or v is None:
+        return None
+    if t == "float" and type(v) is int:
+        return None
+    return None if _TYPES[t](v) else type_problem(path, v, EXPECTED[t])
+
+
+def container_problem(raw, path: str) -> tuple[str, str] | None:
+    """(object, message) when an object ``path`` looks inside is there but is not an object
+    (``"eagle_config": 3``): the message is the one normalize() gives it."""
+    parts = path.split(".")
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+        if node is not None and not isinstance(node, dict):
+            where = ".".join(parts[: i + 1])
+            return where, type_problem(
+                where, node, "an object"
+            ) + ": the fields inside it cannot be read"
+    return None
+
+
 def json_excerpt(v, limit: int = 40) -> str:
     """A value as JSON, cut to ``limit`` characters: what a message quotes."""
     text = json.dumps(v, ensure_ascii=False, default=str)
@@ -131,25 +183,15 @@ def _container_problems(raw: dict, specs) -> list[tuple[str, str]]:
     out, seen = [], set()
     for spec in specs:
         for path in spec.paths:
-            parts = path.split(".")
-            node = raw
-            for i, part in enumerate(parts[:-1]):
-                if not isinstance(node, dict) or part not in node:
-                    break
-                node = node[part]
-                where = ".".join(parts[: i + 1])
-                if node is not None and not isinstance(node, dict):
-                    if where not in seen:
-                        seen.add(where)
-                        out.append(
-                            (
-                                where,
-                                type_problem(where, node, "an object")
-                                + ": the fields inside it cannot be read",
-                            )
-                        )
-                    break
+            bad = container_problem(raw, path)
+            if bad is not None and bad[0] not in seen:
+                seen.add(bad[0])
+                out.append(bad)
     return out
+
+
+def _inside(spec: FieldSpec, container: str) -> bool:
+    return any(p.startswith(container + ".") for p in spec.paths)
 
 
 def normalize(raw: dict | None) -> NormalizedConfig:
@@ -157,7 +199,9 @@ def normalize(raw: dict | None) -> NormalizedConfig:
     out = NormalizedConfig()
     specs = field_specs()
     pending = []
-    out.problems.extend(_container_problems(raw, specs))
+    containers = _container_problems(raw, specs)
+    out.problems.extend(containers)
+    out.mistyped.update(where for where, _ in containers)
     for spec in specs:
         invalid = None
         for path in spec.paths:
@@ -172,15 +216,19 @@ def normalize(raw: dict | None) -> NormalizedConfig:
                 v = float(v)
             if not _TYPES[spec.type](v):
                 out.problems.append((spec.name, type_problem(path, v, EXPECTED[spec.type])))
+                out.mistyped.add(spec.name)
                 invalid = invalid or path
                 continue
             item = ITEM_TYPES.get(spec.name)
-            if item is not None:
-                for i, x in enumerate(v):
-                    if not _TYPES[item](x):
-                        out.problems.append(
-                            (spec.name, type_problem(f"{path}[{i}]", x, EXPECTED[item]))
-                        )
+            wrong = [i for i, x in enumerate(v) if not _TYPES[item](x)] if item else []
+            for i in wrong:
+                out.problems.append((spec.name, type_problem(f"{path}[{i}]", v[i], EXPECTED[item])))
+            if 0 in wrong:
+                # the item the engines read (architectures[0] picks the class) is of the wrong
+                # type: the list is no value; a later item only stands out (WC207)
+                out.mistyped.add(spec.name)
+                invalid = invalid or path
+                continue
             out.values[spec.name] = v
             out.provenance[spec.name] = path
             break
@@ -189,12 +237,33 @@ def normalize(raw: dict | None) -> NormalizedConfig:
             # a value of the wrong type is not a value, and no default stands in for it: the
             # engine would read what is written, not our default
             out.provenance[spec.name] = INVALID if invalid else "absent"
-            if spec.default is not None and not invalid:
-                pending.append(spec)
+            if invalid:
+                out.unknown_because[spec.name] = spec.name
+            else:
+                # a field inside an object that is not one is unreadable, not absent
+                bad = next((c for c in sorted(out.mistyped) if _inside(spec, c)), None)
+                if bad is not None:
+                    out.unknown_because[spec.name] = bad
+                elif spec.default is not None:
+                    pending.append(spec)
     # defaults may refer to other fields, including other defaults: resolve until stable
     for _ in range(len(pending) + 1):
         progressed = False
         for spec in list(pending):
+            # a default that reads a field of the wrong type is not computed: unknown because of it
+            why = next(
+                (
+                    out.unknown_because[n]
+                    for n in sorted(expr.names(spec.default))
+                    if n in out.unknown_because
+                ),
+                None,
+            )
+            if why is not None:
+                out.unknown_because[spec.name] = why
+                pending.remove(spec)
+                progressed = True
+                continue
             try:
                 value = expr.evaluate(spec.default, out.values)
             except expr.Undefined:

@@ -187,13 +187,14 @@ def default() -> Architecture:
 
 
 def declared(cfg: dict) -> list[str] | None:
-    """A config's ``architectures``: the list as written when it is a list of strings, [] when
-    absent, None when it is anything else (a rule says so; nothing reads it as names)."""
+    """A config's ``architectures``: its class names when it is a list whose first item (the one
+    the engines read) is a string, [] when absent, None when it is anything else (WC212 says so;
+    nothing reads it as names). A later item of another type is left out (WC207 says it)."""
     names = cfg.get("architectures")
     if names is None:
         return []
-    if isinstance(names, list) and all(isinstance(n, str) for n in names):
-        return names
+    if isinstance(names, list) and (not names or isinstance(names[0], str)):
+        return [n for n in names if isinstance(n, str)]
     return None
 
 

@@ -29,6 +29,8 @@ class VocabMap:
     vocab: int | None  # the target vocabulary's size (t2d's length, or the config's vocab_size)
     identity: bool  # no d2t: draft ids are target ids
     where: str  # what the map was read from, for messages
+    # a d2t of all zeros for a draft vocabulary smaller than the target's (see is_placeholder)
+    placeholder: bool = False
 
     @property
     def size(self) -> int:
@@ -62,7 +64,25 @@ def from_offsets(d2t, vocab: int | None, where: str) -> VocabMap:
             f"d2t maps {len(bad)} draft id(s) outside [0, {vocab}); first: draft id {j} -> "
             f"target id {targets[j]}",
         )
-    return VocabMap(targets, vocab, False, where)
+    return VocabMap(targets, vocab, False, where, placeholder=is_placeholder(d2t, vocab))
+
+
+def is_placeholder(d2t, vocab: int | None) -> bool:
+    """The one test of the placeholder map: a d2t of all zeros (draft id j is target id j) while
+    the draft vocabulary is smaller than the target's (``vocab``). It is what a trainer (SpecForge)
+    writes before it builds the map from the data's token frequencies: the draft vocabulary is
+    then simply the target's first ids, almost certainly not the one the head was trained on.
+    A full-size all-zero d2t is the identity map, nothing odd."""
+    n = len(d2t)
+    return bool(n) and isinstance(vocab, int) and n < vocab and not any(d2t)
+
+
+def placeholder_said(n: int, vocab: int) -> str:
+    """The placeholder in words (check's WC312, compare's vocab line)."""
+    return (
+        f"d2t is all zeros: draft token j is target token j, the first {n:,} of {vocab:,} ids — "
+        "the placeholder SpecForge writes before building the map from data"
+    )
 
 
 def identity(n: int, where: str) -> VocabMap:
@@ -182,6 +202,8 @@ def overlap(a: VocabMap, b: VocabMap) -> dict:
         "same_index": same,
         "a_identity": a.identity,
         "b_identity": b.identity,
+        "a_placeholder": a.placeholder,
+        "b_placeholder": b.placeholder,
     }
 
 

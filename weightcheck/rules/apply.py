@@ -17,7 +17,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from weightcheck import rules
+from weightcheck import expr, rules
 from weightcheck.engines import view as engine_mod
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
@@ -126,6 +126,9 @@ def apply(ctx: Context, skip: frozenset = frozenset()) -> list[Finding]:
     for r in rules.RULES.values():
         if have[r.needs] and r.needs not in skip:
             out.extend(r.fn(ctx))
+    out = [f for f in out if not computed_from_mistyped(ctx, f)]
+    if ctx.d.looks_like_target:  # one fact, one answer: WC203 (model/drafter.py decides it)
+        out = [f for f in out if f.code in STILL_SAID_OF_A_TARGET]
     return out
 
 
@@ -176,6 +179,42 @@ def canonical_names(d: Drafter) -> dict[str, str]:
     """Checkpoint name -> canonical name, so that findings about one tensor are related whatever
     layout names it (causes.fold)."""
     return {t.name: t.canonical for t in d.tensors if getattr(t, "canonical", None)}
+
+
+# a target model given as SRC (Drafter.looks_like_target): WC203 says so, and the findings that
+# judge it as a drafter — names no drafter dialect explains, a wrapper prefix to convert away, the
+# inventory a drafter config implies, a target class in architectures, the engines' EAGLE-3
+# loaders failing on it — are that one fact seen from elsewhere (and their advice, convert it,
+# cannot work): not said. Kept: what holds of any checkpoint (the shard index, config types).
+STILL_SAID_OF_A_TARGET = frozenset({"WC203", "WC210", "WC212"})
+
+# the findings a config value decides: a shape, a condition, a count computed from the config
+_FROM_CONFIG = {"WC204", "WC205", "WC206", "WC207", "WC702", "WC703", "WC704"}
+# the findings that say the wrong type itself (WC705, the engine's refusal, is folded under WC212)
+_SAY_TYPE = {"WC212", "WC705"}
+
+
+def computed_from_mistyped(ctx: Context, f: Finding) -> bool:
+    """A finding computed from a config value of the wrong JSON type (mappings/config.toml gives
+    each field's type; NormalizedConfig.unknown_because): nothing computes with such a value, so
+    what would have (a rule about that field, a tensor whose expected shape or condition reads it)
+    is no finding of its own; WC212 says the one fact."""
+    n = ctx.n
+    if not n.unknown_because or f.code in _SAY_TYPE or f.subject is None:
+        return False
+    if f.subject in n.unknown_because:
+        return True
+    inv = ctx.d.inventory
+    if f.code not in _FROM_CONFIG or inv is None:
+        return False
+    t = inv.architecture.template_for(f.subject)
+    if t is None:
+        return False
+    read: set[str] = set()
+    for src in (*t.shape, t.when, t.for_each):
+        if src:
+            read |= expr.names(src)
+    return n.blamed(read) is not None
 
 
 def vocab_gate(d: Drafter, training_map):

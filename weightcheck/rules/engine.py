@@ -176,6 +176,8 @@ def engine_default(ctx):
 def aux_convention(ctx):
     v = ctx.engine_view
     t = ctx.target
+    if not v.starts:  # an engine that does not start captures nothing (its failure is said)
+        return
     # the convention the drafter was trained in: its dialect's (mappings/dialects/*.toml
     # aux_convention), refined by where its config keeps the ids
     if t is None:
@@ -242,6 +244,8 @@ def target_support(ctx):
 )
 def aux_location(ctx):
     v = ctx.engine_view
+    if not v.starts:  # an engine that does not start captures nothing (its failure is said)
+        return
     raw = ctx.d.config
     nested = config_mod.lookup(raw, "eagle_config.eagle_aux_hidden_state_layer_ids")
     top = raw.get("eagle_aux_hidden_state_layer_ids")
@@ -298,7 +302,7 @@ def shipped(ctx):
 def captured_count(ctx):
     v = ctx.engine_view
     t = ctx.target
-    if t is None or not v.architectures_ok or v.captured_layers is None:
+    if t is None or not v.starts or not v.architectures_ok or v.captured_layers is None:
         return
     n = (v.config.get("num_aux_hidden_states") or {}).get("value")
     if type(n) is not int or len(v.captured_layers) == n:

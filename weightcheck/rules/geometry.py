@@ -58,10 +58,14 @@ def architectures(ctx):
         if loads:  # some engine loads it: a warning that says which does and which does not
             read_as = engine_mod.resolved_architecture(loads[0], names[0])
             fix = ctx.convert_fix(fails[0])
+            # "loads the drafter" only where the engine's view says it starts (the engine lines)
+            views = ctx.views()
+            starts = all(views[e].starts for e in loads if e in views)
+            then = " and load(s) the drafter" if starts else " (its EAGLE-3 loader)"
             yield ctx.f(
                 "WC401",
                 f"architectures[0] is {names[0]}{hint}: {', '.join(loads)} read(s) it as "
-                f"{read_as} and load(s) the drafter; {', '.join(fails)} select(s) no EAGLE-3 "
+                f"{read_as}{then}; {', '.join(fails)} select(s) no EAGLE-3 "
                 f"loader and fail(s) — `{fix}` writes {want}",
                 "architectures",
                 severity=WARNING,

@@ -33,10 +33,18 @@ def unknown_arch(ctx):
 )
 def target_as_drafter(ctx):
     if ctx.d.looks_like_target:
+        # where each engine's EAGLE-3 loader stops on it: the engine lines' words, not others
+        stops = [
+            f"{e} fails at {v.failure.stage}"
+            + (f" on {v.failure.subject}" if v.failure.subject else "")
+            for e, v in ctx.views().items()
+            if not v.starts
+        ]
+        said = f" ({'; '.join(stops)})" if stops else ""
         yield ctx.f(
             "WC203",
-            f"this looks like a target model, not an EAGLE-3 drafter: "
-            f"{ctx.d.looks_like_target} (SGLang crashes on hot_token_id)",
+            f"{ctx.d.target_said()}: no engine serves it as a drafter{said} and no convert "
+            "makes one of it; pass it as --target and give the drafter as SRC",
             None,
         )
 
@@ -130,7 +138,8 @@ def config_incomplete(ctx):
             seen.add(e.problem)
             yield ctx.f("WC207", f"{e.name}: {e.problem}", e.name)
     for fld, msg in ctx.n.problems:
-        yield ctx.f("WC207", f"config {msg}", fld)
+        if fld not in ctx.n.mistyped:  # WC212's
+            yield ctx.f("WC207", f"config {msg}", fld)
 
 
 @rule("WC208", "dtype-mixed", "warning", "Floating-point tensors in more than one dtype.")
@@ -221,3 +230,18 @@ def swapped(ctx):
             "are swapped (the engines load them into the wrong parameters or stop on the shapes)",
             a,
         )
+
+
+@rule(
+    "WC212",
+    "config-type",
+    "error",
+    'A config value has the wrong JSON type ("hidden_size": "128", a bool where an integer '
+    "belongs): no engine builds such a config.",
+)
+def config_type(ctx):
+    if ctx.d.source.config is None:
+        return
+    for fld, msg in ctx.n.problems:
+        if fld in ctx.n.mistyped:
+            yield ctx.f("WC212", msg, fld)

@@ -236,3 +236,26 @@ def t2d_vs_d2t(ctx):
             f"marks {len(only_t2d)} d2t does not reach (stale vocab mapping?)",
             "t2d",
         )
+
+
+@rule(
+    "WC312",
+    "d2t-placeholder",
+    "warning",
+    "d2t is all zeros with a reduced draft vocabulary: the placeholder map (the target's first ids), "
+    "not one built from data.",
+)
+def d2t_placeholder(ctx):
+    from weightcheck.model import vocab
+
+    d2t, t2d = ctx.vocab_maps()
+    v = len(t2d) if t2d is not None else ctx.n.get("vocab_size")
+    if d2t is None or not vocab.is_placeholder(d2t, v):
+        return
+    yield ctx.f(
+        "WC312",
+        f"{vocab.placeholder_said(len(d2t), v)}: it loads and runs, but the head was almost "
+        "certainly not trained on that map (acceptance near 1.0); ship the run's own map as "
+        "d2t/t2d (SpecForge: cache/vocab_mapping/<hash>.pt)",
+        "d2t",
+    )

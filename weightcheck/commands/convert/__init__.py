@@ -8,7 +8,7 @@ appears (storage/verify.py).
 
 from __future__ import annotations
 
-from weightcheck.commands.convert.gate import check_plan
+from weightcheck.commands.convert.gate import check_plan, check_source
 from weightcheck.commands.convert.plan import (
     DESTINATIONS,
     Item,
@@ -29,6 +29,7 @@ from weightcheck.commands.convert.publish import (
 __all__ = [
     "DESTINATIONS",
     "check_plan",
+    "check_source",
     "Item",
     "Plan",
     "parse_size",

@@ -98,3 +98,24 @@ def check_plan(p: Plan) -> dict:
         )
     ok = all(f["severity"] != ERROR for r in runs for f in r["findings"])
     return {"ok": ok, "engines": runs}
+
+
+def check_source(d: Drafter, to: str, target=None) -> dict:
+    """A SRC that is a target model, not a drafter (``Drafter.looks_like_target``): no plan can
+    be made of it, so check's rules run on SRC itself for each engine that reads ``to`` — the
+    same findings ``check SRC --engine E`` gives — and the conversion is refused with them (exit
+    1, like check), not stopped as unreadable input (exit 2: the files read fine)."""
+    from weightcheck.rules.apply import run
+
+    runs = []
+    for engine in engine_mod.read_by(to):
+        _, findings = run(d, engine=engine, target=target)
+        runs.append(
+            {
+                "engine": engine,
+                "version": engine_mod.newest(engine_mod.load(engine)),
+                "findings": [f.as_dict() for f in findings],
+            }
+        )
+    ok = all(f["severity"] != ERROR for r in runs for f in r["findings"])
+    return {"ok": ok, "engines": runs, "on": "source"}

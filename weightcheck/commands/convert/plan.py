@@ -152,6 +152,8 @@ def plan(
     p = Plan(
         src=src, to=to, out=out, target=target, embed_target=embed_target, head_target=lm_head_from
     )
+    if src.looks_like_target:
+        raise WeightcheckError(src.source.spec, src.target_said("it"))
     if src.naming.unknown:
         raise WeightcheckError(
             src.source.spec,
@@ -162,10 +164,6 @@ def plan(
     if src.naming.duplicates:
         c, names = next(iter(src.naming.duplicates.items()))
         raise WeightcheckError(src.source.spec, f"{c} is given twice ({', '.join(names)})")
-    if src.looks_like_target:
-        raise WeightcheckError(
-            src.source.spec, f"looks like a target model, not a drafter: {src.looks_like_target}"
-        )
     if not engine_mod.replays(src.architecture, to):
         inv = engine_mod.load(to).engine.inventory
         raise WeightcheckError(

@@ -1,0 +1,153 @@
+"""Issue #21, item 1: a config value of the wrong JSON type is an error (WC212), one finding per
+field, in the user's words; nothing computes with the value (no shape rows, no rule about the
+field, no engine parameter sized by it); plain `check`, `check --engine sglang|vllm` and
+convert's gate give the same answer, and `convert` refuses."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from check_builders import by_code, check, copy_fixture, edit
+from conftest import run_cli
+
+from weightcheck.model import config as config_mod
+
+SRC = "specforge-sglang"
+# values no engine builds, as the issue lists them: (field, value, message)
+BAD = [
+    ("hidden_size", "64", 'hidden_size is a string ("64"), expected an integer'),
+    ("num_hidden_layers", 1.5, "num_hidden_layers is a number (1.5), expected an integer"),
+    ("intermediate_size", True, "intermediate_size is a boolean (true), expected an integer"),
+    ("draft_vocab_size", [128], "draft_vocab_size is an array ([128]), expected an integer"),
+    (
+        "target_hidden_size",
+        {"v": 64},
+        'target_hidden_size is an object ({"v": 64}), expected an integer',
+    ),
+    (
+        "eagle_config",
+        3,
+        "eagle_config is an integer (3), expected an object: the fields inside it cannot be read",
+    ),
+    ("architectures", [7], "architectures[0] is an integer (7), expected a string"),
+]
+# what leaked before: the evaluator's words, and rows computed from the bad value
+INTERNALS = re.compile(r"arithmetic on an unknown value|is not known|shape unknown|in '")
+
+
+def _bad(tmp_path, fld, value):
+    def bad(c):
+        # the ids where both engines read them: no aux-location warning beside the one fact
+        c["eagle_aux_hidden_state_layer_ids"] = c["eagle_config"][
+            "eagle_aux_hidden_state_layer_ids"
+        ]
+        c.update({fld: value})
+
+    return edit(copy_fixture(SRC, tmp_path / "src"), tmp_path / "x", cfg=bad)
+
+
+def _top(rep):
+    return [(f["code"], f["severity"], f["subject"], f["message"]) for f in rep["findings"]]
+
+
+@pytest.mark.parametrize("fld,value,message", BAD, ids=[b[0] for b in BAD])
+def test_one_error_per_field_and_every_engine_agrees(tmp_path, fld, value, message):
+    d = _bad(tmp_path, fld, value)
+    code, rep = check(d)
+    assert code == 1 and not rep["ok"]
+    # the one finding, an error, in the user's words; nothing else computed from the value
+    assert _top(rep) == [("WC212", "error", fld, message)], rep["findings"]
+    assert not INTERNALS.search(json.dumps(rep["findings"]))
+    # the engine lines say it does not start, on that field
+    for e, s in rep["engines"].items():
+        assert not s["starts"] and fld in s["says"], (e, s["says"])
+    for engine in ("sglang", "vllm"):
+        code_e, rep_e = check(d, "--engine", engine)
+        assert code_e == 1
+        wc212 = by_code(rep_e, "WC212")
+        assert [(f["severity"], f["subject"], f["message"]) for f in wc212] == [
+            ("error", fld, message)
+        ]
+        # the engine's own refusal is the same fact: under the root, not beside it
+        assert "WC705" not in {f["code"] for f in rep_e["findings"]}
+        assert {c["code"] for c in wc212[0]["consequences"]} <= {"WC705"}
+        others = [f for f in rep_e["findings"] if f["code"] != "WC212"]
+        assert all(f["code"] == "WC710" and f["severity"] == "warning" for f in others), others
+        assert not INTERNALS.search(json.dumps(rep_e["findings"]))
+
+
+def test_two_bad_fields_are_two_findings_and_nothing_else(tmp_path):
+    def two(c):
+        c.update(hidden_size="64", rms_norm_eps="1e-5")
+
+    d = edit(copy_fixture(SRC, tmp_path / "src"), tmp_path / "x", cfg=two)
+    code, rep = check(d)
+    assert code == 1
+    assert [(f["code"], f["subject"]) for f in rep["findings"]] == [
+        ("WC212", "hidden_size"),
+        ("WC212", "rms_norm_eps"),
+    ]
+
+
+def test_a_later_architectures_item_is_a_warning(tmp_path):
+    """Engines pick the class from architectures[0]: a later item of another type stands out
+    (WC207, a warning) but is no reason the config cannot be built."""
+    d = _bad(tmp_path, "architectures", ["LlamaForCausalLMEagle3", 7])
+    code, rep = check(d)
+    assert code == 0 and not by_code(rep, "WC212")
+    (f,) = by_code(rep, "WC207")
+    assert f["message"] == "config architectures[1] is an integer (7), expected a string"
+
+
+def test_a_missing_field_stays_a_warning(tmp_path):
+    """WC207 (a field absent) is untouched: a warning, not WC212."""
+    d = edit(
+        copy_fixture(SRC, tmp_path / "src"),
+        tmp_path / "x",
+        cfg=lambda c: c.pop("intermediate_size"),
+    )
+    code, rep = check(d)
+    assert code == 0 and by_code(rep, "WC207") and not by_code(rep, "WC212")
+
+
+def test_a_speculators_nested_field(tmp_path):
+    src = copy_fixture("speculators-train", tmp_path / "src")
+
+    def nested(c):
+        c["transformer_layer_config"]["hidden_size"] = "64"
+
+    d = edit(src, tmp_path / "x", cfg=nested)
+    for args in ((), ("--engine", "vllm")):
+        code, rep = check(d, *args)
+        assert code == 1
+        (f,) = by_code(rep, "WC212")
+        assert f["message"] == (
+            'transformer_layer_config.hidden_size is a string ("64"), expected an integer'
+        )
+        assert not by_code(rep, "WC207") and not by_code(rep, "WC704")
+
+
+@pytest.mark.parametrize("to", ["sglang", "vllm"])
+def test_convert_refuses(tmp_path, to):
+    d = _bad(tmp_path, "hidden_size", "64")
+    out = tmp_path / "out"
+    r = run_cli("convert", d, out, "--to", to, "--target", "tests/fixtures/producers/target-llama")
+    assert r.exit_code == 1, r
+    assert "WC212" in r.stdout and 'hidden_size is a string ("64"), expected an integer' in r.stdout
+    assert "refused" in r.stdout and not out.exists()
+
+
+def test_nothing_computes_with_the_value():
+    """The normalized config: the field is invalid, and a default that reads it is not computed
+    from the default of an absent field either (head_dim = hidden_size // heads)."""
+    n = config_mod.normalize({"hidden_size": "64", "num_attention_heads": 2})
+    assert n.values["hidden_size"] is None and n.provenance["hidden_size"] == "invalid"
+    assert n.values["head_dim"] is None and n.values["target_hidden_size"] is None
+    assert n.unknown_because["head_dim"] == n.unknown_because["target_hidden_size"] == "hidden_size"
+    assert n.mistyped == {"hidden_size"}
+    # aux ids of the wrong type do not fall back to the default of 3 aux states
+    n = config_mod.normalize({"eagle_aux_hidden_state_layer_ids": "0,1,2"})
+    assert n.values["num_aux_hidden_states"] is None
+    assert n.unknown_because["num_aux_hidden_states"] == "aux_layer_ids"
