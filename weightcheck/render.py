@@ -1054,6 +1054,7 @@ def rule_text(page: dict, out: Output) -> str:
         ("Why", "why"),
         ("Reported", "reported"),
         ("Fix", "fix"),
+        ("Layout-specific", "layout_specific"),
     ):
         if page.get(key):
             lines.append(_wrap(f"{paint(label + ':', 'bold', out)} {page[key]}", out))
@@ -1075,6 +1076,8 @@ def rule_markdown(page: dict) -> str:
     if page.get("reported"):
         lines.append(f"**Reported**: {page['reported']}")
     lines.append(f"**Fix**: {page['fix']}")
+    if page.get("layout_specific"):
+        lines.append(f"**Layout-specific**: {page['layout_specific']}")
     if page.get("explains"):
         from weightcheck.commands.rule import explains_text
 

@@ -35,6 +35,9 @@ def pages() -> list[dict]:
                 "reported": _flat(t.get("reported", "")),
                 "fix": _flat(t.get("fix", "")),
                 "explains": causes.explained_by(code),
+                # why the finding depends on the layout the drafter is written in (the same
+                # drafter in another layout need not have it: docs/consistency.md), or ""
+                "layout_specific": _flat(t.get("layout_specific", "")),
             }
         )
     return out

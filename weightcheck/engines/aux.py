@@ -55,11 +55,16 @@ def config_convention(cfg: dict, dialect: str | None = None, num_layers: int | N
     layout or the dialect: id L can only mean the output of the last layer, which is what the
     boundary convention (vLLM's: id k = the output of layer k-1, id L captured after the loop)
     says and the engines' data record (SGLang's gpt_oss: ``k-1 if max(ids) == L``). The same
-    config is then read the same way in every layout."""
+    config is then read the same way in every layout.
+
+    The config decides, never the tensor names: a SpecForge config over `layers.0.*` names (or a
+    ModelOpt export, whose names are speculators') keeps its ids where SGLang reads them, in
+    SGLang's convention; every speculators save writes a speculators-format config. (``dialect``
+    is kept for callers; the names' dialect no longer decides.)"""
     ids = written_ids(cfg)
     if num_layers and ids is not None and max(ids) == num_layers:
         return "vllm"
-    if is_speculators_format(cfg) or trained_convention(dialect) == "vllm":
+    if is_speculators_format(cfg):
         return "vllm"
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and not isinstance(
@@ -88,10 +93,16 @@ def captured(
     model_type: str | None,
     num_layers: int | None,
     default: bool = False,
+    reach: bool = True,
 ) -> list[int] | None:
     """The 0-based target layers whose outputs ``ids`` capture in ``engine==version`` for a
     target of ``model_type`` with ``num_layers`` layers; ``default``: the ids are the engine's own
-    default, not passed explicitly. None when no convention covers it."""
+    default, not passed explicitly. None when no convention covers it.
+
+    ``reach=False``: the layers the ids *mean* in that engine's convention, in the order written
+    — what a trainer that wrote them in that convention captured (SpecForge reads the target's
+    hidden_states by index, every layer's output included), not what the engine's forward loop
+    can reach and keeps (sorted, once)."""
     if not ids or not model_type:
         return None
     c = _conventions(engine, version, model_type)
@@ -106,7 +117,7 @@ def captured(
         except (expr.ExprError, TypeError, ValueError):
             return None
         return sorted(set(out)) if c.sorted_unique else out
-    if c.sorted_unique or c.capturable:
+    if reach and (c.sorted_unique or c.capturable):
         # the engine keeps sorted(set(ids)) and captures only the ids its forward loop reaches
         keep = []
         for k in ids:
@@ -130,15 +141,18 @@ def default_ids(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]  # both engines' default ids
 
 
-def captured_layers(view_, target_model_type: str | None, num_layers: int | None) -> list | None:
-    """The target layers an engine view's ids (or the engine's default) capture."""
+def captured_layers(
+    view_, target_model_type: str | None, num_layers: int | None, reach: bool = True
+) -> list | None:
+    """The target layers an engine view's ids (or the engine's default) capture (``reach``:
+    see :func:`captured`)."""
     if view_.aux.get("captures") is False:  # use_aux_hidden_state false: nothing captured
         return None
     ids = view_.aux.get("ids")
     default = ids is None
     if ids is None and num_layers:
         ids = default_ids(num_layers)
-    return captured(ids, view_.engine, view_.version, target_model_type, num_layers, default)
+    return captured(ids, view_.engine, view_.version, target_model_type, num_layers, default, reach)
 
 
 def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_layers) -> list:
@@ -147,14 +161,14 @@ def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_laye
         return ids
     L = num_layers or (max(ids) + 2)
 
-    def cap(cand, eng):
+    def cap(cand, eng, reach=True):
         version = newest(load(eng))
-        got = captured(cand, eng, version, model_type, L)
+        got = captured(cand, eng, version, model_type, L, reach=reach)
         if got is None and model_type != LLAMA:
-            got = captured(cand, eng, version, LLAMA, L)
+            got = captured(cand, eng, version, LLAMA, L, reach=reach)
         return got
 
-    layers = cap(ids, src_engine)
+    layers = cap(ids, src_engine, reach=False)  # what the ids mean, as the trainer captured them
     if layers is None:
         raise WeightcheckError(
             None, f"no aux-id convention known for target model_type {model_type!r} in {src_engine}"
@@ -242,9 +256,9 @@ def same_layers(ids_a, conv_a: str, ids_b, conv_b: str, family: str | None) -> l
         got = []
         for ids, conv in ((ids_a, conv_a), (ids_b, conv_b)):
             version = newest(load(conv))
-            g = captured(ids, conv, version, f, L)
+            g = captured(ids, conv, version, f, L, reach=False)  # what the ids mean
             if g is None and f != LLAMA:
-                g = captured(ids, conv, version, LLAMA, L)
+                g = captured(ids, conv, version, LLAMA, L, reach=False)
             got.append(g)
         if got[0] is None or got[0] != got[1]:
             return None

@@ -144,28 +144,51 @@ def engine_runs(ctx: Context) -> dict[str, EngineRun]:
 
 
 def merge(plain: list[Finding], runs: dict[str, EngineRun]) -> list[Finding]:
-    """Plain check's findings and every engine's own: a finding of engine E's run that plain
-    check does not give already (same code, same subject) is added naming E — an error only
-    when no engine serves the drafter without one, else a warning."""
-    have = {(f.code, f.subject) for f in plain}
-    out = list(plain)
+    """Plain check's findings and every engine's own, one row per fact (code and subject):
+
+    * a fact an engine's run gives and plain check does not is added, naming the engines that
+      give it (one row for all of them);
+    * its severity is the law's: an error when some engine's run has it as an error and no other
+      engine serves the drafter without an error; a warning naming those engines when another
+      does; a plain-check finding below that is raised to it."""
+    clean = {e: r.clean for e, r in runs.items()}
+
+    def required(code: str, subject) -> str | None:
+        hurt = [
+            e
+            for e, r in runs.items()
+            if any(
+                f.code == code and f.subject == subject and f.severity == ERROR for f in r.findings
+            )
+        ]
+        if not hurt:
+            return None
+        return WARNING if any(c for e, c in clean.items() if e not in hurt) else ERROR
+
+    out: list[Finding] = []
+    keys = set()
+    for f in plain:
+        need = required(f.code, f.subject)
+        if need is not None and SEVERITY_ORDER[need] < SEVERITY_ORDER[f.severity]:
+            f = dataclasses.replace(f, severity=need)
+        out.append(f)
+        keys.add((f.code, f.subject))
+    added: dict[tuple, list[tuple[str, Finding]]] = {}
     for e, r in runs.items():
-        others_clean = any(o.clean for name, o in runs.items() if name != e)
         for f in r.findings:
-            if (f.code, f.subject) in have:
-                continue
-            sev = f.severity
-            if sev == ERROR and others_clean:
-                sev = WARNING
-            out.append(dataclasses.replace(f, severity=sev, message=naming(e, f.message)))
-    # one row per (code, subject, message): two engines' identical findings are one
-    seen, unique = set(), []
-    for f in out:
-        key = (f.code, f.subject, f.message)
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    return unique
+            if (f.code, f.subject) not in keys:
+                added.setdefault((f.code, f.subject), []).append((e, f))
+    for (code, subject), said in added.items():
+        engines = list(dict.fromkeys(e for e, _ in said))
+        first_engine, first = said[0]
+        sev = min((f.severity for _, f in said), key=SEVERITY_ORDER.__getitem__)
+        if sev == ERROR:
+            sev = required(code, subject) or sev
+        message = naming(first_engine, first.message)
+        if len(engines) > 1:
+            message += f" (also {', '.join(engines[1:])})"
+        out.append(dataclasses.replace(first, severity=sev, message=message))
+    return out
 
 
 def naming(engine: str, message: str) -> str:

@@ -189,7 +189,7 @@ def aux_convention(ctx):
     mt = t.model_type
     here = aux.captured_layers(v, mt, L)
     other = engine_mod.view(ctx.d, trained)
-    there = aux.captured_layers(other, mt, L)
+    there = aux.captured_layers(other, mt, L, reach=False)  # as trained: every id, in order
     why = (
         f"ids that end at the target's {L} layers are layer boundaries"
         if trained != aux.convention_of(ctx.d)

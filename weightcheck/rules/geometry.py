@@ -135,11 +135,19 @@ def aux_ids(ctx):
             f"{len(ids)} aux layer ids {ids} but num_aux_hidden_states is {n_aux}",
             "aux_layer_ids",
         )
-    if any(i < 0 for i in ids):
-        yield ctx.f("WC403", f"negative aux layer id in {ids}", "aux_layer_ids")
+    L = ctx.target.num_layers if ctx.target is not None else None
+    # the lowest id a convention has: SGLang's -1 is the embeddings' output (it captures the
+    # input of layer 0), vLLM's 0 is (docs/engines.md §aux layers)
+    lowest = 0 if aux.convention_of(ctx.d, L) == "vllm" else -1
+    if any(i < lowest for i in ids):
+        yield ctx.f(
+            "WC403",
+            f"aux layer id below {lowest} in {ids} (the embeddings' output is {lowest} in the "
+            f"{'vLLM' if lowest == 0 else 'SGLang'} convention)",
+            "aux_layer_ids",
+        )
     if len(set(ids)) != len(ids):
         yield ctx.f("WC403", f"duplicate aux layer id in {ids}", "aux_layer_ids")
-    L = ctx.target.num_layers if ctx.target is not None else None
     # SGLang's convention: id k is the output of layer k (0..L-1); vLLM's: the output of layer
     # k-1, so id L is the last layer (docs/engines.md §aux layers). Which one the ids are written
     # in is engine.convention_of's answer, the one convert and the engine view use: speculators

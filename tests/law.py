@@ -1,0 +1,281 @@
+"""The consistency law (docs/consistency.md): one fact, one answer, whatever command asks.
+
+For one drafter folder, each clause runs weightcheck's own commands (in-process, through the API
+and the CLI runner) and returns its violations as lines, ``[]`` when the law holds:
+
+  A  plain ``check`` contains ``check --engine E``: every error or warning E's run gives is in
+     plain check (as the error it is when no engine serves the drafter without one, else at least
+     a warning naming E), and E's line never says "loads every parameter" where E's run finds
+     something;
+  B  ``convert --to L``'s gate is ``check OUT --engine E`` for each engine E that reads L (same
+     codes, same severities);
+  C  the same drafter in every layout convert writes gets the same codes, grouping and counts,
+     but for the codes the rule data marks layout-specific (``layout_specific`` in
+     mappings/rules.toml);
+  D  ``compare A B`` is incompatible on an architecture field (or the architectures differ)
+     exactly when ``check A --training-config B`` has a training error;
+  E  with ``--target``, an engine that fails to build or leaves a parameter random is an error
+     for that engine, and so are other captured layers than trained (WC708) or another count
+     (WC712);
+  F  every output format carries every finding and verdict ``--format json`` carries.
+
+A violation is a bug to fix where the fact is decided, never here. tests/test_law.py runs the law
+on a fixed sample of the differential corpus (tests/engine/corpus.py) in the default suite and on
+all of it under the ``engine`` marker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+from conftest import run_cli
+
+from weightcheck import api
+from weightcheck.errors import WeightcheckError
+
+ENGINES = ("sglang", "vllm")
+LAYOUTS = ("sglang", "vllm", "speculators")
+SERIOUS = ("error", "warning")
+
+
+def flat(findings) -> list[dict]:
+    """Every finding of a report, consequences included (as dicts)."""
+    out = []
+
+    def walk(fs):
+        for f in fs:
+            out.append(f)
+            walk(f.get("consequences", []))
+
+    walk(findings)
+    return out
+
+
+def _report(src, **kw) -> dict | None:
+    try:
+        return api.check(str(src), **kw).report
+    except WeightcheckError:
+        return None  # a source no command reads (exit 2): nothing to compare
+
+
+def layout_specific() -> frozenset[str]:
+    """The codes the rule data marks as depending on the layout (mappings/rules.toml)."""
+    from weightcheck.commands.rule import pages
+
+    return frozenset(p["code"] for p in pages() if p["layout_specific"])
+
+
+# --- A ------------------------------------------------------------------------------------------
+def plain_contains_engines(src, target=None) -> list[str]:
+    plain = _report(src, target=target)
+    if plain is None:
+        return []
+    runs = {e: _report(src, engine=e, target=target) for e in ENGINES}
+    runs = {e: r for e, r in runs.items() if r is not None}
+    clean = {e: not any(f["severity"] == "error" for f in flat(r["findings"])) for e, r in runs.items()}
+    have = flat(plain["findings"])
+    bad = []
+    for e, r in runs.items():
+        others_clean = any(c for o, c in clean.items() if o != e)
+        serious = [f for f in flat(r["findings"]) if f["severity"] in SERIOUS]
+        for f in serious:
+            same = [g for g in have if g["code"] == f["code"] and g["subject"] == f["subject"]]
+            if not same:
+                bad.append(f"A {e}: {f['code']} {f['subject']} ({f['severity']}) not in plain check")
+                continue
+            if f["severity"] == "error":
+                ok = any(g["severity"] == "error" for g in same) or (
+                    others_clean
+                    and any(g["severity"] == "warning" and _names(g["message"], e) for g in same)
+                )
+                if not ok:
+                    bad.append(
+                        f"A {e}: {f['code']} {f['subject']} is an error there, plain check says "
+                        f"{[g['severity'] for g in same]} (another engine clean: {others_clean})"
+                    )
+        line = (plain.get("engines") or {}).get(e)
+        if line is not None and serious and "loads every parameter" in line["says"]:
+            bad.append(f"A {e}: the engine line says {line['says']!r} beside {len(serious)} finding(s)")
+    return bad
+
+
+def _names(message: str, engine: str) -> bool:
+    return re.search(rf"(?<!\w){engine}(?!\w)", message, re.IGNORECASE) is not None
+
+
+# --- B and C ------------------------------------------------------------------------------------
+def _key(f) -> tuple:
+    return (f["code"], f["severity"])
+
+
+def convert_all(src, tmp, target=None) -> dict[str, tuple[str, dict]]:
+    """layout -> (OUT, convert's report), for every layout convert writes SRC in (gate errors
+    written anyway, so the output can be checked: --allow-errors)."""
+    out = {}
+    for layout in LAYOUTS:
+        dst = os.path.join(tmp, f"out-{layout}")
+        try:
+            r = api.convert(
+                str(src), dst, to=layout, target=None if target is None else str(target),
+                allow_errors=True,
+            )
+        except WeightcheckError:
+            continue  # refused before the gate (exit 2): a layout that cannot hold it
+        if os.path.isdir(dst):
+            out[layout] = (dst, r.report)
+    return out
+
+
+def gate_is_check(outs: dict, target=None) -> list[str]:
+    bad = []
+    for layout, (dst, rep) in outs.items():
+        for run in (rep.get("check") or {}).get("engines", []):
+            e = run["engine"]
+            checked = _report(dst, engine=e, target=target)
+            if checked is None:
+                bad.append(f"B {layout}/{e}: check OUT cannot read what convert wrote")
+                continue
+            g = sorted(_key(f) for f in flat(run["findings"]))
+            c = sorted(_key(f) for f in flat(checked["findings"]))
+            if g != c:
+                bad.append(f"B {layout}/{e}: the gate says {g}, check OUT --engine {e} says {c}")
+    return bad
+
+
+def signature(report: dict, skip: frozenset) -> list:
+    """Codes, grouping and counts: each top-level finding's code and the codes listed under it,
+    sorted; the layout-specific codes left out. (Not the severity: whether another engine serves
+    the drafter cleanly — which makes an engine's error a warning in plain check — can turn on a
+    layout-specific finding.)"""
+    sig = []
+    for f in report["findings"]:
+        if f["code"] in skip:
+            continue
+        under = sorted(c["code"] for c in flat(f.get("consequences", [])) if c["code"] not in skip)
+        sig.append((f["code"], tuple(under)))
+    return sorted(sig)
+
+
+def same_in_every_layout(outs: dict, target=None) -> list[str]:
+    """For each engine, its own run over every layout convert writes that it reads (its gate
+    passed: a refused conversion writes nothing; the engine starts on it: a layout an engine
+    cannot read at all — SGLang and the speculators format — hides its other facts): the same
+    codes, grouping and counts but for the layout-specific codes."""
+    skip = layout_specific()
+    bad = []
+    for e in ENGINES:
+        sigs = {}
+        for layout, (dst, rep) in outs.items():
+            if rep.get("refused"):
+                continue
+            checked = _report(dst, engine=e, target=target)
+            if checked is not None and checked["engine"] and checked["engine"]["starts"]:
+                sigs[layout] = signature(checked, skip)
+        first = next(iter(sigs), None)
+        for layout, sig in sigs.items():
+            if sig != sigs[first]:
+                bad.append(f"C {e}: {first} vs {layout}: {sigs[first]} != {sig}")
+    return bad
+
+
+# --- D ------------------------------------------------------------------------------------------
+def compare_is_training(a, b) -> list[str]:
+    """``compare A B`` incompatible on an architecture field <=> ``check A --training-config B``
+    has a training error (WC9xx)."""
+    cfg = os.path.join(str(b), "config.json")
+    if not os.path.isfile(cfg) or not os.path.isfile(os.path.join(str(a), "config.json")):
+        return []
+    try:
+        cmp = api.compare(str(a), str(b)).report
+        chk = api.check(str(a), training_config=cfg).report
+    except WeightcheckError:
+        return []
+    arch = any(d["category"] == "architecture" for d in cmp["config_differences"]) or (
+        cmp["a"]["architecture"] != cmp["b"]["architecture"]
+        and None not in (cmp["a"]["architecture"], cmp["b"]["architecture"])
+    )
+    training_error = any(
+        f["code"].startswith("WC9") and f["severity"] == "error" for f in flat(chk["findings"])
+    )
+    if arch != training_error:
+        why = [d["field"] for d in cmp["config_differences"] if d["category"] == "architecture"]
+        return [
+            f"D compare says {'incompatible on ' + str(why or 'architectures') if arch else 'no architecture difference'}, "
+            f"the training gate {'has' if training_error else 'has no'} error"
+        ]
+    return []
+
+
+# --- E ------------------------------------------------------------------------------------------
+def target_errors(src, target) -> list[str]:
+    bad = []
+    for e in ENGINES:
+        rep = _report(src, engine=e, target=target)
+        if rep is None or rep["engine"] is None:
+            continue
+        eng = rep["engine"]
+        errors = [f for f in flat(rep["findings"]) if f["severity"] == "error"]
+        random = [p for p in eng["parameters"] if p["state"] == "random" and p.get("required", True)]
+        if not eng["starts"] and not errors:
+            bad.append(f"E {e}: fails at {eng['fails']['stage']} but no error")
+        if random and not errors:
+            bad.append(f"E {e}: {random[0]['param']} stays random but no error")
+        for f in flat(rep["findings"]):
+            if f["code"] in ("WC708", "WC712") and f["severity"] != "error":
+                bad.append(f"E {e}: {f['code']} is a {f['severity']} with the target known")
+    return bad
+
+
+# --- F ------------------------------------------------------------------------------------------
+def formats_carry_json(src, target=None) -> list[str]:
+    args = [str(src)] + ([] if target is None else ["--target", str(target)])
+    j = run_cli("check", *args, "--format", "json")
+    if j.exit_code == 2:
+        return []
+    import json
+
+    rep = json.loads(j.stdout)
+    codes = {f["code"] for f in flat(rep["findings"])}
+    bad = []
+    for fmt in ("text", "markdown", "concise", "github"):
+        out = run_cli("check", *args, "--format", fmt, env={"COLUMNS": "200"}).stdout
+        missing = sorted(c for c in codes if c not in out)
+        if missing:
+            bad.append(f"F check --format {fmt}: no {missing}")
+        flat_out = " ".join(out.split())
+        for e, line in (rep.get("engines") or {}).items():
+            if f"{e} {line['version']}" not in flat_out and e not in flat_out:
+                bad.append(f"F check --format {fmt}: no line for {e}")
+            for code in (line.get("findings") or {}).get("codes", []):
+                if code not in out:
+                    bad.append(f"F check --format {fmt}: {e}'s verdict ({code}) missing")
+        verdict = "error" if not rep["ok"] else None
+        if verdict and "error" not in out.lower():
+            bad.append(f"F check --format {fmt}: the verdict (errors) is not said")
+    return bad
+
+
+def law(src, base=None, target=None, tmp=None, clauses="ABCDEF") -> list[str]:
+    """Every clause of the law on drafter folder ``src`` (``base``: a reference drafter for D;
+    ``target``: the target for A/B/C/E/F)."""
+    bad: list[str] = []
+    if "A" in clauses:
+        bad += plain_contains_engines(src)
+        if target is not None:
+            bad += plain_contains_engines(src, target)
+    if "B" in clauses or "C" in clauses:
+        with tempfile.TemporaryDirectory(dir=tmp) as d:
+            outs = convert_all(src, d, target)
+            if "B" in clauses:
+                bad += gate_is_check(outs, target)
+            if "C" in clauses:
+                bad += same_in_every_layout(outs, target)
+    if "D" in clauses and base is not None:
+        bad += compare_is_training(src, base) + compare_is_training(base, src)
+    if "E" in clauses and target is not None:
+        bad += target_errors(src, target)
+    if "F" in clauses:
+        bad += formats_carry_json(src, target)
+    return bad
