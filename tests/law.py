@@ -12,8 +12,9 @@ and the CLI runner) and returns its violations as lines, ``[]`` when the law hol
   C  the same drafter in every layout convert writes gets the same codes, grouping and counts,
      but for the codes the rule data marks layout-specific (``layout_specific`` in
      mappings/rules.toml);
-  D  ``compare A B`` is incompatible on an architecture field (or the architectures differ)
-     exactly when ``check A --training-config B`` has a training error;
+  D  ``compare A B`` incompatible on an architecture field (or the architectures differ) means
+     ``check A --training-config B`` has a training error, and a training error means such a
+     difference or a tensor whose shape differs (A contradicting its own config);
   E  with ``--target``, an engine that fails to build or leaves a parameter random is an error
      for that engine, and so are other captured layers than trained (WC708) or another count
      (WC712);
@@ -74,7 +75,9 @@ def plain_contains_engines(src, target=None) -> list[str]:
         return []
     runs = {e: _report(src, engine=e, target=target) for e in ENGINES}
     runs = {e: r for e, r in runs.items() if r is not None}
-    clean = {e: not any(f["severity"] == "error" for f in flat(r["findings"])) for e, r in runs.items()}
+    clean = {
+        e: not any(f["severity"] == "error" for f in flat(r["findings"])) for e, r in runs.items()
+    }
     have = flat(plain["findings"])
     bad = []
     for e, r in runs.items():
@@ -83,7 +86,9 @@ def plain_contains_engines(src, target=None) -> list[str]:
         for f in serious:
             same = [g for g in have if g["code"] == f["code"] and g["subject"] == f["subject"]]
             if not same:
-                bad.append(f"A {e}: {f['code']} {f['subject']} ({f['severity']}) not in plain check")
+                bad.append(
+                    f"A {e}: {f['code']} {f['subject']} ({f['severity']}) not in plain check"
+                )
                 continue
             if f["severity"] == "error":
                 ok = any(g["severity"] == "error" for g in same) or (
@@ -97,7 +102,9 @@ def plain_contains_engines(src, target=None) -> list[str]:
                     )
         line = (plain.get("engines") or {}).get(e)
         if line is not None and serious and "loads every parameter" in line["says"]:
-            bad.append(f"A {e}: the engine line says {line['says']!r} beside {len(serious)} finding(s)")
+            bad.append(
+                f"A {e}: the engine line says {line['says']!r} beside {len(serious)} finding(s)"
+            )
     return bad
 
 
@@ -118,7 +125,10 @@ def convert_all(src, tmp, target=None) -> dict[str, tuple[str, dict]]:
         dst = os.path.join(tmp, f"out-{layout}")
         try:
             r = api.convert(
-                str(src), dst, to=layout, target=None if target is None else str(target),
+                str(src),
+                dst,
+                to=layout,
+                target=None if target is None else str(target),
                 allow_errors=True,
             )
         except WeightcheckError:
@@ -168,8 +178,8 @@ def same_in_every_layout(outs: dict, target=None) -> list[str]:
     for e in ENGINES:
         sigs = {}
         for layout, (dst, rep) in outs.items():
-            if rep.get("refused"):
-                continue
+            if rep.get("refused") or not (rep.get("check") or {}).get("ok", True):
+                continue  # the gate refuses it (written here only with --allow-errors)
             checked = _report(dst, engine=e, target=target)
             if checked is not None and checked["engine"] and checked["engine"]["starts"]:
                 sigs[layout] = signature(checked, skip)
@@ -192,19 +202,26 @@ def compare_is_training(a, b) -> list[str]:
         chk = api.check(str(a), training_config=cfg).report
     except WeightcheckError:
         return []
-    arch = any(d["category"] == "architecture" for d in cmp["config_differences"]) or (
-        cmp["a"]["architecture"] != cmp["b"]["architecture"]
-        and None not in (cmp["a"]["architecture"], cmp["b"]["architecture"])
+
+    def differ(key):
+        x, y = cmp["a"][key], cmp["b"][key]
+        return x is not None and y is not None and x != y
+
+    arch = (
+        any(d["category"] == "architecture" for d in cmp["config_differences"])
+        or differ("architecture")
+        or differ("config_architecture")
     )
     training_error = any(
         f["code"].startswith("WC9") and f["severity"] == "error" for f in flat(chk["findings"])
     )
-    if arch != training_error:
-        why = [d["field"] for d in cmp["config_differences"] if d["category"] == "architecture"]
-        return [
-            f"D compare says {'incompatible on ' + str(why or 'architectures') if arch else 'no architecture difference'}, "
-            f"the training gate {'has' if training_error else 'has no'} error"
-        ]
+    why = [d["field"] for d in cmp["config_differences"] if d["category"] == "architecture"]
+    if arch and not training_error:
+        return [f"D compare: incompatible on {why or 'the architectures'}; the gate: no error"]
+    # the converse: a training error is an architecture difference, or a shape of a tensor A
+    # holds that B's config builds otherwise (A contradicting its own config: WC901 alone)
+    if training_error and not arch and not cmp["shape_mismatches"]:
+        return ["D the gate has an error; compare finds no architecture or shape difference"]
     return []
 
 
@@ -217,7 +234,9 @@ def target_errors(src, target) -> list[str]:
             continue
         eng = rep["engine"]
         errors = [f for f in flat(rep["findings"]) if f["severity"] == "error"]
-        random = [p for p in eng["parameters"] if p["state"] == "random" and p.get("required", True)]
+        random = [
+            p for p in eng["parameters"] if p["state"] == "random" and p.get("required", True)
+        ]
         if not eng["starts"] and not errors:
             bad.append(f"E {e}: fails at {eng['fails']['stage']} but no error")
         if random and not errors:

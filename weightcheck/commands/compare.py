@@ -13,7 +13,13 @@ are local or when ``--values`` asks for it.
 from __future__ import annotations
 
 from weightcheck.engines import aux
-from weightcheck.model.compatibility import Comparison, judge, presence, verdict
+from weightcheck.model.compatibility import (
+    Comparison,
+    declared_architecture,
+    judge,
+    presence,
+    verdict,
+)
 from weightcheck.model.drafter import Drafter, Tensor, source_report
 from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS
 from weightcheck.storage.header import TORCH_NAMES, itemsize
@@ -230,11 +236,14 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
             "source": source_report(c.a),
             "dialect": c.a.dialect,
             "architecture": c.a.architecture.name if c.a.architecture else None,
+            # the drafter architecture A's config names (architectures[0]), if any
+            "config_architecture": declared_architecture(c.a),
         },
         "b": {
             "source": source_report(c.b),
             "dialect": c.b.dialect,
             "architecture": c.b.architecture.name if c.b.architecture else None,
+            "config_architecture": declared_architecture(c.b),
         },
         "only_in_a": only_a,
         "only_in_b": only_b,

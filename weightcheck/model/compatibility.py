@@ -124,6 +124,14 @@ def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = 
     return out
 
 
+def declared_architecture(d: Drafter) -> str | None:
+    """The drafter architecture a drafter's config names (architectures[0]), if it names one."""
+    from weightcheck.model import inventory
+
+    named = inventory.named_by(d.config or {})
+    return named.name if named is not None else None
+
+
 def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comparison:
     """Pair the tensors and judge shapes, presence and configs: everything but the bytes.
     ``equivalent`` says when two config values differ in spelling only (see Equivalence)."""
@@ -137,6 +145,13 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
         c.reasons.append(
             f"architectures differ: A is {a.architecture.name}, B is {b.architecture.name}"
         )
+    else:
+        # what each config builds (its architectures[0]), as the training gate reads a training
+        # config: a config that names another drafter class than the other's is another model,
+        # whatever its weights look like (rules/training.py uses the same two facts)
+        da, db = declared_architecture(a), declared_architecture(b)
+        if da is not None and db is not None and da != db:
+            c.reasons.append(f"the configs build different architectures: A's {da}, B's {db}")
 
     for p in c.pairs:
         if p.a is None or p.b is None:

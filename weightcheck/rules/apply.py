@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from weightcheck import expr, rules
@@ -152,14 +153,21 @@ def merge(plain: list[Finding], runs: dict[str, EngineRun]) -> list[Finding]:
       engine serves the drafter without an error; a warning naming those engines when another
       does; a plain-check finding below that is raised to it."""
     clean = {e: r.clean for e, r in runs.items()}
+    per_fact = Counter((f.code, f.subject) for f in plain)
 
-    def required(code: str, subject) -> str | None:
-        hurt = [
-            e
-            for e, r in runs.items()
-            if any(
-                f.code == code and f.subject == subject and f.severity == ERROR for f in r.findings
+    def required(code: str, subject, message: str | None = None) -> str | None:
+        """The severity the law requires of a fact (None: no engine has it as an error). A rule
+        with several findings on one subject (WC210 on the index) is matched by message too."""
+
+        def same(f: Finding) -> bool:
+            return (
+                f.code == code
+                and f.subject == subject
+                and (message is None or f.message == message)
             )
+
+        hurt = [
+            e for e, r in runs.items() if any(same(f) and f.severity == ERROR for f in r.findings)
         ]
         if not hurt:
             return None
@@ -168,7 +176,8 @@ def merge(plain: list[Finding], runs: dict[str, EngineRun]) -> list[Finding]:
     out: list[Finding] = []
     keys = set()
     for f in plain:
-        need = required(f.code, f.subject)
+        one = per_fact[(f.code, f.subject)] == 1
+        need = required(f.code, f.subject, None if one else f.message)
         if need is not None and SEVERITY_ORDER[need] < SEVERITY_ORDER[f.severity]:
             f = dataclasses.replace(f, severity=need)
         out.append(f)
@@ -214,7 +223,9 @@ STILL_SAID_OF_A_TARGET = frozenset({"WC203", "WC210", "WC212"})
 # the findings a config value decides: a shape, a condition, a count computed from the config
 _FROM_CONFIG = {"WC204", "WC205", "WC206", "WC207", "WC702", "WC703", "WC704"}
 # the findings that say the wrong type itself (WC705, the engine's refusal, is folded under WC212)
-_SAY_TYPE = {"WC212", "WC705"}
+# (WC905, the training gate's architecture comparison, says the field differs because SRC's value
+# is unusable: compare says incompatible on it, so does the gate)
+_SAY_TYPE = {"WC212", "WC705", "WC905"}
 
 
 def computed_from_mistyped(ctx: Context, f: Finding) -> bool:

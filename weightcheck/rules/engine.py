@@ -184,8 +184,11 @@ def aux_convention(ctx):
         return
     L = t.num_layers
     trained = aux.convention_of(ctx.d, L) if aux.trained_convention(ctx.d.dialect) else None
-    if trained is None or trained == v.engine or ctx.n.get("aux_layer_ids") is None:
+    ids = ctx.n.get("aux_layer_ids")
+    if trained is None or trained == v.engine or ids is None:
         return  # without ids of its own the drafter gets defaults everywhere (WC407)
+    if not all(type(i) is int for i in ids):
+        return  # ids that are no integers capture nothing anywhere (WC403 says so)
     mt = t.model_type
     here = aux.captured_layers(v, mt, L)
     other = engine_mod.view(ctx.d, trained)

@@ -6,7 +6,7 @@ from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.model.compatibility import architecture_differences
+from weightcheck.model.compatibility import architecture_differences, declared_architecture
 from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import WARNING, TrainingGate, rule
 
@@ -95,9 +95,13 @@ def training_architecture(ctx):
             severity=sev,
         )
     for fld, mine, theirs in g.arch_fields:
+        bad = ctx.n.unknown_because.get(fld)
+        said = (
+            f"unusable in SRC (WC212: {bad} is mistyped)" if bad else f"{json_value(mine)} in SRC"
+        )
         yield ctx.f(
             "WC905",
-            f"config {fld}: {json_value(mine)} in SRC, {json_value(theirs)} in the training "
+            f"config {fld}: {said}, {json_value(theirs)} in the training "
             "config: another architecture (compare says incompatible)"
             + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
             fld,
@@ -202,6 +206,11 @@ def training_gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = Fal
                 continue
         fields.append((spec.name, a, b))
     src_arch = d.architecture.name if d.architecture else None
+    # SRC's weights' architecture, and the one its own config names (compare weighs both:
+    # model/compatibility.py): either differing from what the training config builds
+    said = declared_architecture(d)
+    if src_arch == arch.name and said is not None and said != arch.name:
+        src_arch = f"{src_arch} (its config names {said})"
     return TrainingGate(
         training_cfg,
         mism,

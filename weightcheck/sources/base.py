@@ -76,6 +76,9 @@ class Source:
     weight_map: dict[str, str] | None = None
     # pickled files' tensors once loaded for their bytes (sources/tensors.py), by file name
     pickle_cache: dict[str, dict] = field(default_factory=dict, repr=False)
+    # a planned output not written yet (convert's gate): tensor name -> (the source, its name
+    # there) whose bytes it will hold, read from there (sources/tensors.py read_range)
+    planned_from: dict[str, tuple] = field(default_factory=dict, repr=False)
 
     @property
     def label(self) -> str:

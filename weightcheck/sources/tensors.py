@@ -72,6 +72,9 @@ def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> I
 def read_range(src: Source, name: str, a: int, b: int) -> bytes:
     """Bytes [a, b) of tensor ``name``: a Range read for a Hub file not downloaded, a pread for a
     local one, a slice of torch's bytes for a pickled one."""
+    if name in src.planned_from:  # convert's planned output: the bytes it will copy
+        origin, origin_name = src.planned_from[name]
+        return read_range(origin, origin_name, a, b)
     rec = src.tensors[name]
     if b <= a:
         return b""

@@ -46,6 +46,17 @@ def planned_drafter(p: Plan) -> Drafter:
         src.tensors[it.out_name] = TensorRecord(
             it.out_name, it.dtype, tuple(it.shape), it.nbytes, p.shard_name(it.shard)
         )
+        # what the engines compare with the target's (vLLM shares an equal embedding) is read
+        # where the bytes come from: the same answer as check OUT once written
+        origin = {
+            "copy": p.src,
+            "pickle": p.src,
+            "embed-from-target": p.embed_target,
+            "head-from-target": p.head_target,
+        }.get(it.kind)
+        same_dtype = it.kind in ("copy", "pickle") or it.src_dtype in (None, it.dtype)
+        if origin is not None and it.src_name is not None and same_dtype:
+            src.planned_from[it.out_name] = (origin.source, it.src_name)
     return from_source(src)
 
 
