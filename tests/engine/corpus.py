@@ -1653,6 +1653,20 @@ def consistency_variants() -> list[Variant]:
                 d.set(key, val)
             v(d.variant(f"{b}.jtype.{tag}", f"{BASES[b]}: {key}: {json.dumps(val)}", "json_type"))
 
+    # intermediate_size other than the tensors' 128 rows: vLLM's speculators config reads the
+    # boolean above as 1; what each loader does with a narrower or wider MLP than the tensors
+    for b in ("sf", "st"):
+        for n in (64, 256):
+            v(
+                Draft(b)
+                .layer_cfg("intermediate_size", n)
+                .variant(
+                    f"{b}.cfg.inter{n}",
+                    f"{BASES[b]}: intermediate_size {n}, MLP tensors {I} wide",
+                    "config_flags",
+                )
+            )
+
     # the target checkpoint itself as SRC
     def target() -> Draft:
         return Draft("tg")
