@@ -644,9 +644,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         mine = (shapes.get(p.param) or [None])[-1]
         if wide is not None and mine is not None and wide != mine:
             equal, ft = False, "width"  # the draft keeps its own (or its initial) embedding
-            equal_note = (
-                f"the target's embedding is {wide} wide, the draft's {mine}: not shared"
-            )
+            equal_note = f"the target's embedding is {wide} wide, the draft's {mine}: not shared"
         target_fills = (
             ft == "always"
             or (
