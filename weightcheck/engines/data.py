@@ -235,10 +235,11 @@ class Parameter:
     shape: Expr | None = None
     # the parameter exists only in the classes these architectures (as the engine reads them) build
     architectures: tuple[str, ...] = ()
-    # the dimension the weight loader narrows the checkpoint tensor along (its tensor-parallel
-    # shard dim): a tensor larger along it loads its leading slice and no assertion fires; one
-    # smaller fails the narrow ("error") or fills the leading slice, the rest zero ("pad")
-    narrows: int | None = None
+    # what the weight loader narrows the checkpoint tensor along (its tensor-parallel shard dim:
+    # "rows" dim 0, "columns" dim 1): a tensor longer there loads its leading slice and no
+    # assertion fires; a shorter one fails the narrow ("error") or fills the leading slice, the
+    # rest zero ("pad")
+    narrows: Literal["rows", "columns"] | None = None
     narrow_smaller: Literal["error", "pad"] = "error"
 
 

@@ -401,18 +401,20 @@ def _narrowed(p: Parameter, got: list | None, want: list | None) -> str | None:
     """Why a tensor of shape ``got`` loads into ``p`` of shape ``want`` all the same: they differ
     only along the dimension the weight loader narrows (``narrows``), and the tensor is larger
     there, or smaller and the loader pads (``narrow_smaller = "pad"``). None: the load stops."""
-    d = p.narrows
+    d = {"rows": 0, "columns": 1}.get(p.narrows or "")
     if d is None or got is None or want is None or len(got) != len(want) or d >= len(got):
         return None
     if any(g != w for i, (g, w) in enumerate(zip(got, want)) if i != d):
         return None
     if got[d] > want[d]:
         return (
-            f"shape {got} into {want}: the weight loader keeps the first {want[d]} of dim {d} "
+            f"shape {got} into {want}: the weight loader keeps the first {want[d]} {p.narrows} "
             "and drops the rest"
         )
     if got[d] < want[d] and p.narrow_smaller == "pad":
-        return f"shape {got} into {want}: the weight loader zero-fills the rest of dim {d}"
+        return (
+            f"shape {got} into {want}: the weight loader zero-fills the {p.narrows} after {got[d]}"
+        )
     return None
 
 
