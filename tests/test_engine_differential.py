@@ -8,7 +8,7 @@ WEIGHTCHECK_VLLM_PYTHON or ${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/<eng
 an engine whose interpreter is absent has its tests skipped, with the reason.
 WEIGHTCHECK_DIFFERENTIAL_REPORT=FILE keeps every row, replay and oracle record (JSON).
 
-The corpus is tests/engine/corpus.py (>= 200 variants over every axis below); the comparison is
+The corpus is tests/engine/corpus.py (>= 450 variants over every axis below); the comparison is
 tests/engine/differential.py (one oracle subprocess per engine for the whole corpus, the replay
 in-process through ``weightcheck check --engine E --explain --json``).
 """
@@ -32,7 +32,7 @@ if str(ENGINE_DIR) not in sys.path:
 import corpus  # noqa: E402
 import differential  # noqa: E402
 
-MIN_VARIANTS = 200
+MIN_VARIANTS = 450
 # every axis of the issue, and at least this many variants each
 MIN_PER_AXIS = {
     "dialect": 14,  # every producer fixture as written and re-laid-out, + dialect x defect
@@ -49,6 +49,9 @@ MIN_PER_AXIS = {
     "dtype": 12,  # fp32 / fp16 / bf16 config x tensors, key spellings
     "config_flags": 8,
     "combination": 40,  # a dialect and a defect together
+    "hidden_size": 8,  # narrower than the target, own embedding, both layouts (issue #21)
+    "json_type": 12,  # six wrong-typed config values x a SpecForge and a speculators base
+    "target_src": 2,  # the target itself, with and without model.
 }
 
 
@@ -75,7 +78,8 @@ def test_corpus_size_and_axes():
     assert len(set(ids)) == len(ids)
     for v in vs:
         assert v.description and v.axes, v.id
-        assert v.id.startswith(v.base + "."), v.id
+        # <base>.<axis>.<detail>, or a group's <group>.<base>.<detail> (ml.sf.2)
+        assert v.id.startswith(v.base + ".") or v.id.split(".")[1] == v.base, v.id
     # every producer fixture is a base, and every dialect is exercised with a defect
     assert {v.base for v in vs} == set(corpus.ALL_BASES)
     assert {v.base for v in vs if "combination" in v.axes} == set(corpus.ALL_BASES)
@@ -114,6 +118,46 @@ def test_corpus_has_mla_variants():
     for v in mla:
         if v.config is not None and v.id.endswith(".asis"):
             assert v.config["architectures"] == [corpus.MLA_ARCHITECTURE]
+
+
+def test_corpus_has_consistency_variants():
+    """Issue #21's cases: narrower drafters in both layouts (and a wrong-vocab embedding), six
+    wrong JSON types on two bases, the target as SRC, and every aux-id boundary of the 4-layer
+    target in eagle_config / top level / both, in both layouts."""
+    vs = {v.id: v for v in corpus.consistency_variants()}
+    for vid in ("sf.narrow.32", "sf.narrow.32.l0", "sf.narrow.32.embed_v256", "tg.asis"):
+        assert vid in vs, vid
+    nar = vs["sf.narrow.32.l0"]
+    shapes = {t.name: t.shape for _, ts in nar.files for t in ts}
+    assert shapes["embed_tokens.weight"] == (corpus.V, 32)
+    assert shapes["fc.weight"] == (32, 3 * corpus.H)
+    assert "layers.0.hidden_norm.weight" in shapes
+    assert nar.config["hidden_size"] == 32 and nar.config["target_hidden_size"] == corpus.H
+    for b in ("sf", "st"):
+        assert len([i for i in vs if i.startswith(f"{b}.jtype.")]) == 6, b
+    assert vs["st.jtype.hidden_str"].config["transformer_layer_config"]["hidden_size"] == "64"
+    assert "model.embed_tokens.weight" in vs["tg.asis"].tensor_names
+    assert "embed_tokens.weight" in vs["tg.nomodel"].tensor_names
+    L = 4  # target-llama's layers
+    ids_seen = []
+    for place in ("nested", "top", "both"):
+        for lay in ("", ".l0"):
+            got = [
+                v
+                for i, v in vs.items()
+                if i.startswith("sf.auxb.") and i.endswith(place + lay) and ".diff." not in i
+            ]
+            ids = [
+                (v.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+                or v.config.get("eagle_aux_hidden_state_layer_ids")
+                for v in got
+            ]
+            ids_seen.append(sorted(map(tuple, ids)))
+            assert any(i[-1] == L for i in ids) and any(i[-1] == L - 1 for i in ids)
+            assert any(-1 in i for i in ids) and any(max(i) > L for i in ids)
+            assert any(list(i) != sorted(i) for i in ids)
+            assert any(len(set(i)) < len(i) for i in ids)
+    assert all(s == ids_seen[0] for s in ids_seen)  # the same ids everywhere
 
 
 def test_corpus_is_deterministic():

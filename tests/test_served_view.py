@@ -247,3 +247,55 @@ def test_tied_head_and_draft_vocab(served):
     assert served("sf.tie.head", "vllm")["tied_head"] is False
     e = served("sf.asis", "sglang")
     assert e["draft_vocab"] == {"size": 128, "from": "draft_vocab_size"}
+
+
+# --- R17: the MLP weight loaders narrow, they do not assert (issue #21 corpus) --------------------
+# A gate/up/down tensor longer than the parameter along the loader's shard dim loads its leading
+# slice in both engines; a shorter one fails vLLM's narrow and is zero-filled by SGLang on CPU.
+# vllm 0.32.0 model_executor/layers/linear.py:846-866 (MergedColumnParallelLinear), :1735-1750
+# (RowParallelLinear); sglang 0.5.23 srt/layers/linear.py:840-856, :1668-1687 with
+# model_loader/weight_utils.py:1995-2029. Oracles: sf.cfg.inter64 (both start), sf.cfg.inter256
+# (SGLang starts, vLLM fails at load).
+@pytest.mark.parametrize(
+    "vid, engine, starts",
+    [
+        ("sf.cfg.inter64", "sglang", True),
+        ("sf.cfg.inter64", "vllm", True),
+        ("st.cfg.inter64", "vllm", True),
+        ("sf.cfg.inter256", "sglang", True),
+        ("sf.cfg.inter256", "vllm", False),
+    ],
+)
+def test_r17_mlp_loaders_narrow(served, vid, engine, starts):
+    e = served(vid, engine)
+    lp = corpus.LAYER[VARIANTS[vid].base]
+    down = fate(e, lp + "mlp.down_proj.weight")
+    assert e["starts"] is starts
+    if starts:
+        assert down == "loaded"
+        assert state(e, "model.layers.0.mlp.down_proj.weight") == "loaded"
+    else:
+        assert "error" in {down, fate(e, lp + "mlp.gate_proj.weight")}
+
+
+# --- R18: vLLM's speculators config is not validated: true where an integer is read is 1 --------
+# vllm 0.32.0 transformers_utils/configs/speculators/base.py:18-30 (setattr, no strict LlamaConfig);
+# oracle st.jtype.inter_bool: vLLM builds a 1-wide MLP and starts; the SpecForge config with the
+# same value fails at config in both engines (transformers' strict LlamaConfig).
+def test_r18_vllm_speculators_reads_a_boolean_as_an_integer(served):
+    e = served("st.jtype.inter_bool", "vllm")
+    assert e["starts"], e.get("fails")
+    assert state(e, "model.layers.0.mlp.gate_up_proj.weight[0]") == "loaded"
+    assert not served("sf.jtype.inter_bool", "vllm")["starts"]
+    assert not served("sf.jtype.inter_bool", "sglang")["starts"]
+
+
+# --- R19: vLLM shares the target's embedding only when it is as wide as the draft's -------------
+# vllm 0.32.0 v1/spec_decode/llm_base_proposer.py:1474-1496 (_maybe_share_embeddings, V1 runner);
+# oracle sf.narrow.32.noembed: hidden 32, no embed_tokens -> model.embed_tokens stays at init.
+def test_r19_vllm_shares_the_embedding_only_at_equal_width(served):
+    e = served("sf.narrow.32.noembed", "vllm")
+    assert state(e, "model.embed_tokens.weight") == "random"
+    assert state(served("sf.asis", "vllm"), "model.embed_tokens.weight") == "from_target"
+    own = served("sf.narrow.32", "vllm")
+    assert state(own, "model.embed_tokens.weight") == "loaded"

@@ -47,14 +47,16 @@ BASES = {
 # them in the ModelOpt-kimik2 and TorchSpec-native layouts): their own variants, mla_variants()
 MLA_BASES = {"mm": "mla-modelopt", "mt": "mla-torchspec"}
 MLA_ARCHITECTURE = "Eagle3DeepseekV2ForCausalLM"
-ALL_BASES = {**BASES, **MLA_BASES}
+# the target itself given as SRC (consistency_variants()): not a drafter
+TARGET_BASES = {"tg": "target-llama"}
+ALL_BASES = {**BASES, **MLA_BASES, **TARGET_BASES}
 # what the base's names look like: SpecForge writes midlayer.*, the others layers.0.*
 LAYER = {"sf": "midlayer.", "sh": "midlayer.", "st": "layers.0.", "sc": "layers.0."}
 LAYER.update(dict.fromkeys(("mo", "ma", "mf"), "layers.0."))
-LAYER.update({"mm": "layers.0.", "mt": "midlayer."})
+LAYER.update({"mm": "layers.0.", "mt": "midlayer.", "tg": "model.layers.0."})
 DIALECT = {"sf": "specforge", "sh": "specforge", "st": "speculators", "sc": "speculators"}
 DIALECT.update(dict.fromkeys(("mo", "ma", "mf"), "modelopt"))
-DIALECT.update({"mm": "modelopt", "mt": "torchspec"})
+DIALECT.update({"mm": "modelopt", "mt": "torchspec", "tg": "target"})
 
 AXES = (
     "dialect",
@@ -71,6 +73,9 @@ AXES = (
     "dtype",
     "config_flags",
     "combination",
+    "hidden_size",  # a drafter narrower than its target (own embedding, target_hidden_size)
+    "json_type",  # a config value of the wrong JSON type
+    "target_src",  # the target checkpoint itself given as SRC
 )
 
 H, I, V, VD = 64, 128, 512, 128
@@ -1065,6 +1070,7 @@ def variants() -> list[Variant]:
 
     out.extend(mla_variants())
     out.extend(multilayer_variants())
+    out.extend(consistency_variants())
 
     ids = [x.id for x in out]
     dup = {i for i in ids if ids.count(i) > 1}
@@ -1533,6 +1539,221 @@ def multilayer_variants() -> list[Variant]:
     _mla_layer(d, "layers.1.", H)
     d.add("layers.1.hidden_norm.weight", d.wdtype(), (H,))
     v(d.variant("ml.mm.2", "mla-modelopt: 2 decoder layers (layers.1.* H wide)", nl))
+    return out
+
+
+def _narrow(d: Draft, hd: int) -> Draft:
+    """The drafter rewritten with hidden size ``hd`` (< the target's H = 64): fc [hd, 3H], q/k/v
+    read 2*hd, o_proj/down_proj write hd, norms hd, lm_head [Vd, hd]; an embed_tokens becomes
+    [V, hd]; attention heads stay 2 x head_dim 32 (head_dim is explicit in every base config)."""
+    shapes = {
+        "fc.weight": (hd, 3 * H),
+        "lm_head.weight": (VD, hd),
+        "embed_tokens.weight": (V, hd),
+        "norm.weight": (hd,),
+        "hidden_norm.weight": (hd,),
+        "input_layernorm.weight": (hd,),
+        "post_attention_layernorm.weight": (hd,),
+        "self_attn.q_proj.weight": (64, 2 * hd),
+        "self_attn.k_proj.weight": (32, 2 * hd),
+        "self_attn.v_proj.weight": (32, 2 * hd),
+        "self_attn.o_proj.weight": (hd, 64),
+        "mlp.gate_proj.weight": (I, hd),
+        "mlp.up_proj.weight": (I, hd),
+        "mlp.down_proj.weight": (hd, I),
+    }
+    for n in d.names():
+        for suffix, shape in shapes.items():
+            if n == suffix or n.endswith("." + suffix):
+                d.replace(n, shape=shape)
+                break
+    d.layer_cfg("hidden_size", hd)
+    return d.set("target_hidden_size", H)
+
+
+def consistency_variants() -> list[Variant]:
+    """The cases of issue #21 ("one fact, one answer"): drafters narrower than the target with
+    their own embedding, config values of the wrong JSON type, the target itself as SRC, and
+    every aux-id boundary of the 4-layer target in both layer layouts."""
+    out: list[Variant] = []
+    v = out.append
+    dt = "BF16"
+
+    # narrower drafters: hidden_size < 64 = the target's, own embed_tokens [V, hd]
+    for b, hd, relayout, tag, desc in (
+        ("sf", 32, False, "32", "hidden 32, own embedding [512, 32], fc [32, 192]"),
+        ("sf", 32, True, "32.l0", "hidden 32 in layers.0.*, own embedding [512, 32]"),
+        ("sf", 48, False, "48", "hidden 48, own embedding [512, 48], fc [48, 192]"),
+        ("sf", 48, True, "48.l0", "hidden 48 in layers.0.*, own embedding [512, 48]"),
+        ("mo", 32, False, "32", "modelopt: hidden 32, own embedding [512, 32]"),
+        ("st", 32, False, "32", "speculators: hidden 32, its embedding re-written [512, 32]"),
+    ):
+        d = Draft(b)
+        if relayout:
+            d.rename(_to_layers0)
+        if "embed_tokens.weight" not in d.names():
+            d.add("embed_tokens.weight", dt, (V, H))
+        v(_narrow(d, hd).variant(f"{b}.narrow.{tag}", f"{BASES[b]}: {desc}", "hidden_size"))
+    d = _narrow(Draft("sf").add("embed_tokens.weight", dt, (V, H)), 32)
+    d.replace("embed_tokens.weight", shape=(256, 32))
+    v(
+        d.variant(
+            "sf.narrow.32.embed_v256",
+            "hidden 32, own embedding with 256 rows (V = 512)",
+            "hidden_size",
+        )
+    )
+    d = _narrow(Draft("sf").rename(_to_layers0).add("embed_tokens.weight", dt, (V, H)), 32)
+    d.replace("embed_tokens.weight", shape=(256, 32))
+    v(
+        d.variant(
+            "sf.narrow.32.l0.embed_v256",
+            "hidden 32 in layers.0.*, embedding 256 rows",
+            "hidden_size",
+        )
+    )
+    v(
+        _narrow(Draft("sf"), 32).variant(
+            "sf.narrow.32.noembed", "hidden 32, no embedding of its own", "hidden_size", "missing"
+        )
+    )
+    d = _narrow(Draft("sf").add("embed_tokens.weight", dt, (V, H)), 32)
+    d.replace("embed_tokens.weight", shape=(V, H))
+    v(
+        d.variant(
+            "sf.narrow.32.embed_h64",
+            "hidden 32, own embedding [512, 64] (the target's width)",
+            "hidden_size",
+        )
+    )
+    d = _narrow(Draft("sf").add("embed_tokens.weight", dt, (V, H)), 32).unset("target_hidden_size")
+    v(
+        d.variant(
+            "sf.narrow.32.no_th",
+            "hidden 32, own embedding, target_hidden_size absent",
+            "hidden_size",
+            "config_flags",
+        )
+    )
+
+    # config values of the wrong JSON type, on a SpecForge and a speculators base
+    for b in ("sf", "st"):
+        for tag, key, val in (
+            ("hidden_str", "hidden_size", "64"),
+            ("nl_float", "num_hidden_layers", 1.5),
+            ("inter_bool", "intermediate_size", True),
+            ("vd_list", "draft_vocab_size", [128]),
+            ("eagle_int", "eagle_config", 3),
+            ("arch_int", "architectures", [7]),
+        ):
+            d = Draft(b)
+            if key in ("hidden_size", "num_hidden_layers", "intermediate_size"):
+                d.layer_cfg(key, val)
+            else:
+                d.set(key, val)
+            v(d.variant(f"{b}.jtype.{tag}", f"{BASES[b]}: {key}: {json.dumps(val)}", "json_type"))
+
+    # intermediate_size other than the tensors' 128 rows: vLLM's speculators config reads the
+    # boolean above as 1; what each loader does with a narrower or wider MLP than the tensors
+    for b in ("sf", "st"):
+        for n in (64, 256):
+            v(
+                Draft(b)
+                .layer_cfg("intermediate_size", n)
+                .variant(
+                    f"{b}.cfg.inter{n}",
+                    f"{BASES[b]}: intermediate_size {n}, MLP tensors {I} wide",
+                    "config_flags",
+                )
+            )
+
+    # the target checkpoint itself as SRC
+    def target() -> Draft:
+        return Draft("tg")
+
+    v(target().variant("tg.asis", "target-llama itself (LlamaForCausalLM, 4 layers)", "target_src"))
+    v(
+        target()
+        .rename(lambda n: n.removeprefix("model."))
+        .variant("tg.nomodel", "target-llama with model. stripped from every name", "target_src")
+    )
+    v(
+        target()
+        .set("architectures", ["LlamaForCausalLMEagle3"])
+        .variant(
+            "tg.arch.eagle3",
+            "target-llama, config says LlamaForCausalLMEagle3",
+            "target_src",
+            "architectures",
+        )
+    )
+    v(
+        target()
+        .set("architectures", ["Eagle3LlamaForCausalLM"])
+        .rename(lambda n: n.removeprefix("model."))
+        .variant(
+            "tg.x.vllm_nomodel",
+            "target-llama, Eagle3LlamaForCausalLM, model. stripped",
+            "target_src",
+            "architectures",
+            "combination",
+        )
+    )
+
+    # every aux-id boundary of the 4-layer target, in eagle_config / top level / both, in the
+    # midlayer.* and layers.0.* layouts (SGLang: id k = output of layer k, k <= L-2; vLLM: of
+    # layer k-1, 0 <= k <= L)
+    ek = "eagle_config.eagle_aux_hidden_state_layer_ids"
+    tk = "eagle_aux_hidden_state_layer_ids"
+    for ids in (
+        [1, 2, 4],
+        [0, 2, 4],
+        [1, 2, 3],
+        [2, 3, 4],
+        [-1, 1, 2],
+        [0, 1, 5],
+        [2, 0, 1],
+        [1, 1, 2],
+        [2, 2, 2],
+    ):
+        it = "_".join(str(i).replace("-", "m") for i in ids)
+        for place in ("nested", "top", "both"):
+            for l0 in (False, True):
+                d = Draft("sf")
+                if l0:
+                    d.rename(_to_layers0)
+                if place != "top":
+                    d.set(ek, ids)
+                else:
+                    d.unset(ek)
+                if place != "nested":
+                    d.set(tk, ids)
+                where = {
+                    "nested": "eagle_config only",
+                    "top": "top level only",
+                    "both": "eagle_config and top level",
+                }[place]
+                lay = "layers.0.*" if l0 else "midlayer.*"
+                v(
+                    d.variant(
+                        f"sf.auxb.{it}.{place}{'.l0' if l0 else ''}",
+                        f"aux ids {ids} in {where}, {lay}",
+                        "aux_ids",
+                    )
+                )
+    # both places, different ids: which one each engine reads
+    for l0 in (False, True):
+        d = Draft("sf").set(ek, [0, 1, 2]).set(tk, [1, 2, 4])
+        if l0:
+            d.rename(_to_layers0)
+        lay = "layers.0.*" if l0 else "midlayer.*"
+        v(
+            d.variant(
+                f"sf.auxb.diff.both{'.l0' if l0 else ''}",
+                f"aux ids [0, 1, 2] in eagle_config, [1, 2, 4] at top level, {lay}",
+                "aux_ids",
+            )
+        )
     return out
 
 

@@ -45,6 +45,8 @@ FromTarget = Literal[
     "if_draft_vocab_null",
     "if_draft_vocab_unset",
     "if_absent_or_equal",
+    # the same, and only when the target's embedding is as wide as the draft's (vLLM's V1 runner)
+    "if_absent_or_equal_same_width",
 ]
 
 
@@ -233,6 +235,12 @@ class Parameter:
     shape: Expr | None = None
     # the parameter exists only in the classes these architectures (as the engine reads them) build
     architectures: tuple[str, ...] = ()
+    # what the weight loader narrows the checkpoint tensor along (its tensor-parallel shard dim:
+    # "rows" dim 0, "columns" dim 1): a tensor longer there loads its leading slice and no
+    # assertion fires; a shorter one fails the narrow ("error") or fills the leading slice, the
+    # rest zero ("pad")
+    narrows: Literal["rows", "columns"] | None = None
+    narrow_smaller: Literal["error", "pad"] = "error"
 
 
 @dataclass(frozen=True)
@@ -284,6 +292,9 @@ class SpeculatorsAdapter:
     copy_if_set: tuple[str, ...]  # top-level keys copied only when set (not null)
     trainers_mean: dict[str, str]
     derives_architecture: bool
+    # the layer config's values are set as attributes, never validated: a JSON boolean where an
+    # integer is read is Python's 0 or 1
+    bool_is_int: bool = False
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,14 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
     errors: list = []
     failures: list = []
     base = {k: v for k, v in cfg.items() if isinstance(k, str)}
+    # vLLM's speculators adapter sets the layer config's values unvalidated: true/false read as
+    # an integer are Python's 1/0, not a failed build
+    as_int = bool(spec and adapter is not None and adapter.bool_is_int and cfg is not raw)
+
+    def lenient(path: str, v):
+        if as_int and isinstance(v, bool) and config_mod.path_type_expected(path) == "int":
+            return int(v)
+        return v
 
     def fail(fld, msg, stage):
         if (fld, msg) in errors:  # an object that is not one, read for several fields
@@ -278,6 +286,9 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
                         f"`{fld}` is null: the engine uses it as a number and fails",
                         item.stage,
                     )
+                elif lenient(path, v) is not v:
+                    values[fld] = lenient(path, v)
+                    shown[fld] = {"value": values[fld], "from": f"{path} ({json.dumps(v)})"}
                 elif v is not None and config_mod.path_type_problem(path, v):
                     # the JSON type mappings/config.toml gives the field (rule WC212): the
                     # engine does not build the config, and nothing computes with the value
@@ -331,6 +342,7 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
     for k, v in base.items():  # flags the loader tests directly (e.g. use_aux_norm)
         if k in values:
             continue
+        v = lenient(k, v)
         problem = config_mod.path_type_problem(k, v) if v is not None else None
         if problem is None:
             values[k] = v
@@ -383,6 +395,27 @@ def _int(v, default):
         return int(v)
     except (TypeError, ValueError):
         return default
+
+
+def _narrowed(p: Parameter, got: list | None, want: list | None) -> str | None:
+    """Why a tensor of shape ``got`` loads into ``p`` of shape ``want`` all the same: they differ
+    only along the dimension the weight loader narrows (``narrows``), and the tensor is larger
+    there, or smaller and the loader pads (``narrow_smaller = "pad"``). None: the load stops."""
+    d = {"rows": 0, "columns": 1}.get(p.narrows or "")
+    if d is None or got is None or want is None or len(got) != len(want) or d >= len(got):
+        return None
+    if any(g != w for i, (g, w) in enumerate(zip(got, want)) if i != d):
+        return None
+    if got[d] > want[d]:
+        return (
+            f"shape {got} into {want}: the weight loader keeps the first {want[d]} {p.narrows} "
+            "and drops the rest"
+        )
+    if got[d] < want[d] and p.narrow_smaller == "pad":
+        return (
+            f"shape {got} into {want}: the weight loader zero-fills the {p.narrows} after {got[d]}"
+        )
+    return None
 
 
 def _shape(p: Parameter, vals: dict, layer: int) -> list | None:
@@ -555,7 +588,8 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
                 pname = p.param if p is not None else name
                 want = shapes.get(key) if p is not None else None
                 got = list(t.shape) if getattr(t, "shape", None) is not None else None
-                if want is not None and got is not None and got != want:
+                narrowed = _narrowed(p, got, want) if p is not None else None
+                if want is not None and got is not None and got != want and not narrowed:
                     landings.append(
                         Landing(
                             t.name,
@@ -570,7 +604,9 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
                     )
                     continue
                 cite_ = p.cite if p is not None else params[fused[name][0]].cite
-                landings.append(Landing(t.name, t.canonical, name, pname, "loaded", "", cite_))
+                landings.append(
+                    Landing(t.name, t.canonical, name, pname, "loaded", narrowed or "", cite_)
+                )
                 continue
             if any(x.search(name) for x in exceptions):
                 fate, why = "dropped", "no such parameter; the loader ignores this suffix silently"
@@ -601,8 +637,16 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         ft = p.from_target
         got = filled.get(p.param, [])
         equal, equal_note = None, ""
+        same_width = ft == "if_absent_or_equal_same_width"
+        if same_width:
+            ft = "if_absent_or_equal"
         if ft == "if_absent_or_equal" and got:
             equal, equal_note = _equals_target(drafter, by_name.get(got[-1]), p, target, dtype)
+        wide = _target_width(target, target_hidden) if same_width else None
+        mine = (shapes.get(p.param) or [None])[-1]
+        if wide is not None and mine is not None and wide != mine:
+            equal, ft = False, "width"  # the draft keeps its own (or its initial) embedding
+            equal_note = f"the target's embedding is {wide} wide, the draft's {mine}: not shared"
         target_fills = (
             ft == "always"
             or (
@@ -625,6 +669,8 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
             state, note = "loaded", equal_note
         elif target_fills:
             state, note = "from_target", p.note
+        elif ft == "width":
+            state, note = "random", equal_note
         elif p.required:
             state, note = "random", p.note or "nothing loads into it; it keeps its initial values"
         else:
@@ -841,6 +887,15 @@ def captured_layers_of(aux: dict, engine: str, version: str, model_type, num_lay
     if default and num_layers:
         ids = default_ids(num_layers)
     return captured(ids, engine, version, model_type, num_layers, default) or None
+
+
+def _target_width(target, target_hidden) -> int | None:
+    """The target's embedding width: its embed_tokens tensor with --target, else the draft
+    config's ``target_hidden_size`` (None: unknown)."""
+    embed = getattr(target, "embed", None) if target is not None else None
+    if embed is not None and getattr(embed, "shape", None):
+        return int(embed.shape[-1])
+    return target_hidden if type(target_hidden) is int else None
 
 
 def _equals_target(drafter, t, p: Parameter, target, dtype) -> tuple[bool | None, str]:

@@ -133,6 +133,11 @@ def _path_types() -> dict:
     return {path: spec.type for spec in field_specs() for path in spec.paths}
 
 
+def path_type_expected(path: str) -> str | None:
+    """The JSON type mappings/config.toml gives the field at ``path`` (None: not one of its)."""
+    return _path_types().get(path)
+
+
 def path_type_problem(path: str, v) -> str | None:
     """``PATH is a string ("128"), expected an integer`` when ``v``, read at ``path``, is not
     of the JSON type mappings/config.toml gives the field there (None: it is, or the path is
