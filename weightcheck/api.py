@@ -384,9 +384,10 @@ def convert(
         from weightcheck.model import vocab
 
         vmap = vocab.load_map(str(vocab_from), token=token)
-    if d.looks_like_target and check:
-        # a target model, not a drafter: nothing to plan; refused with check's findings on SRC
-        # (exit 1, as check SRC gives), --allow-errors or not: no drafter can be written of it
+    if (d.looks_like_target or d.normalized.mistyped) and check:
+        # a target model, not a drafter, or a config with values of the wrong JSON type (WC212):
+        # nothing to plan (no output config can be built from values no engine reads); refused
+        # with check's findings on SRC (exit 1, as check SRC gives), --allow-errors or not
         r = {
             "schema": "weightcheck.convert/1",
             "source": d.source.spec,
@@ -398,7 +399,10 @@ def convert(
             "config_changes": [],
             "notes": [],
             "config": None,
-            "check": convert_mod.check_source(d, to, tgt),
+            "check": {
+                **convert_mod.check_source(d, to, tgt),
+                "why": "target" if d.looks_like_target else "config_types",
+            },
             "refused": True,
             "exit_status": 1,
         }

@@ -996,14 +996,17 @@ def convert_text(r: dict, dry_run: bool, out: Output | None = None) -> str:
     lines += _lines(r["notes"], out, "note: ")
     lines += _gate_lines(r, out)
     if r.get("refused") and (r.get("check") or {}).get("on") == "source":
-        lines.append(
-            paint(
-                "refused: SRC is a target model, not a drafter (above); nothing written",
-                "error",
-                out,
+        if r["check"].get("why") == "config_types":
+            said, advice = (
+                "SRC's config has values of the wrong JSON type (above); nothing written",
+                " — fix them in SRC's config.json (no engine builds it as it is)",
             )
-            + " — pass it as --target TARGET, and a drafter as SRC"
-        )
+        else:
+            said, advice = (
+                "SRC is a target model, not a drafter (above); nothing written",
+                " — pass it as --target TARGET, and a drafter as SRC",
+            )
+        lines.append(paint(f"refused: {said}", "error", out) + advice)
         return "\n".join(lines)
     if r.get("refused"):
         lines.append(

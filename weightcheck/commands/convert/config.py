@@ -75,7 +75,8 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         # a second round through the other layout writes the same config.json
         flat["tie_word_embeddings"] = None
     # drop every place aux ids could be; they are written back where the destination reads them
-    ec = dict(flat.get("eagle_config") or {})
+    # an eagle_config that is no object (WC212) has nothing to keep: the gate refuses the output
+    ec = dict(flat["eagle_config"]) if isinstance(flat.get("eagle_config"), dict) else {}
     ec.pop("eagle_aux_hidden_state_layer_ids", None)
     flat.pop("eagle_aux_hidden_state_layer_ids", None)
     ids = norm.get("aux_layer_ids")
