@@ -196,7 +196,7 @@ def aux_convention(ctx):
     why = (
         f"ids that end at the target's {L} layers are layer boundaries"
         if trained != aux.convention_of(ctx.d)
-        else f"the one {ctx.d.dialect} drafters carry"
+        else "the one its config writes them in"
     )
     if here is not None and there is not None and here != there:
         ids_here = v.aux.get("ids") or f"none it reads, so its default {[2, L // 2, L - 3]}"
