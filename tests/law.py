@@ -28,6 +28,7 @@ all of it under the ``engine`` marker.
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import tempfile
 
@@ -36,6 +37,7 @@ from conftest import run_cli
 from weightcheck import api
 from weightcheck.errors import WeightcheckError
 
+ROOT_DIR = pathlib.Path(__file__).resolve().parent.parent
 ENGINES = ("sglang", "vllm")
 LAYOUTS = ("sglang", "vllm", "speculators")
 SERIOUS = ("error", "warning")

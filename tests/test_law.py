@@ -83,3 +83,13 @@ def test_the_law_can_fail(tmp_path):
     assert "WC708" in law.layout_specific() and "WC206" not in law.layout_specific()
     nested = [{"code": "A", "consequences": [{"code": "B", "consequences": []}]}]
     assert [f["code"] for f in law.flat(nested)] == ["A", "B"]
+
+
+def test_docs_list_the_layout_specific_codes():
+    """docs/consistency.md's table of layout-specific codes is the rule data's."""
+    import re
+
+    text = (law.ROOT_DIR / "docs" / "consistency.md").read_text()
+    section = text.split("## Layout-specific codes", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| (WC\d{3}) \|", section, re.M))
+    assert listed == set(law.layout_specific())

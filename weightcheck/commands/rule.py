@@ -70,7 +70,7 @@ def page(code: str) -> dict:
         if want.upper() == p["code"] or want.lower() == p["name"]:
             return p
     raise WeightcheckError(
-        None, f"no rule {code!r}: `weightcheck rule --all` lists the codes (WC101 ... WC904)"
+        None, f"no rule {code!r}: `weightcheck rule --all` lists the codes (WC101 ... WC906)"
     )
 
 
