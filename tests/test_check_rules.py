@@ -992,7 +992,7 @@ def test_aux_ids_ending_at_the_layer_count_are_boundaries_in_every_layout(w, lay
 
 @pytest.mark.parametrize(
     "ids, text",
-    [([-2, 1, 2], "below -1"), ([0, 1, 1], "duplicate"), ([0, "1", 2], "not all integers")],
+    [([-2, 1, 2], "below -1"), ([0, 1, 1], "duplicate")],
 )
 def test_aux_ids_malformed(w, ids, text):
     _, rep = check(edit(PRODUCERS / "specforge-sglang", w.path("x"), cfg=_ids(ids)))

@@ -10,11 +10,12 @@ import re
 
 import pytest
 from check_builders import by_code, check, copy_fixture, edit
-from conftest import run_cli
+from conftest import PRODUCERS, run_cli
 
 from weightcheck.model import config as config_mod
 
 SRC = "specforge-sglang"
+PRODUCERS_SF = PRODUCERS / SRC
 # values no engine builds, as the issue lists them: (field, value, message)
 BAD = [
     ("hidden_size", "64", 'hidden_size is a string ("64"), expected an integer'),
@@ -151,3 +152,55 @@ def test_nothing_computes_with_the_value():
     n = config_mod.normalize({"eagle_aux_hidden_state_layer_ids": "0,1,2"})
     assert n.values["num_aux_hidden_states"] is None
     assert n.unknown_because["num_aux_hidden_states"] == "aux_layer_ids"
+
+
+WRONG_VALUES = ("1e6", True, [3], {"v": 1}, 1.5)
+
+
+@pytest.mark.parametrize("value", WRONG_VALUES, ids=lambda v: type(v).__name__)
+def test_no_config_field_of_any_wrong_type_crashes_a_command(tmp_path, value):
+    """Every field weightcheck reads (mappings/config.toml), at every path it is read from, given
+    a value of another JSON type: check (plain, each engine, with the target), convert and
+    compare answer — findings, a refusal or one line — and never crash (the new-user trial found
+    WC405 comparing a string rope_theta and convert concatenating string aux ids)."""
+    from check_builders import TARGET
+
+    paths = sorted({p for spec in config_mod.field_specs() for p in spec.paths})
+    for i, path in enumerate(paths):
+
+        def put(c, path=path):
+            node = c
+            *head, last = path.split(".")
+            for k in head:
+                if not isinstance(node.get(k), dict):
+                    node[k] = {}
+                node = node[k]
+            node[last] = value
+
+        d = edit(copy_fixture(SRC, tmp_path / f"s{i}"), tmp_path / f"x{i}", cfg=put)
+        for args in ([], ["--engine", "sglang"], ["--engine", "vllm"], ["--target", TARGET]):
+            r = run_cli("check", d, *args, "--json")
+            assert r.exit_code in (0, 1, 2) and "internal error" not in r.stderr, (path, args)
+        r = run_cli("convert", d, tmp_path / f"o{i}", "--to", "vllm", "--dry-run")
+        assert "internal error" not in r.stderr, (path, r.stderr)
+        r = run_cli("compare", d, PRODUCERS_SF)
+        assert "internal error" not in r.stderr, (path, r.stderr)
+
+
+def test_aux_ids_that_are_no_integers_are_one_wc212_and_convert_refuses(tmp_path):
+    """The new-user trial: ids ["2", "30", "58"] made convert --to vllm crash (TypeError); now one
+    WC212 for the field (each id is captured: one that is no integer makes the list no value),
+    and convert refuses with check's findings on SRC, exit 1."""
+
+    def strings(c):
+        c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ["0", "1", "2"]
+
+    d = edit(copy_fixture(SRC, tmp_path / "src"), tmp_path / "x", cfg=strings)
+    code, rep = check(d)
+    (f,) = by_code(rep, "WC212")
+    assert code == 1 and "[0] is a string" in f["message"] and "2 more" in f["message"]
+    assert "WC403" not in {x["code"] for x in rep["findings"]}
+    for to in ("sglang", "vllm", "speculators"):
+        r = run_cli("convert", d, tmp_path / f"out-{to}", "--to", to)
+        assert r.exit_code == 1 and "internal error" not in r.stderr, (to, r.stderr)
+        assert not (tmp_path / f"out-{to}").exists()

@@ -209,3 +209,68 @@ def test_a_version_the_applicable_loader_was_not_read_for_is_refused(tmp_path, v
     assert run_cli("check", mla, "--engine", "sglang==0.5.23").exit_code in (0, 1)
     # the Llama loader was read for it: replayed
     assert run_cli("check", SF, "--engine", f"sglang=={version}").exit_code in (0, 1)
+
+
+# --- found by trying it as a new user ----------------------------------------------------------------
+def test_ids_no_engine_id_can_express_are_a_gate_refusal_not_bad_input(tmp_path):
+    """[1, 2, 4] on a 4-layer Llama target end at the layer count (the last layer's output):
+    SGLang cannot capture it. convert --to sglang said so as unreadable input (exit 2); it keeps
+    the ids and its gate refuses them as check OUT --engine sglang would (exit 1, WC708/WC712)."""
+    src = edit(SF, tmp_path / "x", cfg=_ids([1, 2, 4]))
+    r = run_cli("convert", src, tmp_path / "out", "--to", "sglang", "--target", TARGET, "--json")
+    assert r.exit_code == 1 and r.json["refused"]
+    (run,) = r.json["check"]["engines"]
+    assert {"WC708", "WC712"} <= {f["code"] for f in run["findings"]}
+    assert any("kept as they are" in n for n in r.json["notes"])
+    # vLLM captures them: --to vllm converts
+    assert (
+        run_cli("convert", src, tmp_path / "v", "--to", "vllm", "--target", TARGET).exit_code == 0
+    )
+
+
+def test_layers_beyond_num_hidden_layers_are_one_wc406(tmp_path):
+    """Two layers of weights under num_hidden_layers 1: one WC406, with what each engine does
+    with layer 1 (SGLang drops it, vLLM refuses it) under it; each engine line counts as its own
+    check --engine E lists (one error)."""
+    tm = tensor_map(SF)
+    from weightcheck.storage.writer import OutTensor
+
+    layer1 = []
+    for n, t in tm.items():
+        if n.startswith("midlayer.") and "hidden_norm" not in n:
+            shape = t.shape
+            if "self_attn" in n and n.split(".")[-2] in ("q_proj", "k_proj", "v_proj"):
+                shape = (t.shape[0], t.shape[1] // 2)  # layers >= 1 read H, not 2H
+            size = 2
+            for x in shape:
+                size *= x
+            layer1.append(
+                OutTensor(n.replace("midlayer.", "layers.1."), t.dtype, shape, b"\1" * size)
+            )
+    src = edit(SF, tmp_path / "x", add=layer1)
+    code, rep = check(src)
+    assert code == 1
+    assert [f["code"] for f in rep["findings"] if f["severity"] == "error"] == ["WC406"]
+    (root,) = by_code(rep, "WC406")
+    assert consequences_of(root, "WC702") or consequences_of(root, "WC703")
+    for e in ("sglang", "vllm"):
+        assert rep["engines"][e]["findings"]["errors"] == 1, rep["engines"][e]
+
+
+def test_compare_says_which_config_requires_a_tensor_only_one_side_has(tmp_path):
+    from check_builders import write_checkpoint
+
+    tm = tensor_map(SF)
+    from weightcheck.storage.writer import OutTensor
+
+    extra = [
+        OutTensor(n.replace("midlayer.", "layers.1."), t.dtype, t.shape, t.data)
+        for n, t in tm.items()
+        if n.startswith("midlayer.mlp.")
+    ]
+    cfg = json.loads((SF / "config.json").read_text())
+    cfg["num_hidden_layers"] = 2
+    two = write_checkpoint(tmp_path / "two", cfg, list(tm.values()) + extra)
+    r = run_cli("compare", two, SF, "--json")
+    said = " ".join(r.json["reasons"])
+    assert "only in A (A's config requires it" in said and "missing in B" not in said

@@ -60,6 +60,17 @@ def test_every_field_given_every_json_type(spec):
             elif value is None:  # null is transformers' "not set": absent, no problem
                 assert n.provenance[spec.name] in ("absent", "default"), (path, found)
                 assert not mine, mine
+            elif found in ACCEPTS[spec.type] and config_mod.ITEMS_READ.get(spec.name) == "all":
+                # every item is read (aux layer ids): an item of another type makes it no value
+                items_ok = all(
+                    config_mod._TYPES[config_mod.ITEM_TYPES[spec.name]](x) for x in value
+                )
+                if items_ok:
+                    assert n.provenance[spec.name] == path and not mine, (path, found, mine)
+                else:
+                    assert n.provenance[spec.name] == "invalid"
+                    (msg,) = mine
+                    assert msg.startswith(f"{path}[0] is "), msg
             elif found in ACCEPTS[spec.type]:
                 assert n.provenance[spec.name] == path and not mine, (path, found, mine)
             else:

@@ -40,7 +40,9 @@ def engine_line(summary: dict, run) -> dict:
         said = summary["says"]
         if summary["starts"] and said.startswith("loads every parameter"):
             said = "starts" + said[len("loads every parameter") :]
-        out["says"] = f"{said}; {counts} ({', '.join(verdict['codes'])})"
+        out["says"] = (
+            f"{said}; with --engine {run.engine}: {counts} ({', '.join(verdict['codes'])})"
+        )
     return out
 
 

@@ -156,14 +156,18 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
     for p in c.pairs:
         if p.a is None or p.b is None:
             have, lack, lack_label = (p.a, b, "B") if p.b is None else (p.b, a, "A")
-            how = presence(lack, p.canonical) or presence(a if lack is b else b, p.canonical)
+            has_label = "A" if lack_label == "B" else "B"
+            theirs = presence(lack, p.canonical)  # the lacking side's own config
+            how = theirs or presence(a if lack is b else b, p.canonical)
             if p.canonical is None:
-                c.reasons.append(
-                    f"{have.name} (a name no dialect explains) only in "
-                    f"{'A' if lack_label == 'B' else 'B'}"
-                )
-            elif how == "required":
+                c.reasons.append(f"{have.name} (a name no dialect explains) only in {has_label}")
+            elif theirs == "required":
                 c.reasons.append(f"{p.canonical} missing in {lack_label} (its config requires it)")
+            elif how == "required":  # only the side that has it requires it (another layer count)
+                c.reasons.append(
+                    f"{p.canonical} only in {has_label} ({has_label}'s config requires it, "
+                    f"{lack_label}'s has no such tensor)"
+                )
             else:
                 c.strict_failures.append(
                     f"{p.canonical} ({how or 'not expected'}) only in "

@@ -124,8 +124,11 @@ _TYPES = {
     "list": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
 }
-# lists whose items weightcheck reads with a type (aux layer ids are WC403's to judge, item by item)
-ITEM_TYPES = {"architectures": "str"}
+# lists whose items weightcheck reads with a type, and which items the engines read: only
+# architectures[0] picks the class (a later item only stands out, WC207); every aux layer id is
+# captured (one that is no integer makes the list no value: WC212, and convert refuses it)
+ITEM_TYPES = {"architectures": "str", "aux_layer_ids": "int"}
+ITEMS_READ = {"architectures": "first", "aux_layer_ids": "all"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -226,11 +229,13 @@ def normalize(raw: dict | None) -> NormalizedConfig:
                 continue
             item = ITEM_TYPES.get(spec.name)
             wrong = [i for i, x in enumerate(v) if not _TYPES[item](x)] if item else []
-            for i in wrong:
-                out.problems.append((spec.name, type_problem(f"{path}[{i}]", v[i], EXPECTED[item])))
-            if 0 in wrong:
-                # the item the engines read (architectures[0] picks the class) is of the wrong
-                # type: the list is no value; a later item only stands out (WC207)
+            if wrong:  # one finding per field: the first wrong item, and how many more
+                i = wrong[0]
+                more = f" (and {len(wrong) - 1} more item(s))" if len(wrong) > 1 else ""
+                said = type_problem(f"{path}[{i}]", v[i], EXPECTED[item]) + more
+                out.problems.append((spec.name, said))
+            if (0 in wrong) if ITEMS_READ.get(spec.name) == "first" else wrong:
+                # an item the engines read is of the wrong type: the list is no value
                 out.mistyped.add(spec.name)
                 invalid = invalid or path
                 continue

@@ -41,18 +41,22 @@ class EngineRun:
 
     engine: str
     findings: tuple[Finding, ...]  # flat: consequences not folded
-
-    def count(self, severity: str) -> int:
-        return sum(1 for f in self.findings if f.severity == severity)
+    folded: tuple[Finding, ...] = ()  # as `check --engine E` lists them (one cause, one finding)
 
     @property
     def clean(self) -> bool:
         """The engine serves the drafter without an error."""
-        return self.count(ERROR) == 0
+        return not any(f.severity == ERROR for f in self.findings)
 
     def verdict(self) -> dict:
-        codes = sorted({f.code for f in self.findings if f.severity in (ERROR, WARNING)})
-        return {"errors": self.count(ERROR), "warnings": self.count(WARNING), "codes": codes}
+        """What `check --engine E` would sum up: its findings as it lists them."""
+        top = self.folded or self.findings
+        codes = sorted({f.code for f in top if f.severity in (ERROR, WARNING)})
+        return {
+            "errors": sum(1 for f in top if f.severity == ERROR),
+            "warnings": sum(1 for f in top if f.severity == WARNING),
+            "codes": codes,
+        }
 
 
 def run(
@@ -140,7 +144,10 @@ def engine_runs(ctx: Context) -> dict[str, EngineRun]:
     runs = {}
     for e, view in ctx.views().items():
         one = dataclasses.replace(ctx, engine=e, engine_view=view, _views=None, engine_runs=None)
-        runs[e] = EngineRun(e, tuple(apply(one, skip=TRAINING_NEEDS)))
+        flat = apply(one, skip=TRAINING_NEEDS)
+        flat.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
+        folded = causes.fold(flat, canonical=canonical_names(ctx.d))
+        runs[e] = EngineRun(e, tuple(flat), tuple(folded))
     return runs
 
 

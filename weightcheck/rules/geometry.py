@@ -221,11 +221,15 @@ def attention(ctx):
 )
 def stale_rope(ctx):
     cfg = ctx.d.config
+
+    def number(x) -> bool:  # a value of another type is WC212's (config types), not a base
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
     rp = cfg.get("rope_parameters")
     if (
         isinstance(rp, dict)
-        and "rope_theta" in rp
-        and "rope_theta" in cfg
+        and number(rp.get("rope_theta"))
+        and number(cfg.get("rope_theta"))
         and rp["rope_theta"] != cfg["rope_theta"]
     ):
         yield ctx.f(

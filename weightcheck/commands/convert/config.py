@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from weightcheck.engines import aux
 from weightcheck.engines import view as engine_mod
-from weightcheck.errors import UsageError, json_value
+from weightcheck.errors import UsageError, WeightcheckError, json_value
 from weightcheck.model import config as config_mod
 
 if TYPE_CHECKING:
@@ -101,13 +101,22 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         model_type, how = aux.LLAMA, "every target family gives the same ids"
     else:
         plan.target_family = model_type
-    new_ids = aux.convert_ids(ids, src_conv, dst_conv, model_type, L)
+    expressed = True
+    try:
+        new_ids = aux.convert_ids(ids, src_conv, dst_conv, model_type, L)
+    except WeightcheckError as e:
+        expressed = False
+        # no ids make the destination engine capture the trained layers (SGLang cannot reach
+        # the last layer of a Llama target): written as they are, and the gate judges them as
+        # check OUT --engine E would (WC708/WC712: refused, exit 1), not an unreadable input
+        new_ids = ids
+        plan.notes.append(f"aux layer ids {ids} kept as they are: {e.message}")
     if ids is not None and new_ids != ids:
         plan.config_changes.append(
             f"aux layer ids {ids} ({src_conv} convention) -> {new_ids} ({dst_conv} convention): the "
             f"same target layers for a {model_type} target ({how}); docs/engines.md"
         )
-    elif ids is not None and src_conv != dst_conv:  # kept, but say why (it depends on the family)
+    elif ids is not None and src_conv != dst_conv and expressed:  # kept: say why (the family)
         plan.config_changes.append(
             f"aux layer ids {ids} ({src_conv} convention) kept: {dst_conv}'s convention captures the "
             f"same target layers with them for a {model_type} target ({how}); docs/engines.md"
