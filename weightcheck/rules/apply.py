@@ -129,7 +129,13 @@ def apply(ctx: Context, skip: frozenset = frozenset()) -> list[Finding]:
     }
     out: list[Finding] = []
     for r in rules.RULES.values():
-        if have[r.needs] and r.needs not in skip:
+        if not have[r.needs] or r.needs in skip:
+            continue
+        if r.engine_free:  # the same for every engine: computed once per check
+            if r.code not in ctx._memo:
+                ctx._memo[r.code] = list(r.fn(ctx))
+            out.extend(ctx._memo[r.code])
+        else:
             out.extend(r.fn(ctx))
     out = [f for f in out if not computed_from_mistyped(ctx, f)]
     if ctx.d.looks_like_target:  # one fact, one answer: WC203 (model/drafter.py decides it)

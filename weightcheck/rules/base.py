@@ -72,16 +72,26 @@ class Rule:
     summary: str
     needs: Needs
     fn: Callable[["Context"], Iterable[Finding]]
+    # reads neither the engine nor the engines' views: plain check's engine runs reuse its
+    # findings (rules/apply.py) instead of computing them once per engine
+    engine_free: bool = False
 
     def __call__(self, ctx: "Context") -> Iterable[Finding]:
         return self.fn(ctx)
 
 
-def rule(code: str, slug: str, severity: Severity, summary: str, needs: Needs = ""):
+def rule(
+    code: str,
+    slug: str,
+    severity: Severity,
+    summary: str,
+    needs: Needs = "",
+    engine_free: bool = False,
+):
     """Make a function a :class:`Rule` (it is listed by weightcheck/rules/__init__.py)."""
 
     def deco(fn) -> Rule:
-        return Rule(code, slug, severity, summary, needs, fn)
+        return Rule(code, slug, severity, summary, needs, fn, engine_free)
 
     return deco
 
@@ -148,6 +158,8 @@ class Context:
     engine_runs: dict | None = None
     _maps: tuple[list[int] | None, bytes | None] | None = field(default=None, repr=False)
     _views: dict | None = field(default=None, repr=False)
+    # engine-free rules' findings by code, shared by plain check's context and its engine runs'
+    _memo: dict = field(default_factory=dict, repr=False)
 
     def f(
         self,

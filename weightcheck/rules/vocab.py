@@ -146,7 +146,13 @@ def d2t_missing(ctx):
         )
 
 
-@rule("WC306", "d2t-range", "error", "A d2t entry maps a draft id outside [0, vocab_size).")
+@rule(
+    "WC306",
+    "d2t-range",
+    "error",
+    "A d2t entry maps a draft id outside [0, vocab_size).",
+    engine_free=True,
+)
 def d2t_range(ctx):
     d2t, _ = ctx.vocab_maps()
     v, _ = _vocab(ctx)
@@ -163,7 +169,9 @@ def d2t_range(ctx):
         )
 
 
-@rule("WC307", "d2t-duplicates", "error", "Two draft ids map to the same target id.")
+@rule(
+    "WC307", "d2t-duplicates", "error", "Two draft ids map to the same target id.", engine_free=True
+)
 def d2t_dups(ctx):
     d2t, _ = ctx.vocab_maps()
     if d2t is None:
@@ -198,7 +206,11 @@ def t2d_shape(ctx):
 
 
 @rule(
-    "WC309", "t2d-count", "error", "t2d marks a different number of tokens than draft_vocab_size."
+    "WC309",
+    "t2d-count",
+    "error",
+    "t2d marks a different number of tokens than draft_vocab_size.",
+    engine_free=True,
 )
 def t2d_count(ctx):
     _, t2d = ctx.vocab_maps()
@@ -213,7 +225,13 @@ def t2d_count(ctx):
 _ONE = bytes([0] + [1] * 255)  # bytes.translate table: any nonzero byte -> 1
 
 
-@rule("WC310", "t2d-vs-d2t", "error", "t2d and d2t describe different draft vocabularies.")
+@rule(
+    "WC310",
+    "t2d-vs-d2t",
+    "error",
+    "t2d and d2t describe different draft vocabularies.",
+    engine_free=True,
+)
 def t2d_vs_d2t(ctx):
     d2t, t2d = ctx.vocab_maps()
     if d2t is None or t2d is None:
