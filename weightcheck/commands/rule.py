@@ -50,6 +50,7 @@ def explains_text(page: dict) -> str:
         "same": "on the same subject",
         "any": "",
         "named": "on the tensors and fields its message names",
+        "names_root": "whose messages name its subject",
     }
     parts = []
     for e in page.get("explains", []):

@@ -1,7 +1,7 @@
 """One cause, one finding: the findings a root cause explains are listed under it.
 
 The table is data (mappings/causes.toml): a root code, the codes it explains, and how their
-subjects relate ("same", "any", "named", or a regular expression over the consequence's subject).
+subjects relate ("same", "any", "named", "names_root", or a regular expression over the consequence's subject).
 :func:`fold` applies it to check's findings: each consequence moves under its root
 (``Finding.consequences``), and the root's severity becomes its worst consequence's, so the
 exit status is what it was. Rule pages say which codes a rule explains (:func:`explained_by`).
@@ -23,7 +23,7 @@ from weightcheck.rules.base import SEVERITY_ORDER, Finding
 class Cause:
     root: str
     explains: tuple[str, ...]
-    subject: str  # "same", "any", "named" or a regular expression
+    subject: str  # "same", "any", "named", "names_root" or a regular expression
     why: str
 
     def relates(self, root: Finding, f: Finding, canonical: dict | None = None) -> bool:
@@ -34,15 +34,18 @@ class Cause:
         if self.subject == "any":
             return True
         if self.subject == "named":  # the root's message names what the consequence concerns
-            return (
-                f.subject is not None
-                and re.search(rf"(?<![\w.]){re.escape(f.subject)}(?![\w.])", root.message)
-                is not None
-            )
+            return f.subject is not None and _names(root.message, f.subject)
+        if self.subject == "names_root":  # the consequence's message names the root's subject
+            return root.subject is not None and _names(f.message, root.subject)
         if f.subject is None:
             return False
         names = {f.subject, (canonical or {}).get(f.subject, f.subject)}
         return any(re.search(self.subject, n) is not None for n in names)
+
+
+def _names(message: str, name: str) -> bool:
+    """``message`` names ``name`` as a whole word (a tensor or a config field)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?![\w.])", message) is not None
 
 
 def _same(a: str, b: str | None, canonical: dict) -> bool:
@@ -76,7 +79,7 @@ def parse(data: dict, where: str) -> tuple[Cause, ...]:
         if bad:
             raise WeightcheckError(where, f"cause {i}: no rule {bad[0]!r}")
         subject = c.get("subject", "same")
-        if subject not in ("same", "any", "named"):
+        if subject not in ("same", "any", "named", "names_root"):
             try:
                 re.compile(subject)
             except re.error as e:
