@@ -125,3 +125,19 @@ def _isolated_hf(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: fail fast
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     yield
+
+
+@pytest.fixture(scope="session")
+def examples_out(tmp_path_factory):
+    """The bundled example drafters (examples/make_examples.py), written for the test session
+    (examples/out is generated and not in the repository)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_examples", ROOT / "examples" / "make_examples.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path_factory.mktemp("examples-out")
+    mod.main(str(out))
+    return out

@@ -206,14 +206,14 @@ def test_aux_ids_that_are_no_integers_are_one_wc212_and_convert_refuses(tmp_path
         assert not (tmp_path / f"out-{to}").exists()
 
 
-def test_an_engine_refusing_a_config_item_that_reads_a_mistyped_field_is_under_wc212(tmp_path):
+def test_an_engine_refusing_a_config_item_that_reads_a_mistyped_field_is_under_wc212(
+    tmp_path, examples_out
+):
     """SGLang refuses its `rope` config item when rope_theta is a string (WC705, subject `rope`):
     the same fact as WC212 on rope_theta, listed under it (mappings/causes.toml, names_root)."""
-    from conftest import ROOT
-
     # a transformers 4 config (rope_theta at the top level, as the K2 drafter's), which SGLang reads
     d = edit(
-        ROOT / "examples" / "out" / "kimi-k2-drafter",
+        examples_out / "kimi-k2-drafter",
         tmp_path / "x",
         cfg=lambda c: c.update(rope_theta="1e6"),
     )

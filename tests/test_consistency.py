@@ -18,10 +18,9 @@ from check_builders import (
     mla_drafter,
     tensor_map,
 )
-from conftest import ROOT, run_cli
+from conftest import run_cli
 
 SF = PRODUCERS / "specforge-sglang"
-EXAMPLES = ROOT / "examples" / "out"
 
 
 def _ids(ids):
@@ -103,8 +102,8 @@ def _mla_config(tmp_path):
     return p
 
 
-def test_a_llama_drafter_cannot_silently_initialize_an_mla_drafter(tmp_path):
-    k2 = EXAMPLES / "kimi-k2-drafter"
+def test_a_llama_drafter_cannot_silently_initialize_an_mla_drafter(tmp_path, examples_out):
+    k2 = examples_out / "kimi-k2-drafter"
     cfg = _mla_config(tmp_path)
     cmp = run_cli("compare", k2, mla_drafter(tmp_path / "mla"), "--json")
     assert cmp.json["verdict"] == "incompatible"
@@ -127,14 +126,14 @@ def test_a_llama_drafter_cannot_silently_initialize_an_mla_drafter(tmp_path):
     assert f"{t['parameters_initialized']:,} of {t['parameters']:,} parameters" in text
 
 
-def test_the_reverse_an_mla_drafter_into_a_llama_run(tmp_path):
+def test_the_reverse_an_mla_drafter_into_a_llama_run(tmp_path, examples_out):
     mla = mla_drafter(tmp_path / "mla")
-    code, rep = check(mla, "--training-config", EXAMPLES / "kimi-k2-drafter" / "config.json")
+    code, rep = check(mla, "--training-config", examples_out / "kimi-k2-drafter" / "config.json")
     assert code == 1 and by_code(rep, "WC905")
 
 
-def test_allow_partial_init_makes_it_a_warning(tmp_path):
-    k2 = EXAMPLES / "kimi-k2-drafter"
+def test_allow_partial_init_makes_it_a_warning(tmp_path, examples_out):
+    k2 = examples_out / "kimi-k2-drafter"
     code, rep = check(k2, "--training-config", _mla_config(tmp_path), "--allow-partial-init")
     assert code == 0
     assert {f["severity"] for f in by_code(rep, "WC905")} == {"warning"}
@@ -145,8 +144,8 @@ def test_allow_partial_init_makes_it_a_warning(tmp_path):
     assert r.exit_code == 2 and "--training-config" in r.stderr
 
 
-def test_the_same_architecture_initializes_everything(tmp_path):
-    k2 = EXAMPLES / "kimi-k2-drafter"
+def test_the_same_architecture_initializes_everything(tmp_path, examples_out):
+    k2 = examples_out / "kimi-k2-drafter"
     code, rep = check(k2, "--training-config", k2 / "config.json")
     assert not by_code(rep, "WC905") and not by_code(rep, "WC906")
     assert rep["training"]["fraction_initialized"] == 1.0
