@@ -667,6 +667,68 @@ def test_wc904_compares_aux_ids_by_the_layers_they_capture(w):
     assert "WC904" not in codes(rep), rep["findings"]
 
 
+def _t4_rope_training_config(w) -> pathlib.Path:
+    """specforge-sglang's own config as a transformers-4 training config spells it: rope_scaling
+    null and rope_theta at top level, no rope_parameters."""
+    cfg = read_config(PRODUCERS / "specforge-sglang")
+    assert cfg["rope_parameters"] == {"rope_theta": 10000.0, "rope_type": "default"}
+    cfg.pop("rope_parameters")
+    cfg.update(rope_scaling=None, rope_theta=10000.0)
+    return w.json_file("train-t4.json", cfg)
+
+
+def test_wc904_compares_rope_by_meaning(w):
+    """issue #23: a transformers-5 export (rope_parameters {rope_type: default} carrying
+    rope_theta) against a training config's rope_scaling null and top-level rope_theta is the same
+    RoPE: no WC904. Another scaling is still one."""
+    p = _t4_rope_training_config(w)
+    _, rep = check(PRODUCERS / "specforge-sglang", "--training-config", p)
+    assert "WC904" not in codes(rep), rep["findings"]
+    cfg = json.loads(p.read_text())
+    cfg["rope_scaling"] = {"type": "linear", "factor": 2.0}
+    _, rep = check(PRODUCERS / "specforge-sglang", "--training-config", w.json_file("t.json", cfg))
+    assert [f["subject"] for f in by_code(rep, "WC904")] == ["rope_scaling"], rep["findings"]
+
+
+@pytest.mark.parametrize(
+    "a, b, same",
+    [
+        (None, {"rope_type": "default"}, True),
+        ({"type": "default"}, None, True),
+        ({"rope_type": "default", "rope_theta": 500000.0}, {}, True),
+        ({"type": "linear", "factor": 2}, {"rope_type": "linear", "factor": 2.0}, True),
+        (
+            {"rope_type": "llama3", "factor": 8.0, "rope_theta": 500000.0},
+            {"rope_type": "llama3", "factor": 8.0},
+            True,
+        ),
+        ({"rope_type": "linear", "factor": 2.0}, None, False),
+        ({"rope_type": "linear", "factor": 2.0}, {"rope_type": "linear", "factor": 4.0}, False),
+    ],
+)
+def test_same_rope_scaling(a, b, same):
+    from weightcheck.model.compatibility import same_field
+
+    assert same_field("rope_scaling", a, b) is same
+    assert same_field("rope_scaling", b, a) is same
+
+
+def test_compare_agrees_on_rope_by_meaning(w):
+    """compare asks the gate's question (model/compatibility.py same_field): the two spellings of
+    one RoPE are no config difference."""
+    b = w.path("t4")
+    b.mkdir()
+    (b / "model.safetensors").write_bytes(
+        (PRODUCERS / "specforge-sglang" / "model.safetensors").read_bytes()
+    )
+    (b / "config.json").write_text(_t4_rope_training_config(w).read_text())
+    r = run_cli("compare", PRODUCERS / "specforge-sglang", b, "--json")
+    assert r.exit_code == 0, r
+    fields = {d["field"] for d in r.json["config_differences"]}
+    assert not fields & {"rope_scaling", "rope_theta"}, r.json["config_differences"]
+    assert run_cli("compare", PRODUCERS / "specforge-sglang", b, "--strict").exit_code == 0
+
+
 # --- the table is complete, and each entry fires --------------------------------------------------
 def test_every_rule_has_a_triggering_case():
     missing = sorted(set(RULES) - set(TRIGGERS) - LIVE_ONLY)

@@ -6,7 +6,11 @@ from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.model.compatibility import architecture_differences, declared_architecture
+from weightcheck.model.compatibility import (
+    architecture_differences,
+    declared_architecture,
+    same_field,
+)
 from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import WARNING, TrainingGate, rule
 
@@ -197,7 +201,7 @@ def training_gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = Fal
         if spec.category != "serving":
             continue
         a, b = d.normalized.get(spec.name), norm.get(spec.name)
-        if a == b:
+        if same_field(spec.name, a, b):  # by meaning: RoPE in either spelling
             continue
         if spec.name == "aux_layer_ids":  # by meaning: the target layers each captures
             fam = aux.target_family(d)[0] or _family_of(training_cfg)
