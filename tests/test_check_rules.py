@@ -656,6 +656,25 @@ def t_training_partial_init(w):
     return _training(w, dict(w.cfg, norm_before_fc=True))
 
 
+@trigger("WC907", "--training-vocab")
+def t_training_vocab_unmapped(w):
+    """issue #23: a reduced-vocabulary SRC, --training-config without --training-vocab."""
+    return _training(w, w.cfg)
+
+
+def test_wc907_only_when_a_map_could_differ(w):
+    """No WC907 with --training-vocab (the map is checked: WC311), nor for a full-vocabulary SRC
+    (no d2t, draft_vocab_size == vocab_size: no map to differ)."""
+    src, args = _training(w, w.cfg)
+    _, rep = check(src, *args, "--training-vocab", src)
+    assert "WC907" not in codes(rep) and "WC311" not in codes(rep), rep["findings"]
+    full = PRODUCERS / "modelopt-fullvocab-fp32"
+    cfg = read_config(full)
+    assert cfg["draft_vocab_size"] == cfg["vocab_size"] and "d2t" not in tensor_map(full)
+    _, rep = check(full, "--training-config", full / "config.json")
+    assert "WC907" not in codes(rep), rep["findings"]
+
+
 def test_wc904_compares_aux_ids_by_the_layers_they_capture(w):
     """The founding pair's ids [2, 30, 58] and [1, 29, 57] capture the same layers of a Kimi
     target in SGLang (>= 0.5.13 adds 1 only when the first id is 1): no WC904."""
@@ -791,7 +810,20 @@ CLEAN = {
     "synth --values": Clean(lambda tmp: (_synth(tmp, "sf-values"), ["--values"]), ALL | {"values"}),
     # it ships an embedding (SpecForge's training init takes one), which both engines replace
     # with the target's: each engine's own run says so (WC711, info), and so does plain check
-    "synth --training-config": Clean(_training_clean, ALL | {"training"}, frozenset({"WC711"})),
+    # its vocabulary is reduced and no --training-vocab is given: WC907 (info) says the map the
+    # run will use went unchecked — true of every such run, so real here too
+    "synth --training-config": Clean(
+        _training_clean, ALL | {"training"}, frozenset({"WC711", "WC907"})
+    ),
+    # the same run with its own map given: the map is checked (WC311 quiet), so WC907 is too
+    "synth --training-config --training-vocab (its own map)": Clean(
+        lambda tmp: (
+            (r := _training_clean(tmp))[0],
+            [*r[1], "--training-vocab", r[0]],
+        ),
+        ALL | {"training", "training_vocab"},
+        frozenset({"WC711"}),
+    ),
     "synth --training-vocab (its own map)": Clean(
         lambda tmp: (_synth(tmp, "own-map"), ["--training-vocab", _synth(tmp, "same-map")]),
         ALL | {"training_vocab"},

@@ -131,6 +131,30 @@ def training_init(ctx):
     )
 
 
+@rule(
+    "WC907",
+    "training-vocab-unmapped",
+    "info",
+    "SRC has a reduced draft vocabulary and no --training-vocab was given: the gate did not check "
+    "the map the training run will use.",
+    needs="training",
+)
+def training_vocab_unmapped(ctx):
+    if ctx.training_vocab is not None:
+        return
+    n = ctx.n
+    dv, v = n.get("draft_vocab_size"), n.get("vocab_size")
+    reduced = ctx.tensor("d2t") is not None or (type(dv) is int and type(v) is int and dv < v)
+    if not reduced:
+        return
+    yield ctx.f(
+        "WC907",
+        "no vocabulary map given: SpecForge builds d2t/t2d from the training data; pass "
+        "--training-vocab to check the map the run will use",
+        "d2t",
+    )
+
+
 def said(g: TrainingGate) -> str:
     """The gate's answer in a line (check's header, the JSON's training.says)."""
     head = f"SRC initializes {_share(g)} of {g.architectures[1] if g.architectures else 'it'}"
