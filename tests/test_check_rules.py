@@ -656,6 +656,25 @@ def t_training_partial_init(w):
     return _training(w, dict(w.cfg, norm_before_fc=True))
 
 
+@trigger("WC907", "--training-vocab")
+def t_training_vocab_unmapped(w):
+    """issue #23: a reduced-vocabulary SRC, --training-config without --training-vocab."""
+    return _training(w, w.cfg)
+
+
+def test_wc907_only_when_a_map_could_differ(w):
+    """No WC907 with --training-vocab (the map is checked: WC311), nor for a full-vocabulary SRC
+    (no d2t, draft_vocab_size == vocab_size: no map to differ)."""
+    src, args = _training(w, w.cfg)
+    _, rep = check(src, *args, "--training-vocab", src)
+    assert "WC907" not in codes(rep) and "WC311" not in codes(rep), rep["findings"]
+    full = PRODUCERS / "modelopt-fullvocab-fp32"
+    cfg = read_config(full)
+    assert cfg["draft_vocab_size"] == cfg["vocab_size"] and "d2t" not in tensor_map(full)
+    _, rep = check(full, "--training-config", full / "config.json")
+    assert "WC907" not in codes(rep), rep["findings"]
+
+
 def test_wc904_compares_aux_ids_by_the_layers_they_capture(w):
     """The founding pair's ids [2, 30, 58] and [1, 29, 57] capture the same layers of a Kimi
     target in SGLang (>= 0.5.13 adds 1 only when the first id is 1): no WC904."""
@@ -665,6 +684,68 @@ def test_wc904_compares_aux_ids_by_the_layers_they_capture(w):
     src, args = _training(w, cfg)
     _, rep = check(src, *args)
     assert "WC904" not in codes(rep), rep["findings"]
+
+
+def _t4_rope_training_config(w) -> pathlib.Path:
+    """specforge-sglang's own config as a transformers-4 training config spells it: rope_scaling
+    null and rope_theta at top level, no rope_parameters."""
+    cfg = read_config(PRODUCERS / "specforge-sglang")
+    assert cfg["rope_parameters"] == {"rope_theta": 10000.0, "rope_type": "default"}
+    cfg.pop("rope_parameters")
+    cfg.update(rope_scaling=None, rope_theta=10000.0)
+    return w.json_file("train-t4.json", cfg)
+
+
+def test_wc904_compares_rope_by_meaning(w):
+    """issue #23: a transformers-5 export (rope_parameters {rope_type: default} carrying
+    rope_theta) against a training config's rope_scaling null and top-level rope_theta is the same
+    RoPE: no WC904. Another scaling is still one."""
+    p = _t4_rope_training_config(w)
+    _, rep = check(PRODUCERS / "specforge-sglang", "--training-config", p)
+    assert "WC904" not in codes(rep), rep["findings"]
+    cfg = json.loads(p.read_text())
+    cfg["rope_scaling"] = {"type": "linear", "factor": 2.0}
+    _, rep = check(PRODUCERS / "specforge-sglang", "--training-config", w.json_file("t.json", cfg))
+    assert [f["subject"] for f in by_code(rep, "WC904")] == ["rope_scaling"], rep["findings"]
+
+
+@pytest.mark.parametrize(
+    "a, b, same",
+    [
+        (None, {"rope_type": "default"}, True),
+        ({"type": "default"}, None, True),
+        ({"rope_type": "default", "rope_theta": 500000.0}, {}, True),
+        ({"type": "linear", "factor": 2}, {"rope_type": "linear", "factor": 2.0}, True),
+        (
+            {"rope_type": "llama3", "factor": 8.0, "rope_theta": 500000.0},
+            {"rope_type": "llama3", "factor": 8.0},
+            True,
+        ),
+        ({"rope_type": "linear", "factor": 2.0}, None, False),
+        ({"rope_type": "linear", "factor": 2.0}, {"rope_type": "linear", "factor": 4.0}, False),
+    ],
+)
+def test_same_rope_scaling(a, b, same):
+    from weightcheck.model.compatibility import same_field
+
+    assert same_field("rope_scaling", a, b) is same
+    assert same_field("rope_scaling", b, a) is same
+
+
+def test_compare_agrees_on_rope_by_meaning(w):
+    """compare asks the gate's question (model/compatibility.py same_field): the two spellings of
+    one RoPE are no config difference."""
+    b = w.path("t4")
+    b.mkdir()
+    (b / "model.safetensors").write_bytes(
+        (PRODUCERS / "specforge-sglang" / "model.safetensors").read_bytes()
+    )
+    (b / "config.json").write_text(_t4_rope_training_config(w).read_text())
+    r = run_cli("compare", PRODUCERS / "specforge-sglang", b, "--json")
+    assert r.exit_code == 0, r
+    fields = {d["field"] for d in r.json["config_differences"]}
+    assert not fields & {"rope_scaling", "rope_theta"}, r.json["config_differences"]
+    assert run_cli("compare", PRODUCERS / "specforge-sglang", b, "--strict").exit_code == 0
 
 
 # --- the table is complete, and each entry fires --------------------------------------------------
@@ -729,7 +810,20 @@ CLEAN = {
     "synth --values": Clean(lambda tmp: (_synth(tmp, "sf-values"), ["--values"]), ALL | {"values"}),
     # it ships an embedding (SpecForge's training init takes one), which both engines replace
     # with the target's: each engine's own run says so (WC711, info), and so does plain check
-    "synth --training-config": Clean(_training_clean, ALL | {"training"}, frozenset({"WC711"})),
+    # its vocabulary is reduced and no --training-vocab is given: WC907 (info) says the map the
+    # run will use went unchecked — true of every such run, so real here too
+    "synth --training-config": Clean(
+        _training_clean, ALL | {"training"}, frozenset({"WC711", "WC907"})
+    ),
+    # the same run with its own map given: the map is checked (WC311 quiet), so WC907 is too
+    "synth --training-config --training-vocab (its own map)": Clean(
+        lambda tmp: (
+            (r := _training_clean(tmp))[0],
+            [*r[1], "--training-vocab", r[0]],
+        ),
+        ALL | {"training", "training_vocab"},
+        frozenset({"WC711"}),
+    ),
     "synth --training-vocab (its own map)": Clean(
         lambda tmp: (_synth(tmp, "own-map"), ["--training-vocab", _synth(tmp, "same-map")]),
         ALL | {"training_vocab"},

@@ -152,6 +152,41 @@ def test_a_local_target_is_not_written_as_the_verifier(make_drafter, tmp_path, m
     assert any("not a Hub id" in n for n in r["notes"])
 
 
+def test_verifier_is_written_as_given(make_drafter, tmp_path):
+    """issue #23: --verifier ID_OR_PATH goes into verifier.name_or_path as given (without it and
+    without a Hub --target the field is null, and speculators 0.9.0's from_pretrained fails)."""
+    src = make_drafter("src")
+    r = convert(src, tmp_path / "out", "--to", "speculators", "--verifier", "moonshotai/Kimi-K2")
+    assert _verifier(tmp_path / "out")["name_or_path"] == "moonshotai/Kimi-K2"
+    assert "verifier.name_or_path: moonshotai/Kimi-K2 (--verifier)" in r["notes"]
+    # a path too, as given, over a local --target's null
+    convert(
+        src,
+        tmp_path / "out2",
+        "--to",
+        "speculators",
+        "--target",
+        llama_target(),
+        "--verifier",
+        "/models/llama",
+    )
+    assert _verifier(tmp_path / "out2")["name_or_path"] == "/models/llama"
+
+
+def test_a_null_verifier_says_what_fails_on_it(make_drafter, tmp_path):
+    r = convert(make_drafter("src"), tmp_path / "out", "--to", "speculators")
+    assert _verifier(tmp_path / "out")["name_or_path"] is None
+    said = [n for n in r["notes"] if n.startswith("verifier.name_or_path left empty")]
+    assert len(said) == 1 and "speculators 0.9.0" in said[0] and "--verifier" in said[0], r["notes"]
+
+
+@pytest.mark.parametrize("to", ["sglang", "vllm"])
+def test_verifier_only_for_speculators(make_drafter, tmp_path, to):
+    err = refused(make_drafter("src"), tmp_path / "out", "--to", to, "--verifier", "x/y")
+    assert "--verifier" in err and "--to speculators" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_local_target_naming_its_hub_id_gives_that_id(make_drafter, tmp_path):
     import shutil
 

@@ -334,6 +334,7 @@ def convert(
     lm_head_from: str | os.PathLike | None = None,
     vocab_from: str | os.PathLike | None = None,
     target: str | os.PathLike | None = None,
+    verifier: str | os.PathLike | None = None,
     max_shard_size: str | int = "5GB",
     mapping: str | os.PathLike | None = None,
     dry_run: bool = False,
@@ -357,6 +358,14 @@ def convert(
     from weightcheck.model.target import load_target
 
     out = str(out)
+    if verifier is not None and to != "speculators":
+        raise UsageError(
+            None,
+            f"--verifier: only --to speculators writes a verifier (speculators_config.verifier), "
+            f"not --to {to}",
+        )
+    if verifier is not None and not str(verifier).strip():
+        raise UsageError(None, "--verifier: empty; give the target's Hub id or path")
     if embeddings not in ("keep", "drop") and not embeddings.startswith("from="):
         raise UsageError(None, f"--embeddings {embeddings!r}: use keep, drop or from=TARGET")
     shard_size = (
@@ -421,6 +430,7 @@ def convert(
         target=tgt,
         embed_target=emb,
         vocab_from=vmap,
+        verifier=None if verifier is None else str(verifier),
     )
     r = convert_mod.plan_report(p)
     r["check"] = gate = convert_mod.check_plan(p) if check else None

@@ -372,6 +372,13 @@ def check(
     "written as the speculators verifier.",
 )
 @click.option(
+    "--verifier",
+    default=None,
+    metavar="ID_OR_PATH",
+    help="--to speculators: the target's Hub id or path, written as given into "
+    "speculators_config.verifier.name_or_path (speculators' from_pretrained loads it).",
+)
+@click.option(
     "--max-shard-size",
     default="5GB",
     show_default=True,
@@ -417,6 +424,7 @@ def convert(
     lm_head_from,
     vocab_from,
     target,
+    verifier,
     max_shard_size,
     mapping_file,
     dry_run,
@@ -453,6 +461,7 @@ def convert(
         lm_head_from=lm_head_from,
         vocab_from=vocab_from,
         target=target,
+        verifier=verifier,
         max_shard_size=max_shard_size,
         mapping=mapping_file,
         dry_run=dry_run,

@@ -91,6 +91,29 @@ def same_value(va, vb) -> bool:
     return va == vb
 
 
+def rope_scaling_meaning(v):
+    """What a rope_scaling / rope_parameters value says about RoPE scaling, in one spelling: None
+    for no scaling (null, absent, ``{}``, ``{"rope_type": "default"}``, ``{"type": "default"}``),
+    else the object without rope_theta (transformers 5's rope_parameters carries the base; the
+    rope_theta field compares it) and with ``type`` spelled ``rope_type``. A value that is no
+    object is returned as it is."""
+    if not isinstance(v, dict):
+        return v
+    m = {k: x for k, x in v.items() if k != "rope_theta"}
+    if "type" in m and ("rope_type" not in m or m["rope_type"] == m["type"]):
+        m["rope_type"] = m.pop("type")
+    return None if m in ({}, {"rope_type": "default"}) else m
+
+
+def same_field(name: str, va, vb) -> bool:
+    """Two normalized values of config field ``name`` mean the same (RoPE scaling by meaning:
+    rope_scaling_meaning; anything else by same_value). compare and the training gate (WC904)
+    both ask this."""
+    if name == "rope_scaling":
+        return same_value(rope_scaling_meaning(va), rope_scaling_meaning(vb))
+    return same_value(va, vb)
+
+
 def architecture_differences(a_values: dict, b_values: dict) -> list[tuple[str, object, object]]:
     """The architecture fields (mappings/config.toml category) two normalized configs disagree
     on: what makes ``compare`` say incompatible and the training gate refuse (WC905)."""
@@ -98,7 +121,7 @@ def architecture_differences(a_values: dict, b_values: dict) -> list[tuple[str, 
         (s.name, a_values.get(s.name), b_values.get(s.name))
         for s in config_mod.field_specs()
         if s.category == "architecture"
-        and not same_value(a_values.get(s.name), b_values.get(s.name))
+        and not same_field(s.name, a_values.get(s.name), b_values.get(s.name))
     ]
 
 
@@ -107,7 +130,7 @@ def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = 
     fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
     for f in fields:
         va, vb = a.normalized.values.get(f), b.normalized.values.get(f)
-        if not same_value(va, vb):
+        if not same_field(f, va, vb):
             note = equivalent(f, a, b, va, vb) if equivalent else None
             out.append(
                 {

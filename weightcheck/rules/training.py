@@ -6,7 +6,11 @@ from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.model.compatibility import architecture_differences, declared_architecture
+from weightcheck.model.compatibility import (
+    architecture_differences,
+    declared_architecture,
+    same_field,
+)
 from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import WARNING, TrainingGate, rule
 
@@ -127,6 +131,30 @@ def training_init(ctx):
     )
 
 
+@rule(
+    "WC907",
+    "training-vocab-unmapped",
+    "info",
+    "SRC has a reduced draft vocabulary and no --training-vocab was given: the gate did not check "
+    "the map the training run will use.",
+    needs="training",
+)
+def training_vocab_unmapped(ctx):
+    if ctx.training_vocab is not None:
+        return
+    n = ctx.n
+    dv, v = n.get("draft_vocab_size"), n.get("vocab_size")
+    reduced = ctx.tensor("d2t") is not None or (type(dv) is int and type(v) is int and dv < v)
+    if not reduced:
+        return
+    yield ctx.f(
+        "WC907",
+        "no vocabulary map given: SpecForge builds d2t/t2d from the training data; pass "
+        "--training-vocab to check the map the run will use",
+        "d2t",
+    )
+
+
 def said(g: TrainingGate) -> str:
     """The gate's answer in a line (check's header, the JSON's training.says)."""
     head = f"SRC initializes {_share(g)} of {g.architectures[1] if g.architectures else 'it'}"
@@ -197,7 +225,7 @@ def training_gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = Fal
         if spec.category != "serving":
             continue
         a, b = d.normalized.get(spec.name), norm.get(spec.name)
-        if a == b:
+        if same_field(spec.name, a, b):  # by meaning: RoPE in either spelling
             continue
         if spec.name == "aux_layer_ids":  # by meaning: the target layers each captures
             fam = aux.target_family(d)[0] or _family_of(training_cfg)

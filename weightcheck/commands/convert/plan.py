@@ -124,6 +124,7 @@ class Plan:
     head_target: object | None = None  # --lm-head-from TARGET
     metadata: dict = field(default_factory=dict)
     target_family: str | None = None  # the target model type the aux ids were written for
+    verifier: str | None = None  # --verifier: speculators_config.verifier.name_or_path, as given
     reindex: dict | None = None  # --vocab-from: the map and the rows kept, moved, from the target
 
     def shard_name(self, i: int) -> str:
@@ -145,12 +146,19 @@ def plan(
     max_shard_size: int = 5 * 10**9,
     target=None,
     embed_target=None,
+    verifier: str | None = None,
     vocab_from=None,
 ) -> Plan:
     if to not in DESTINATIONS:
         raise UsageError(None, f"--to {to!r}: choose {', '.join(DESTINATIONS)}")
     p = Plan(
-        src=src, to=to, out=out, target=target, embed_target=embed_target, head_target=lm_head_from
+        src=src,
+        to=to,
+        out=out,
+        target=target,
+        embed_target=embed_target,
+        head_target=lm_head_from,
+        verifier=verifier,
     )
     if src.looks_like_target:
         raise WeightcheckError(src.source.spec, src.target_said("it"))
@@ -493,29 +501,48 @@ def origins(p: Plan) -> list[tuple[str, list[str]]]:
     return out
 
 
+# what fails on a verifier left empty: speculators' from_pretrained builds the verifier's config
+# from it (cite: speculators==0.9.0 speculators/config.py:40-162 VerifierConfig, where
+# AutoConfig.from_pretrained(None) raises)
+NULL_VERIFIER_FAILS = (
+    "speculators 0.9.0's from_pretrained fails on it (AutoConfig.from_pretrained(None))"
+)
+
+
 def verifier_name(p: Plan) -> None:
-    """The speculators ``verifier.name_or_path`` is a Hub id or nothing: a local ``--target``
-    (relative or absolute) names a folder of this machine only, so the target config's own
-    ``_name_or_path`` is used when it is a Hub id, else the field is left empty, with a note."""
-    if p.to != "speculators" or p.target is None:
+    """The speculators ``verifier.name_or_path``: ``--verifier`` as given; else a Hub id or
+    nothing: a local ``--target`` (relative or absolute) names a folder of this machine only, so
+    the target config's own ``_name_or_path`` is used when it is a Hub id, else the field is left
+    empty, with a note saying what fails on it."""
+    if p.to != "speculators":
         return
     verifier = (p.config.get("speculators_config") or {}).get("verifier")
     if not isinstance(verifier, dict):
         return
-    t = p.target.source
-    if t.kind == "hub":
+    t = p.target.source if p.target is not None else None
+    if p.verifier is not None:
+        verifier["name_or_path"] = p.verifier
+        p.notes.append(f"verifier.name_or_path: {p.verifier} (--verifier)")
+        return
+    if t is not None and t.kind == "hub":
         verifier["name_or_path"] = t.spec.split("@")[0]
         return
-    own = p.target.config.get("_name_or_path")
+    own = p.target.config.get("_name_or_path") if p.target is not None else None
     if isinstance(own, str) and HUB_ID.fullmatch(own) and not os.path.exists(own):
         verifier["name_or_path"] = own
         p.notes.append(f"verifier.name_or_path: {own} (the target's config names it)")
         return
+    if t is None and isinstance(verifier.get("name_or_path"), str):
+        return  # SRC's own speculators config names its verifier: kept
     verifier["name_or_path"] = None
+    why = (
+        f"--target {source_label(t)} is a local folder, not a Hub id"
+        if t is not None
+        else "no --target or --verifier names the target"
+    )
     p.notes.append(
-        f"verifier.name_or_path left empty: --target {source_label(t)} is a local folder, not a "
-        "Hub id "
-        "(the serving engine takes the target from its own command line)"
+        f"verifier.name_or_path left empty: {why}; {NULL_VERIFIER_FAILS}, while the serving "
+        "engines take the target from their own command line: pass --verifier ID_OR_PATH"
     )
 
 
