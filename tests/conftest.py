@@ -53,15 +53,10 @@ def run_subprocess(*args, env=None, timeout=120) -> Result:
 
 
 def pytest_configure(config):
-    """``-m stress`` (alone or in an expression) runs the randomized tests at their full counts.
-    The parsed-mappings cache (weightcheck/mappings.py) goes to a folder of this run, never the
-    user's home: every process the tests start inherits it."""
-    import tempfile
-
+    """``-m stress`` (alone or in an expression) runs the randomized tests at their full counts."""
     import stress
 
     stress.FULL = "stress" in (config.option.markexpr or "")
-    os.environ["WEIGHTCHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="weightcheck-test-cache-")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -72,6 +67,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mappings_cache(tmp_path_factory):
+    """The built mappings data (weightcheck/mappings.py ``memo``) are kept in a folder of this
+    session, never the user's home: every process the tests start inherits it."""
+    os.environ["WEIGHTCHECK_CACHE_DIR"] = str(tmp_path_factory.mktemp("mappings-cache"))
+    os.environ.pop("WEIGHTCHECK_MAPPINGS", None)
 
 
 @pytest.fixture(scope="session", autouse=True)

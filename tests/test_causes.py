@@ -1,4 +1,5 @@
-"""One cause, one finding (the served-view issue, item 7; mappings/causes.toml).
+"""One cause, one finding (the served-view issue, item 7; the [[rule.WCnnn.explains]]
+entries of mappings/rules.toml).
 
 Each case is a real mistake at the byte level on the SpecForge fixture: check lists one root
 finding with its consequences under it, never the consequences beside it, and exits as before.
@@ -6,6 +7,7 @@ finding with its consequences under it, never the consequences beside it, and ex
 
 from __future__ import annotations
 
+import copy
 import struct
 
 import pytest
@@ -15,6 +17,7 @@ from check_builders import (
 )
 from conftest import PRODUCERS, run_cli
 
+from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.rules import causes
 from weightcheck.rules.base import Finding
@@ -133,20 +136,20 @@ def test_a_clean_drafter_has_no_consequences():
 
 
 # --- fold, on findings made here ----------------------------------------------------------------
+def table_of(*entries) -> tuple:
+    """A table of causes, in the order given: {"root", "explains", "subject"}."""
+    return tuple(causes.Cause(e["root"], tuple(e["explains"]), e["subject"], "") for e in entries)
+
+
 def F(code, sev="error", subject=None):
     return Finding(code, sev, f"{code} message", subject, code.lower())
 
 
 def test_fold_same_subject_any_and_pattern():
-    table = causes.parse(
-        {
-            "cause": [
-                {"root": "WC206", "explains": ["WC703"], "subject": "same"},
-                {"root": "WC306", "explains": ["WC310"], "subject": "any"},
-                {"root": "WC406", "explains": ["WC704"], "subject": "^layers\\.[1-9]"},
-            ]
-        },
-        "test",
+    table = table_of(
+        {"root": "WC206", "explains": ["WC703"], "subject": "same"},
+        {"root": "WC306", "explains": ["WC310"], "subject": "any"},
+        {"root": "WC406", "explains": ["WC704"], "subject": "^layers\\.[1-9]"},
     )
     fs = [
         F("WC206", subject="fc.weight"),
@@ -176,9 +179,7 @@ def test_fold_same_subject_any_and_pattern():
 def test_fold_named_takes_what_the_root_message_names():
     """ "named": a consequence whose subject the root's message names, as a whole name (not
     fc.weight inside model.fc.weight, not a prefix of a longer name)."""
-    table = causes.parse(
-        {"cause": [{"root": "WC211", "explains": ["WC206"], "subject": "named"}]}, "test"
-    )
+    table = table_of({"root": "WC211", "explains": ["WC206"], "subject": "named"})
     a, b = "midlayer.self_attn.kv_a_proj_with_mqa.weight", "midlayer.self_attn.kv_b_proj.weight"
     root = Finding("WC211", "error", f"{a} holds [256, 64] and {b} holds [80, 256]: swapped", a)
     fs = [
@@ -195,14 +196,9 @@ def test_fold_named_takes_what_the_root_message_names():
 
 
 def test_fold_nests_a_root_that_is_itself_explained():
-    table = causes.parse(
-        {
-            "cause": [
-                {"root": "WC206", "explains": ["WC703"], "subject": "same"},
-                {"root": "WC402", "explains": ["WC206"], "subject": "same"},
-            ]
-        },
-        "test",
+    table = table_of(
+        {"root": "WC206", "explains": ["WC703"], "subject": "same"},
+        {"root": "WC402", "explains": ["WC206"], "subject": "same"},
     )
     out = causes.fold(
         [F("WC206", subject="fc"), F("WC402", subject="fc"), F("WC703", subject="fc")], table
@@ -213,19 +209,35 @@ def test_fold_nests_a_root_that_is_itself_explained():
     assert Finding.from_dict(out[0].as_dict()) == out[0]
 
 
+def rules_with(code, explains, order=None) -> dict:
+    """mappings/rules.toml as parsed, with ``explains`` as rule ``code``'s causes."""
+    raw = copy.deepcopy(mappings.load("rules.toml"))
+    raw["rule"][code]["explains"] = explains
+    if order is not None:
+        raw["cause_order"] = order
+    return raw
+
+
 @pytest.mark.parametrize(
-    "bad, words",
+    "code, explains, order, words",
     [
-        ({"root": "WC206", "explains": ["WC703"], "subjekt": "same"}, "unknown key"),
-        ({"root": "WC999", "explains": ["WC703"]}, "no rule 'WC999'"),
-        ({"root": "WC206", "explains": []}, "explains must list codes"),
-        ({"root": "WC206", "explains": ["WC703"], "subject": "("}, "subject"),
+        (
+            "WC206",
+            [{"codes": ["WC703"], "subjekt": "same", "why": "w"}],
+            None,
+            "rule.WC206.explains[0].subjekt: unknown key; allowed: codes, why, subject",
+        ),
+        ("WC206", [{"codes": ["WC999"], "why": "w"}], None, "no rule 'WC999'"),
+        ("WC206", [{"codes": [], "why": "w"}], None, "must list the codes it explains"),
+        ("WC206", [{"codes": ["WC703"], "why": "w", "subject": "("}], None, "subject: not one of"),
+        ("WC101", [{"codes": ["WC703"], "why": "w"}], None, "cause_order: does not name 'WC101'"),
+        ("WC206", [], ["WC206"], "cause_order: 'WC206' is no rule with"),
     ],
 )
-def test_the_table_fails_loudly(bad, words):
+def test_the_table_fails_loudly(code, explains, order, words):
     with pytest.raises(WeightcheckError) as e:
-        causes.parse({"cause": [bad]}, "mappings/causes.toml")
-    assert words in str(e.value) and "mappings/causes.toml" in str(e.value)
+        causes.load(rules_with(code, explains, order), "mappings/rules.toml")
+    assert words in str(e.value) and str(e.value).startswith("mappings/rules.toml: ")
 
 
 def test_the_shipped_table_loads_and_each_root_page_says_what_it_explains():

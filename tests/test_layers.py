@@ -17,7 +17,10 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / "weightcheck"
 
 # lowest first; a module's layer is that of the longest prefix listed
 LAYERS = [
-    ("base", ["weightcheck.errors", "weightcheck.expr", "weightcheck.mappings"]),
+    (
+        "base",
+        ["weightcheck.errors", "weightcheck.expr", "weightcheck.mappings", "weightcheck.schema"],
+    ),
     ("storage", ["weightcheck.storage"]),
     ("sources", ["weightcheck.sources"]),
     ("model", ["weightcheck.model"]),

@@ -214,7 +214,7 @@ def test_wc713_names_each_disagreement():
     x.fate, x.why = "error", "AssertionError: shapes"
     ctx = Context(drafter=d, rules=RULES, engine="sglang", engine_view=rv)
     ctx.live = live_mod.report(lv, rv)
-    found = list(RULES["WC713"].fn(ctx))
+    found = list(RULES["WC713"](ctx))
     assert [f.subject for f in found] == ["fc.weight"]
     assert found[0].severity == "warning" and "AssertionError" in found[0].message
 

@@ -52,9 +52,9 @@ def report(ctx: Context, findings: list, explain: bool = False) -> dict:
     r = {
         "schema": SCHEMA,
         "ok": errors == 0,
-        "source": source_report(ctx.d),
-        "dialect": ctx.d.dialect,
-        "architecture": ctx.d.architecture.name if ctx.d.architecture else None,
+        "source": source_report(ctx.drafter),
+        "dialect": ctx.drafter.dialect,
+        "architecture": ctx.drafter.architecture.name if ctx.drafter.architecture else None,
         "engine": None,
         "target": ctx.target.summary() if ctx.target is not None else None,
         "findings": [f.as_dict() for f in findings],

@@ -1,43 +1,43 @@
 """``weightcheck rule CODE``: a rule's page — what it checks, why, the user report behind it, the
 fix — and ``rule --all``, the list.
 
-A page joins the registry (weightcheck/rules/: code, name, severity, summary, what the rule
-needs) with its text in mappings/rules.toml, which ships in the wheel; docs/rules.md is the
+A page is a rule's entry of mappings/rules.toml (name, severity, summary, text, what it explains),
+which ships in the wheel, and what the rule needs (weightcheck/rules/); docs/rules.md is the
 Markdown of every page (``weightcheck rule --all --format markdown``), kept equal by a test.
 """
 
 from __future__ import annotations
 
-from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.rules import RULES, causes
+from weightcheck.rules.base import page as rule_page
+from weightcheck.rules.base import rules_file
 
 SCHEMA = "weightcheck.rule/1"
 
 
 def pages() -> list[dict]:
     """Every rule's page, in code order."""
-    text = mappings.load("rules.toml").get("rule", {})
     out = []
     for code, r in RULES.items():
-        t = text.get(code, {})
+        t = rule_page(code)
         out.append(
             {
                 "schema": SCHEMA,
                 "code": code,
                 "name": r.slug,
                 "severity": r.severity,
-                "severity_note": t.get("severity_note"),
+                "severity_note": t.severity_note,
                 "needs": r.needs,
                 "summary": r.summary,
-                "what": _flat(t.get("what", "")),
-                "why": _flat(t.get("why", "")),
-                "reported": _flat(t.get("reported", "")),
-                "fix": _flat(t.get("fix", "")),
+                "what": _flat(t.what),
+                "why": _flat(t.why),
+                "reported": _flat(t.reported),
+                "fix": _flat(t.fix),
                 "explains": causes.explained_by(code),
                 # why the finding depends on the layout the drafter is written in (the same
                 # drafter in another layout need not have it: docs/consistency.md), or ""
-                "layout_specific": _flat(t.get("layout_specific", "")),
+                "layout_specific": _flat(t.layout_specific),
             }
         )
     return out
@@ -45,7 +45,7 @@ def pages() -> list[dict]:
 
 def explains_text(page: dict) -> str:
     """'WC206, WC703 on the same subject: why; ...' — the consequences a rule's finding lists
-    under it (mappings/causes.toml)."""
+    under it (its [[rule.WCnnn.explains]] in mappings/rules.toml)."""
     where = {
         "same": "on the same subject",
         "any": "",
@@ -77,15 +77,15 @@ def page(code: str) -> dict:
 
 def document() -> dict:
     """docs/rules.md as data: the title, the introduction, each code group with its pages."""
-    data = mappings.load("rules.toml")
+    data = rules_file()
     ps = pages()
     groups = []
-    for g in data["group"]:
+    for g in data.group:
         groups.append(
             {
-                "title": g["title"],
-                "intro": g.get("intro", ""),
-                "pages": [p for p in ps if p["code"].startswith(g["prefix"])],
+                "title": g.title,
+                "intro": g.intro,
+                "pages": [p for p in ps if p["code"].startswith(g.prefix)],
             }
         )
-    return {"title": data["title"], "intro": data["intro"], "groups": groups}
+    return {"title": data.title, "intro": data.intro, "groups": groups}

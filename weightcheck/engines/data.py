@@ -1,26 +1,26 @@
 """The engines' data: mappings/engines/<engine>.toml, each read from the engine's own source, as
 typed objects.
 
-Each file is built into the frozen dataclasses below by one small loader that follows their type
-hints: a key no dataclass names, a value of the wrong type, a regex that does not compile, an
-expression expr.py cannot read or one naming a value the replay does not resolve, is a one-line
-WeightcheckError naming the file and the key path. Every field is read by weightcheck
+Each file is built into the frozen dataclasses below by the one typed loader of every mappings
+file (weightcheck/mappings.py ``build``), which follows their type hints: a key no dataclass
+names, a value of the wrong type, a regex that does not compile, an expression expr.py cannot
+read or one naming a value the replay does not resolve, is a one-line WeightcheckError naming the
+file, the key path and what is allowed. Every field is read by weightcheck
 (tests/test_engine_data.py checks both); what the engines do that weightcheck does not use is
 written in the files as comments.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import os
 import re
-import types
 import typing
 from dataclasses import dataclass, field
-from typing import Literal, NewType, Union
+from typing import Literal, Union
 
 from weightcheck import expr, mappings
 from weightcheck.errors import WeightcheckError
+from weightcheck.mappings import Bad, Expr, Path, Regex, Version
 from weightcheck.model import config as config_mod
 from weightcheck.model import dialects, inventory
 
@@ -28,12 +28,6 @@ ENGINES = ("sglang", "vllm")
 # layouts convert can write (mappings/engines/<name>.toml [output]); `speculators` is a format, not
 # an engine: its file has [engine] (the inventory) and [output] only
 LAYOUTS = ENGINES + ("speculators",)
-
-# string kinds the loader checks beyond "a string"
-Expr = NewType("Expr", str)  # an expression of weightcheck/expr.py
-Regex = NewType("Regex", str)  # a Python regular expression (re.search on tensor names)
-Path = NewType("Path", str)  # a dotted config path: eagle_config.norm_before_fc
-Version = NewType("Version", str)  # an engine release: 0.5.12, 0.4.10.post2
 
 Step = Literal["rewrite", "special", "skip", "drop", "stacked", "concat", "prefix"]
 # where an engine stops when it does not start: reading the config, building the model, loading the
@@ -347,139 +341,7 @@ class Format:
 
 
 # ---------------------------------------------------------------------------------------------
-# the loader
-
-
-def _key(f: dataclasses.Field) -> str:
-    return f.metadata.get("key", f.name)
-
-
-def _a(word: str) -> str:
-    return ("an " if word[:1] in "aeiou" else "a ") + word
-
-
-def _noun(hint, plural: bool = False) -> str:
-    """What a type hint accepts, in words: "string", "list of strings", "table"."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        return " or ".join(_noun(a, plural) for a in args if a is not type(None))
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if origin is tuple:
-        return ("lists" if plural else "list") + " of " + _noun(args[0], True)
-    if origin is dict:
-        return ("tables" if plural else "table") + " of " + _noun(args[1], True)
-    if dataclasses.is_dataclass(hint):
-        return "tables" if plural else "table"
-    word = {
-        str: "string",
-        int: "integer",
-        float: "number",
-        bool: "boolean",
-        Expr: "expression",
-        Regex: "regular expression",
-        Path: "dotted config path",
-        Version: "version",
-    }[hint]
-    return word + "s" if plural else word
-
-
-def _expected(hint) -> str:
-    text = _noun(hint)
-    return text if text.startswith("one of") else _a(text)
-
-
-def _found(v) -> str:
-    if isinstance(v, bool):
-        return f"a boolean {str(v).lower()}"
-    if isinstance(v, int):
-        return f"an integer {v}"
-    if isinstance(v, float):
-        return f"a number {v}"
-    if isinstance(v, str):
-        return f"a string {v!r}" if len(v) <= 40 else "a string"
-    if isinstance(v, list):
-        return "a list"
-    if isinstance(v, dict):
-        return "a table"
-    return f"a {type(v).__name__}"  # dates and times: TOML has them
-
-
-class _Bad(Exception):
-    def __init__(self, path: str, message: str):
-        self.path, self.message = path, message
-
-
-def _build(hint, v, path: str):
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):  # X | None: None is a missing key, not a TOML value
-        options = [a for a in args if a is not type(None)]
-        for a in options:
-            try:
-                return _build(a, v, path)
-            except _Bad:
-                if len(options) == 1:
-                    raise
-        raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(v, dict):
-            raise _Bad(path, f"expected a table, found {_found(v)}")
-        return _table(hint, v, path)
-    if origin is tuple:
-        if not isinstance(v, list):
-            raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
-        return tuple(_build(args[0], x, f"{path}[{i}]") for i, x in enumerate(v))
-    if origin is dict:
-        if not isinstance(v, dict):
-            raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
-        return {k: _build(args[1], x, f"{path}.{k}") for k, x in v.items()}
-    if origin is Literal:
-        if not isinstance(v, str) or v not in args:
-            raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
-        return v
-    ok = {
-        bool: lambda x: isinstance(x, bool),
-        int: lambda x: type(x) is int,
-        float: lambda x: type(x) in (int, float),
-    }.get(hint, lambda x: isinstance(x, str))
-    if not ok(v):
-        raise _Bad(path, f"expected {_expected(hint)}, found {_found(v)}")
-    if hint is Regex:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise _Bad(path, f"not a regular expression: {e}") from None
-    elif hint is Expr:
-        try:
-            expr.names(v)
-        except expr.ExprError as e:
-            raise _Bad(path, str(e)) from None
-    elif hint is Path and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", v):
-        raise _Bad(path, f"expected a dotted config path, found {_found(v)}")
-    elif hint is Version and not re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", v):
-        raise _Bad(path, f"expected a version (e.g. 0.5.12), found {_found(v)}")
-    return v
-
-
-@functools.lru_cache(maxsize=None)
-def _schema(cls) -> tuple[dict, dict]:
-    """A dataclass's type hints and its fields by TOML key, worked out once per class."""
-    return typing.get_type_hints(cls), {_key(f): f for f in dataclasses.fields(cls)}
-
-
-def _table(cls, v: dict, path: str):
-    hints, fields = _schema(cls)
-    at = f"{path}." if path else ""
-    for k in v:
-        if k not in fields:
-            raise _Bad(at + k, "unknown key")
-    kwargs = {}
-    for k, f in fields.items():
-        if k in v:
-            kwargs[f.name] = _build(hints[f.name], v[k], at + k)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise _Bad(at + k, "missing (a required key)")
-    return cls(**kwargs)
+# what the types cannot say
 
 
 def _names_known(data: Engine) -> frozenset[str]:
@@ -492,7 +354,7 @@ def _names_known(data: Engine) -> frozenset[str]:
 def _check_names(src: str, allowed, path: str, what: str) -> None:
     unknown = sorted(expr.names(src) - set(allowed))
     if unknown:
-        raise _Bad(path, f"`{unknown[0]}` is not {what}")
+        raise Bad(path, f"`{unknown[0]}` is not {what}")
 
 
 def _check(data: Engine | Format) -> None:
@@ -501,11 +363,11 @@ def _check(data: Engine | Format) -> None:
     try:
         inventory.by_name(data.engine.inventory)
     except KeyError:
-        raise _Bad("engine.inventory", "no such architecture in mappings/architectures/") from None
+        raise Bad("engine.inventory", "no such architecture in mappings/architectures/") from None
     try:
         dialects.by_name(data.output.names_dialect)
     except KeyError:
-        raise _Bad("output.names_dialect", "no such dialect in mappings/dialects/") from None
+        raise Bad("output.names_dialect", "no such dialect in mappings/dialects/") from None
     normalized = {s.name for s in config_mod.field_specs()}
     for i, r in enumerate(data.output.refuse):
         _check_names(
@@ -558,36 +420,29 @@ def _check(data: Engine | Format) -> None:
             )
     for step in typing.get_args(Step):
         if getattr(n, step) and step not in n.order:
-            raise _Bad(
+            raise Bad(
                 "names.order",
                 f"does not name {step!r}: the [[names.{step}]] rules would never apply",
             )
     fields = [c.field for c in data.config]
     for f in fields:
         if fields.count(f) > 1:
-            raise _Bad("config", f"field {f!r} is described twice")
+            raise Bad("config", f"field {f!r} is described twice")
 
 
 def parse(raw: dict, where: str, kind: type = Engine):
     """Build ``kind`` (Engine or Format) from a parsed mappings file; ``where`` names it in
     errors."""
-    try:
-        data = _table(kind, raw, "")
-        _check(data)
-    except _Bad as e:
-        raise WeightcheckError(where, f"{e.path}: {e.message}") from None
-    return data
+    return mappings.build(kind, raw, where, _check)
 
 
 def load_file(path) -> Engine | Format:
     """An engine file at ``path`` (a copy, a user's edit): speculators.toml is a Format."""
-    import os
-
     kind = Format if os.path.basename(str(path)) == "speculators.toml" else Engine
     return parse(mappings.load_toml_file(path), str(path), kind)
 
 
-@functools.lru_cache(maxsize=None)
+@mappings.memo
 def load(engine: str) -> Engine | Format:
     """A file of mappings/engines/: an engine's (first) loader, a format, or one of an engine's
     other loaders (named in its [engine] ``loaders``)."""
@@ -595,12 +450,7 @@ def load(engine: str) -> Engine | Format:
         raise WeightcheckError(None, f"unknown engine {engine!r}: choose {', '.join(ENGINES)}")
     kind = Format if engine == "speculators" else Engine
     rel = f"engines/{engine}.toml"
-    # parsed and validated once per change of the file or of the code that reads it
-    return mappings.cached(
-        f"engine-{engine}",
-        lambda: parse(mappings.load(rel), f"mappings/{rel}", kind),
-        (mappings.path(rel), __file__, expr.__file__),
-    )
+    return parse(mappings.load(rel), mappings.where(rel), kind)
 
 
 def engine_data(name: str) -> Engine:

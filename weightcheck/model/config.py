@@ -9,28 +9,15 @@ ids in ``eagle_config`` or at top level, ``dtype`` vs ``torch_dtype`` and ``rope
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 
 from weightcheck import expr, mappings
 from weightcheck.errors import json_type
+from weightcheck.schema import ConfigFile, FieldSpec
 
 _MISSING = object()
 INVALID = "invalid"  # the provenance of a field whose value has the wrong type (see problems)
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    name: str
-    paths: tuple[str, ...]
-    type: str
-    category: str
-    symbol: str | None = None
-    default: str | None = None
-    # an explicit null: "absent" (the default stands in, how transformers writes "not set") or
-    # "value" (null is the value: DeepseekV3Config's q_lora_rank null is not its default 1536)
-    null: str = "absent"
 
 
 @dataclass
@@ -75,19 +62,8 @@ class NormalizedConfig:
 
 
 def field_specs() -> tuple[FieldSpec, ...]:
-    data = mappings.load("config.toml")
-    return tuple(
-        FieldSpec(
-            name=f["name"],
-            paths=tuple(f.get("paths", ())),
-            type=f["type"],
-            category=f["category"],
-            symbol=f.get("symbol"),
-            default=f.get("default"),
-            null=f.get("null", "absent"),
-        )
-        for f in data["field"]
-    )
+    """mappings/config.toml: the fields of the normalized config."""
+    return mappings.load_as("config.toml", ConfigFile).field
 
 
 def category_of(name: str) -> str:
@@ -131,7 +107,7 @@ ITEM_TYPES = {"architectures": "str", "aux_layer_ids": "int"}
 ITEMS_READ = {"architectures": "first", "aux_layer_ids": "all"}
 
 
-@functools.lru_cache(maxsize=None)
+@mappings.memo
 def _path_types() -> dict:
     return {path: spec.type for spec in field_specs() for path in spec.paths}
 

@@ -14,13 +14,11 @@ that other dialect (a mixed checkpoint); a name no dialect explains is ``unknown
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from weightcheck import mappings
-from weightcheck.errors import WeightcheckError
+from weightcheck import mappings, schema
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 
@@ -95,48 +93,43 @@ class Dialect:
         return canonical if out is None else out
 
 
-def _rules(items, where, kind) -> tuple[Rename, ...]:
-    out = []
-    for i, r in enumerate(items or ()):
-        keys = [k for k in ("exact", "prefix", "regex") if k in r]
-        if len(keys) != 1:
-            raise WeightcheckError(
-                where, f"{kind} #{i + 1} needs exactly one of exact, prefix, regex"
-            )
-        if kind == "strip":
-            out.append(Rename(prefix=r["prefix"], to="", cite=r.get("cite", "")))
-        else:
-            if "to" not in r:
-                raise WeightcheckError(where, f"{kind} #{i + 1} has no `to`")
-            out.append(Rename(**{keys[0]: r[keys[0]]}, to=r["to"], cite=r.get("cite", "")))
-    return tuple(out)
+def _check(data: schema.DialectFile) -> None:
+    for i, r in enumerate(data.rename):
+        given = [k for k in ("exact", "prefix", "regex") if getattr(r, k) is not None]
+        if len(given) != 1:
+            raise mappings.Bad(f"rename[{i}]", "needs exactly one of exact, prefix, regex")
+
+
+def dialect_from_file(data: schema.DialectFile, where: str) -> Dialect:
+    d, det = data.dialect, data.detect
+    return Dialect(
+        name=d.name,
+        kind=d.kind,
+        description=d.description,
+        aliases=d.aliases,
+        tensor_patterns=det.tensor_patterns,
+        config_keys=det.config_keys,
+        architectures=det.architectures,
+        strip=tuple(Rename(prefix=r.prefix, to="", cite=r.cite) for r in data.strip),
+        renames=tuple(
+            Rename(exact=r.exact, prefix=r.prefix, regex=r.regex, to=r.to, cite=r.cite)
+            for r in data.rename
+        ),
+        source=where,
+        aux_convention=d.aux_convention,
+    )
 
 
 def dialect_from_data(data: dict, where: str) -> Dialect:
-    try:
-        d = data["dialect"]
-        det = data.get("detect", {})
-        return Dialect(
-            name=d["name"],
-            kind=d.get("kind", "layout"),
-            description=d.get("description", ""),
-            aliases=tuple(d.get("aliases", ())),
-            tensor_patterns=tuple(det.get("tensor_patterns", ())),
-            config_keys=tuple(det.get("config_keys", ())),
-            architectures=tuple(det.get("architectures", ())),
-            strip=_rules(data.get("strip"), where, "strip"),
-            renames=_rules(data.get("rename"), where, "rename"),
-            source=where,
-            aux_convention=d.get("aux_convention"),
-        )
-    except KeyError as e:
-        raise WeightcheckError(where, f"dialect file lacks {e}") from None
+    """A dialect file's parsed TOML (a user's ``--mapping`` file), validated: an unknown key or
+    value is one line naming ``where``, the key and what is allowed."""
+    return dialect_from_file(mappings.build(schema.DialectFile, data, where, _check), where)
 
 
-@functools.lru_cache(maxsize=None)
+@mappings.memo
 def bundled() -> tuple[Dialect, ...]:
     return tuple(
-        dialect_from_data(mappings.load(f"dialects/{f}"), f"mappings/dialects/{f}")
+        dialect_from_data(mappings.load(f"dialects/{f}"), mappings.where(f"dialects/{f}"))
         for f in mappings.list_dir("dialects")
     )
 

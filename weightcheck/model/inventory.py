@@ -7,31 +7,17 @@ config value it could not evaluate (``shape=None`` and ``problem`` set).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Literal
 
-from weightcheck import expr, mappings
+from weightcheck import expr, mappings, schema
+from weightcheck.schema import TensorTemplate
 from weightcheck.storage.header import CONFIG_DTYPES
 
 # most copies a for_each template expands to (n_aux is 3 in practice; SGLang reads at most a few)
 MAX_FOR_EACH = 64
 # most decoder layers a drafter's names are read as (drafters have one to a few)
 MAX_LAYERS = 64
-
-
-@dataclass(frozen=True)
-class TensorTemplate:
-    name: str
-    shape: tuple[str, ...]
-    dtype: str = "model"
-    when: str | None = None
-    presence: str = "required"
-    for_each: str | None = None
-    note: str = ""
-    # presence in decoder layers >= 1 when it differs from layer 0's (`presence_in_later_layers`)
-    later_presence: str | None = None
-    later_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,38 +126,26 @@ class Inventory:
     not_applicable: set[str] = field(default_factory=set)  # templates whose `when` is false
 
 
-@functools.lru_cache(maxsize=None)
+def _architecture(data: schema.ArchitectureFile) -> Architecture:
+    a = data.architecture
+    return Architecture(
+        name=a.name,
+        description=a.description,
+        config_architectures=a.config_architectures,
+        signature=a.signature,
+        tensors=data.tensor,
+        attention=a.attention,
+        default=a.default,
+        layers=Layers(data.layers.first, data.layers.other) if data.layers else None,
+    )
+
+
+@mappings.memo
 def architectures() -> tuple[Architecture, ...]:
-    out = []
-    for fname in mappings.list_dir("architectures"):
-        data = mappings.load(f"architectures/{fname}")
-        a = data["architecture"]
-        out.append(
-            Architecture(
-                name=a["name"],
-                description=a.get("description", ""),
-                config_architectures=tuple(a.get("config_architectures", ())),
-                attention=a.get("attention", "gqa"),
-                default=bool(a.get("default", False)),
-                signature=tuple(a.get("signature", ())),
-                layers=Layers(**data["layers"]) if "layers" in data else None,
-                tensors=tuple(
-                    TensorTemplate(
-                        name=t["name"],
-                        shape=tuple(t["shape"]),
-                        dtype=t.get("dtype", "model"),
-                        when=t.get("when"),
-                        presence=t.get("presence", "required"),
-                        for_each=t.get("for_each"),
-                        note=t.get("note", ""),
-                        later_presence=t.get("presence_in_later_layers"),
-                        later_note=t.get("note_in_later_layers", ""),
-                    )
-                    for t in data["tensor"]
-                ),
-            )
-        )
-    return tuple(out)
+    return tuple(
+        _architecture(mappings.load_as(f"architectures/{f}", schema.ArchitectureFile))
+        for f in mappings.list_dir("architectures")
+    )
 
 
 def by_name(name: str) -> Architecture:
@@ -228,7 +202,7 @@ def architecture_for(cfg: dict, canonical: set[str]) -> tuple[Architecture | Non
     return None, "no known drafter architecture in config or tensors"
 
 
-@functools.lru_cache(maxsize=None)
+@mappings.memo
 def all_canonical_names() -> frozenset[str]:
     out = set()
     for a in architectures():

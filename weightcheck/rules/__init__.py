@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from weightcheck import mappings
+from weightcheck.errors import WeightcheckError
 from weightcheck.rules.base import (
     ERROR,
     INFO,
+    RULES_FILE,
     SEVERITY_ORDER,
     WARNING,
     Context,
@@ -17,6 +20,7 @@ from weightcheck.rules.base import (
     Rule,
     TrainingGate,
     rule,
+    rules_file,
 )
 
 __all__ = [
@@ -57,6 +61,11 @@ def _collect(modules) -> dict[str, Rule]:
                 if r.code in out:
                     raise ValueError(f"rule code {r.code} defined twice ({m.__name__})")
                 out[r.code] = r
+    pages = rules_file().rule
+    for code in list(out) + list(pages):
+        if code not in pages or code not in out:
+            what = "missing" if code not in pages else "no such rule in weightcheck/rules/"
+            raise WeightcheckError(mappings.where(RULES_FILE), f"rule.{code}: {what}")
     return dict(sorted(out.items()))
 
 

@@ -133,12 +133,12 @@ def apply(ctx: Context, skip: frozenset = frozenset()) -> list[Finding]:
             continue
         if r.engine_free:  # the same for every engine: computed once per check
             if r.code not in ctx._memo:
-                ctx._memo[r.code] = list(r.fn(ctx))
+                ctx._memo[r.code] = list(r(ctx))
             out.extend(ctx._memo[r.code])
         else:
-            out.extend(r.fn(ctx))
+            out.extend(r(ctx))
     out = [f for f in out if not computed_from_mistyped(ctx, f)]
-    if ctx.d.looks_like_target:  # one fact, one answer: WC203 (model/drafter.py decides it)
+    if ctx.drafter.looks_like_target:  # one fact, one answer: WC203 (model/drafter.py decides it)
         out = [f for f in out if f.code in STILL_SAID_OF_A_TARGET]
     return out
 
@@ -152,7 +152,7 @@ def engine_runs(ctx: Context) -> dict[str, EngineRun]:
         one = dataclasses.replace(ctx, engine=e, engine_view=view, _views=None, engine_runs=None)
         flat = apply(one, skip=TRAINING_NEEDS)
         flat.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
-        folded = causes.fold(flat, canonical=canonical_names(ctx.d))
+        folded = causes.fold(flat, canonical=canonical_names(ctx.drafter))
         runs[e] = EngineRun(e, tuple(flat), tuple(folded))
     return runs
 
@@ -246,12 +246,12 @@ def computed_from_mistyped(ctx: Context, f: Finding) -> bool:
     each field's type; NormalizedConfig.unknown_because): nothing computes with such a value, so
     what would have (a rule about that field, a tensor whose expected shape or condition reads it)
     is no finding of its own; WC212 says the one fact."""
-    n = ctx.n
+    n = ctx.normalized
     if not n.unknown_because or f.code in _SAY_TYPE or f.subject is None:
         return False
     if f.subject in n.unknown_because:
         return True
-    inv = ctx.d.inventory
+    inv = ctx.drafter.inventory
     if f.code not in _FROM_CONFIG or inv is None:
         return False
     t = inv.architecture.template_for(f.subject)

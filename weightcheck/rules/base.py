@@ -1,5 +1,7 @@
-"""What a rule is: a code, a slug, a default severity, a one-line summary, the inputs it needs,
-and a function ``(ctx) -> iterable of Finding``. Each rule has a page in docs/rules.md.
+"""What a rule is: a code, the inputs it needs and a function ``(ctx, finding) -> iterable of
+Finding``, bound to the code by :func:`rule`; its name, default severity, one-line summary, page
+and the findings it explains are its entry of mappings/rules.toml (one place for each rule;
+docs/rules.md is generated from it).
 
 A rule reads the canonical model (ctx.drafter) and, when given, the target (ctx.target), the
 engine's view (ctx.engine_view), the training gate (ctx.training) and the values (ctx.values).
@@ -8,17 +10,21 @@ Nothing registers itself: weightcheck/rules/__init__.py lists the rule modules.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
+from weightcheck import mappings
+from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
+from weightcheck.schema import RulePage, RulesFile, Severity
 
 if TYPE_CHECKING:  # annotations only: the rules layer reads these, never imports them at run time
     from weightcheck.engines.view import EngineView
     from weightcheck.model.target import Target
 
-Severity = Literal["error", "warning", "info"]
+RULES_FILE = "rules.toml"
 Needs = Literal["", "target", "engine", "values", "training", "training_vocab", "live"]
 ERROR: Severity = "error"
 WARNING: Severity = "warning"
@@ -33,7 +39,7 @@ class Finding:
     message: str
     subject: str | None = None  # the tensor or config field concerned
     rule: str | None = None  # the rule's slug
-    # the findings this one's cause explains (rules/causes.py, mappings/causes.toml)
+    # the findings this one's cause explains (rules/causes.py, mappings/rules.toml)
     consequences: tuple["Finding", ...] = ()
     # the command that fixes it, when one does: ``weightcheck convert SRC OUT ...`` with SRC,
     # OUT and TARGET standing for the user's paths (tests run each on the case that triggers it)
@@ -64,34 +70,58 @@ class Finding:
         )
 
 
+@mappings.memo
+def rules_file() -> RulesFile:
+    """mappings/rules.toml: every rule's name, severity, page and causes."""
+    return mappings.load_as(RULES_FILE, RulesFile)
+
+
+def page(code: str) -> RulePage:
+    """The entry of mappings/rules.toml for ``code``."""
+    try:
+        return rules_file().rule[code]
+    except KeyError:
+        raise WeightcheckError(
+            mappings.where(RULES_FILE), f"rule.{code}: missing (weightcheck/rules/ has this rule)"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Rule:
+    """A rule's function bound to its code; the rest (name, severity, summary, page) is its
+    entry of mappings/rules.toml."""
+
     code: str
-    slug: str
-    severity: Severity
-    summary: str
     needs: Needs
-    fn: Callable[["Context"], Iterable[Finding]]
+    fn: Callable[["Context", Callable[..., Finding]], Iterable[Finding]]
     # reads neither the engine nor the engines' views: plain check's engine runs reuse its
     # findings (rules/apply.py) instead of computing them once per engine
     engine_free: bool = False
 
+    @property
+    def slug(self) -> str:
+        return page(self.code).name
+
+    @property
+    def severity(self) -> Severity:
+        return page(self.code).severity
+
+    @property
+    def summary(self) -> str:
+        return page(self.code).summary
+
     def __call__(self, ctx: "Context") -> Iterable[Finding]:
-        return self.fn(ctx)
+        """The rule's findings: its function is given ``finding(message, subject=None,
+        severity=None, fix=None)``, which makes a finding of this rule's code."""
+        return self.fn(ctx, functools.partial(ctx.finding, self.code))
 
 
-def rule(
-    code: str,
-    slug: str,
-    severity: Severity,
-    summary: str,
-    needs: Needs = "",
-    engine_free: bool = False,
-):
-    """Make a function a :class:`Rule` (it is listed by weightcheck/rules/__init__.py)."""
+def rule(code: str, needs: Needs = "", engine_free: bool = False):
+    """Make ``fn(ctx, finding)`` the :class:`Rule` of ``code`` (listed by
+    weightcheck/rules/__init__.py; described in mappings/rules.toml)."""
 
     def deco(fn) -> Rule:
-        return Rule(code, slug, severity, summary, needs, fn, engine_free)
+        return Rule(code, needs, fn, engine_free)
 
     return deco
 
@@ -161,7 +191,7 @@ class Context:
     # engine-free rules' findings by code, shared by plain check's context and its engine runs'
     _memo: dict = field(default_factory=dict, repr=False)
 
-    def f(
+    def finding(
         self,
         code: str,
         message: str,
@@ -179,11 +209,8 @@ class Context:
 
     # -- small helpers shared by rules -----------------------------------------------------
     @property
-    def d(self) -> Drafter:
-        return self.drafter
-
-    @property
-    def n(self):
+    def normalized(self):
+        """The drafter's normalized config (model/config.py NormalizedConfig)."""
         return self.drafter.normalized
 
     def tensor(self, canonical: str):
@@ -201,8 +228,8 @@ class Context:
             for e in engines:
                 if self.engine_view is not None and self.engine == e:
                     views[e] = self.engine_view
-                elif engine_mod.replays(self.d.architecture, e):
-                    views[e] = engine_mod.view(self.d, e, target=self.target)
+                elif engine_mod.replays(self.drafter.architecture, e):
+                    views[e] = engine_mod.view(self.drafter, e, target=self.target)
             self._views = views
         return self._views
 
@@ -236,10 +263,10 @@ class Context:
             d2t = t2d = None
             t = self.tensor("d2t")
             if t is not None and t.dtype == "I64" and len(t.shape) == 1:
-                raw = read_small(self.d.source, t.name)
+                raw = read_small(self.drafter.source, t.name)
                 d2t = list(struct.unpack(f"<{len(raw) // 8}q", raw))
             t = self.tensor("t2d")
             if t is not None and t.dtype in ("BOOL", "U8") and len(t.shape) == 1:
-                t2d = read_small(self.d.source, t.name)
+                t2d = read_small(self.drafter.source, t.name)
             self._maps = (d2t, t2d)
         return self._maps

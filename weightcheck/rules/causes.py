@@ -1,7 +1,8 @@
 """One cause, one finding: the findings a root cause explains are listed under it.
 
-The table is data (mappings/causes.toml): a root code, the codes it explains, and how their
-subjects relate ("same", "any", "named", "names_root", or a regular expression over the consequence's subject).
+The table is data: each root rule's ``[[rule.WCnnn.explains]]`` entries in mappings/rules.toml, the
+codes it explains and how their subjects relate ("same", "any", "named", "names_root", or a
+regular expression over the consequence's subject), applied in the file's ``cause_order``.
 :func:`fold` applies it to check's findings: each consequence moves under its root
 (``Finding.consequences``), and the root's severity becomes its worst consequence's, so the
 exit status is what it was. Rule pages say which codes a rule explains (:func:`explained_by`).
@@ -10,13 +11,15 @@ exit status is what it was. Rule pages say which codes a rule explains (:func:`e
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from dataclasses import dataclass
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
-from weightcheck.rules.base import SEVERITY_ORDER, Finding
+from weightcheck.rules.base import RULES_FILE, SEVERITY_ORDER, Finding, rules_file
+from weightcheck.schema import Explains, RulesFile
+
+SUBJECTS = ("same", "any", "named", "names_root")
 
 
 @dataclass(frozen=True)
@@ -56,36 +59,58 @@ def _same(a: str, b: str | None, canonical: dict) -> bool:
     return a == b or canonical.get(a, a) == canonical.get(b, b)
 
 
-@functools.lru_cache(maxsize=None)
+@mappings.memo
 def table() -> tuple[Cause, ...]:
-    """mappings/causes.toml, validated."""
-    return parse(mappings.load("causes.toml"), "mappings/causes.toml")
+    """The causes of mappings/rules.toml, in the order they are applied."""
+    return parse(rules_file(), mappings.where(RULES_FILE))
 
 
-def parse(data: dict, where: str) -> tuple[Cause, ...]:
-    """The [[cause]] tables of ``data``: every key known, every code a rule's, every subject
-    "same", "any", "named" or a regular expression; anything else is an error naming ``where``."""
-    from weightcheck.rules import RULES
+def load(raw: dict, where: str) -> tuple[Cause, ...]:
+    """The causes of a parsed rules file (``raw``), validated; errors name ``where``."""
+    return parse(mappings.build(RulesFile, raw, where), where)
 
-    out = []
-    for i, c in enumerate(data.get("cause", [])):
-        unknown = set(c) - {"root", "explains", "subject", "why"}
-        if unknown:
-            raise WeightcheckError(where, f"cause {i}: unknown key(s) {sorted(unknown)}")
-        if not isinstance(c.get("explains"), list) or not c["explains"]:
-            raise WeightcheckError(where, f"cause {i}: explains must list codes")
-        codes = [c.get("root"), *c["explains"]]
-        bad = [x for x in codes if x not in RULES]
-        if bad:
-            raise WeightcheckError(where, f"cause {i}: no rule {bad[0]!r}")
-        subject = c.get("subject", "same")
-        if subject not in ("same", "any", "named", "names_root"):
-            try:
-                re.compile(subject)
-            except re.error as e:
-                raise WeightcheckError(where, f"cause {i}: subject: {e}") from None
-        out.append(Cause(c["root"], tuple(c["explains"]), subject, c.get("why", "")))
-    return tuple(out)
+
+def _cause(code: str, i: int, e: Explains, rules: dict) -> Cause:
+    at = f"rule.{code}.explains[{i}]"
+    if not e.codes:
+        raise mappings.Bad(f"{at}.codes", "must list the codes it explains")
+    for c in e.codes:
+        if c not in rules:
+            raise mappings.Bad(f"{at}.codes", f"no rule {c!r}")
+    if e.subject not in SUBJECTS:
+        try:
+            re.compile(e.subject)
+        except re.error as err:
+            raise mappings.Bad(
+                f"{at}.subject",
+                f"not one of {', '.join(SUBJECTS)} nor a regular expression: {err}",
+            ) from None
+    return Cause(code, e.codes, e.subject, e.why)
+
+
+def _causes(data: RulesFile) -> tuple[Cause, ...]:
+    roots = [code for code, p in data.rule.items() if p.explains]
+    for code in data.cause_order:
+        if code not in roots:
+            raise mappings.Bad("cause_order", f"{code!r} is no rule with [[rule.{code}.explains]]")
+    missing = [code for code in roots if code not in data.cause_order]
+    if missing:
+        raise mappings.Bad("cause_order", f"does not name {missing[0]!r}: its causes never apply")
+    return tuple(
+        _cause(code, i, e, data.rule)
+        for code in data.cause_order
+        for i, e in enumerate(data.rule[code].explains)
+    )
+
+
+def parse(data: RulesFile, where: str) -> tuple[Cause, ...]:
+    """The causes of a rules file in the order they are applied (``cause_order``): every code a
+    rule's, every subject "same", "any", "named", "names_root" or a regular expression; anything
+    else is an error naming ``where``."""
+    try:
+        return _causes(data)
+    except mappings.Bad as e:
+        raise WeightcheckError(where, f"{e.path}: {e.message}") from None
 
 
 class _Node:

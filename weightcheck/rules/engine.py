@@ -11,113 +11,70 @@ from weightcheck.model import config as config_mod
 from weightcheck.rules.base import WARNING, rule
 
 
-@rule(
-    "WC701",
-    "engine-architecture",
-    "error",
-    "architectures[0] does not select the engine's EAGLE-3 loader.",
-    needs="engine",
-)
-def engine_arch(ctx):
+@rule("WC701", needs="engine")
+def engine_arch(ctx, finding):
     v = ctx.engine_view
     if not v.architectures_ok:
         accepted = ", ".join(  # every loader's: the Llama drafter's and the MLA drafter's
             a for data in engine_mod.loaders(v.engine) for a in data.engine.architectures
         )
-        yield ctx.f(
-            "WC701",
+        yield finding(
             f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
             f"this config says {v.architecture!r}",
             "architectures",
         )
 
 
-@rule(
-    "WC702",
-    "engine-drops-tensor",
-    "error",
-    "The engine drops a tensor without a word: its parameter keeps its random init.",
-    needs="engine",
-)
-def engine_drops(ctx):
+@rule("WC702", needs="engine")
+def engine_drops(ctx, finding):
     for l in ctx.engine_view.landings:
         if l.fate in ("dropped", "warned") and not l.why.startswith("dropped on purpose"):
-            yield ctx.f(
-                "WC702",
+            yield finding(
                 f"{l.name}: {ctx.engine_view.engine} drops it ({l.why}; looked up as "
                 f"{l.engine_name})",
                 l.name,
             )
         elif l.fate == "dropped":
-            yield ctx.f(
-                "WC702",
+            yield finding(
                 f"{l.name}: shipped but unused by {ctx.engine_view.engine} ({l.why})",
                 l.name,
                 severity=WARNING,
             )
 
 
-@rule(
-    "WC703",
-    "engine-rejects-tensor",
-    "error",
-    "The engine refuses to load a tensor name (vLLM raises on names it has no parameter for).",
-    needs="engine",
-)
-def engine_rejects(ctx):
+@rule("WC703", needs="engine")
+def engine_rejects(ctx, finding):
     for l in ctx.engine_view.landings:
         if l.fate == "error":
-            yield ctx.f(
-                "WC703",
+            yield finding(
                 f"{l.name}: {ctx.engine_view.engine} fails to load ({l.why}; looked "
                 f"up as {l.engine_name})",
                 l.name,
             )
 
 
-@rule(
-    "WC704",
-    "engine-random-parameter",
-    "error",
-    "An engine parameter receives nothing and nothing replaces it: it runs with random values.",
-    needs="engine",
-)
-def engine_random(ctx):
+@rule("WC704", needs="engine")
+def engine_random(ctx, finding):
     for p in ctx.engine_view.params:
         if p.state == "random":
-            yield ctx.f(
-                "WC704",
+            yield finding(
                 f"{p.param} ({p.canonical}) receives nothing in {ctx.engine_view.engine}: {p.note}",
                 p.canonical,
             )
 
 
-@rule(
-    "WC705",
-    "engine-config-error",
-    "error",
-    "A config field the engine requires is absent, or a value it rejects (the server fails at "
-    "start-up).",
-    needs="engine",
-)
-def engine_config_error(ctx):
+@rule("WC705", needs="engine")
+def engine_config_error(ctx, finding):
     for fld, msg in ctx.engine_view.config_errors:
-        yield ctx.f("WC705", f"{ctx.engine_view.engine}: {msg}", fld)
+        yield finding(f"{ctx.engine_view.engine}: {msg}", fld)
 
 
-@rule(
-    "WC706",
-    "engine-cannot-express",
-    "error",
-    "The config uses a layout or option the engine does not read (speculators config in SGLang, "
-    "norm_before_residual in SGLang).",
-    needs="engine",
-)
-def engine_cannot(ctx):
+@rule("WC706", needs="engine")
+def engine_cannot(ctx, finding):
     v = ctx.engine_view
     data = engine_mod.load(v.loader)  # the loader replayed (the MLA drafter's has its own)
     # what the engine cannot express is what convert refuses to write for it (the same data)
-    refused = [r for r in data.output.refuse if expr.holds(r.when, ctx.n.values)]
+    refused = [r for r in data.output.refuse if expr.holds(r.when, ctx.normalized.values)]
     if v.speculators_format and data.speculators_adapter is None:
         layout = (
             f"a speculators-format config (transformer_layer_config): {v.engine} reads only "
@@ -125,39 +82,29 @@ def engine_cannot(ctx):
         )
         if refused:  # convert refuses it too: no command to suggest, the reason instead
             r = refused[0]
-            yield ctx.f(
-                "WC706",
+            yield finding(
                 f"{layout}, and {v.engine} cannot express {r.when} ({r.why}): serve it with an "
                 "engine that reads it",
                 r.when,
             )
             return
         fix = ctx.convert_fix(v.engine)
-        yield ctx.f(
-            "WC706", f"{layout}; convert it with `{fix}`", "transformer_layer_config", fix=fix
-        )
+        yield finding(f"{layout}; convert it with `{fix}`", "transformer_layer_config", fix=fix)
         return
     for r in refused:
-        yield ctx.f("WC706", f"{r.when}: {r.why}", r.when)
+        yield finding(f"{r.when}: {r.why}", r.when)
 
 
-@rule(
-    "WC707",
-    "engine-default-differs",
-    "warning",
-    "The engine applies a default where the config is silent, and the trainer's default differs.",
-    needs="engine",
-)
-def engine_default(ctx):
+@rule("WC707", needs="engine")
+def engine_default(ctx, finding):
     v = ctx.engine_view
     adapter = engine_mod.load(v.loader).speculators_adapter
     if not v.speculators_format or adapter is None:
         return
     for k, default in adapter.override.items():
-        if k not in ctx.d.config and k in adapter.trainers_mean:
+        if k not in ctx.drafter.config and k in adapter.trainers_mean:
             meant = adapter.trainers_mean.get(k)
-            yield ctx.f(
-                "WC707",
+            yield finding(
                 f"{k} is absent: {v.engine} assumes {json.dumps(default)} for "
                 "speculators configs"
                 + (f" (trainers mean {meant})" if meant else "")
@@ -166,14 +113,8 @@ def engine_default(ctx):
             )
 
 
-@rule(
-    "WC708",
-    "aux-ids-convention",
-    "error",
-    "The engine captures other target layers than the drafter was trained on (needs --target).",
-    needs="engine",
-)
-def aux_convention(ctx):
+@rule("WC708", needs="engine")
+def aux_convention(ctx, finding):
     v = ctx.engine_view
     t = ctx.target
     if not v.starts:  # an engine that does not start captures nothing (its failure is said)
@@ -183,25 +124,26 @@ def aux_convention(ctx):
     if t is None:
         return
     L = t.num_layers
-    trained = aux.convention_of(ctx.d, L) if aux.trained_convention(ctx.d.dialect) else None
-    ids = ctx.n.get("aux_layer_ids")
+    trained = (
+        aux.convention_of(ctx.drafter, L) if aux.trained_convention(ctx.drafter.dialect) else None
+    )
+    ids = ctx.normalized.get("aux_layer_ids")
     if trained is None or trained == v.engine or ids is None:
         return  # without ids of its own the drafter gets defaults everywhere (WC407)
     if not all(type(i) is int for i in ids):
         return  # ids that are no integers capture nothing anywhere (WC403 says so)
     mt = t.model_type
     here = aux.captured_layers(v, mt, L)
-    other = engine_mod.view(ctx.d, trained)
+    other = engine_mod.view(ctx.drafter, trained)
     there = aux.captured_layers(other, mt, L, reach=False)  # as trained: every id, in order
     why = (
         f"ids that end at the target's {L} layers are layer boundaries"
-        if trained != aux.convention_of(ctx.d)
+        if trained != aux.convention_of(ctx.drafter)
         else "the one its config writes them in"
     )
     if here is not None and there is not None and here != there:
         ids_here = v.aux.get("ids") or f"none it reads, so its default {[2, L // 2, L - 3]}"
-        yield ctx.f(
-            "WC708",
+        yield finding(
             f"{v.engine} captures the outputs of target layers {here} (ids: "
             f"{ids_here}), but the drafter was trained on layers {there} (ids "
             f"{other.aux.get('ids')} in {trained}'s convention: {why})",
@@ -209,14 +151,8 @@ def aux_convention(ctx):
         )
 
 
-@rule(
-    "WC709",
-    "engine-target-unsupported",
-    "error",
-    "The engine cannot capture EAGLE-3 hidden states from this target's model type.",
-    needs="engine",
-)
-def target_support(ctx):
+@rule("WC709", needs="engine")
+def target_support(ctx, finding):
     t = ctx.target
     if t is None:
         return
@@ -229,8 +165,7 @@ def target_support(ctx):
         or any(a in archs for a in t.architectures)
     )
     if types and not ok:
-        yield ctx.f(
-            "WC709",
+        yield finding(
             f"{ctx.engine_view.engine} {ctx.engine_view.version} has no EAGLE-3 "
             f"capture for target model_type {t.model_type!r} "
             f"({', '.join(t.architectures) or 'no architectures'})",
@@ -238,30 +173,22 @@ def target_support(ctx):
         )
 
 
-@rule(
-    "WC710",
-    "engine-aux-ids-location",
-    "warning",
-    "The aux layer ids sit where this engine does not read them: it captures its default layers.",
-    needs="engine",
-)
-def aux_location(ctx):
+@rule("WC710", needs="engine")
+def aux_location(ctx, finding):
     v = ctx.engine_view
     if not v.starts:  # an engine that does not start captures nothing (its failure is said)
         return
-    raw = ctx.d.config
+    raw = ctx.drafter.config
     nested = config_mod.lookup(raw, "eagle_config.eagle_aux_hidden_state_layer_ids")
     top = raw.get("eagle_aux_hidden_state_layer_ids")
     if v.engine == "sglang" and isinstance(top, list) and not isinstance(nested, list):
-        yield ctx.f(
-            "WC710",
+        yield finding(
             f"aux layer ids {top} are top-level only: SGLang reads only "
             "eagle_config.eagle_aux_hidden_state_layer_ids and captures its defaults",
             "aux_layer_ids",
         )
     if v.engine == "vllm" and isinstance(nested, list) and not isinstance(top, list):
-        yield ctx.f(
-            "WC710",
+        yield finding(
             f"aux layer ids {nested} are only in eagle_config: vLLM's V2 model runner "
             "(the default on GPU in 0.33) reads the top-level list and captures its "
             "defaults",
@@ -269,25 +196,18 @@ def aux_location(ctx):
         )
 
 
-@rule(
-    "WC711",
-    "shipped-for-nothing",
-    "info",
-    "A tensor the engine replaces with the target's: bytes shipped for nothing.",
-    needs="engine",
-)
-def shipped(ctx):
+@rule("WC711", needs="engine")
+def shipped(ctx, finding):
     for p in ctx.engine_view.params:
         if p.state == "from_target" and p.sources:
-            t = ctx.d.by_canonical().get(p.canonical)
+            t = ctx.drafter.by_canonical().get(p.canonical)
             size = f" ({t.nbytes / 1e9:.2f} GB)" if t is not None else ""
             fix = (
                 ctx.convert_fix(ctx.engine_view.engine, "--embeddings drop")
                 if p.canonical == "embed_tokens.weight"
                 else None
             )
-            yield ctx.f(
-                "WC711",
+            yield finding(
                 f"{p.canonical}{size} is replaced by the target's in "
                 f"{ctx.engine_view.engine}" + (f"; `{fix}` leaves it out" if fix else ""),
                 p.canonical,
@@ -295,14 +215,8 @@ def shipped(ctx):
             )
 
 
-@rule(
-    "WC712",
-    "engine-captures-other-count",
-    "error",
-    "The engine captures another number of target states than fc's input is built for.",
-    needs="engine",
-)
-def captured_count(ctx):
+@rule("WC712", needs="engine")
+def captured_count(ctx, finding):
     v = ctx.engine_view
     t = ctx.target
     if t is None or not v.starts or not v.architectures_ok or v.captured_layers is None:
@@ -314,8 +228,7 @@ def captured_count(ctx):
     if ids is None:  # the engine's defaults: WC407 says the drafter names no ids
         return
     said = f"ids {json.dumps(ids)}"
-    yield ctx.f(
-        "WC712",
+    yield finding(
         f"{v.engine} captures {len(v.captured_layers)} target state(s), the outputs of layers "
         f"{v.captured_layers} ({said}: sorted, repeats once, only layers its forward loop "
         f"reaches, for a {t.num_layers}-layer target), but fc is built for {n}: the first "
@@ -324,17 +237,11 @@ def captured_count(ctx):
     )
 
 
-@rule(
-    "WC713",
-    "live-disagrees",
-    "warning",
-    "The installed engine's own loader (--live) and the replay say different things.",
-    needs="live",
-)
-def live_disagrees(ctx):
+@rule("WC713", needs="live")
+def live_disagrees(ctx, finding):
     lv = ctx.live
     said = (
         f"{lv['engine']} {lv['version']} (installed, live) vs the replay of {lv['replay_version']}"
     )
     for x in lv["disagreements"]:
-        yield ctx.f("WC713", f"{said}: {x['says']}", x.get("tensor") or x.get("param"))
+        yield finding(f"{said}: {x['says']}", x.get("tensor") or x.get("param"))

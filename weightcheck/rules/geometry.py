@@ -13,41 +13,34 @@ from weightcheck.rules.tensors import swapped_pairs
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
 
 
-@rule(
-    "WC401",
-    "architectures",
-    "error",
-    "config architectures missing, or naming the target's class instead of the drafter's.",
-)
-def architectures(ctx):
-    if ctx.d.source.config is None:
+@rule("WC401")
+def architectures(ctx, finding):
+    if ctx.drafter.source.config is None:
         return
-    names = inventory.declared(ctx.d.config)
+    names = inventory.declared(ctx.drafter.config)
     if names is None:
-        found = type(ctx.d.config.get("architectures")).__name__
+        found = type(ctx.drafter.config.get("architectures")).__name__
         found = {
             "dict": "an object",
             "str": "a string",
             "bool": "a boolean",
             "list": "a list of non-strings",
         }.get(found, f"a {found}")
-        yield ctx.f(
-            "WC401",
+        yield finding(
             f"config `architectures` is {found}, not a list of class names: engines cannot pick "
             "the EAGLE-3 loader",
             "architectures",
         )
         return
     if not names:
-        yield ctx.f(
-            "WC401",
+        yield finding(
             "config has no `architectures`: engines cannot pick the EAGLE-3 loader",
             "architectures",
         )
         return
     known = {a for arch in inventory.architectures() for a in arch.config_architectures}
     # the class the engines load a drafter of these tensors as (convert writes it)
-    want = engine_mod.output_for("sglang", ctx.d.architecture).architectures[0]
+    want = engine_mod.output_for("sglang", ctx.drafter.architecture).architectures[0]
     if names[0] not in known:
         hint = " (a target model's class)" if names[0].endswith(TARGET_ARCHITECTURES) else ""
         engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
@@ -62,8 +55,7 @@ def architectures(ctx):
             views = ctx.views()
             starts = all(views[e].starts for e in loads if e in views)
             then = " and load(s) the drafter" if starts else " (its EAGLE-3 loader)"
-            yield ctx.f(
-                "WC401",
+            yield finding(
                 f"architectures[0] is {names[0]}{hint}: {', '.join(loads)} read(s) it as "
                 f"{read_as}{then}; {', '.join(fails)} select(s) no EAGLE-3 "
                 f"loader and fail(s) — `{fix}` writes {want}",
@@ -72,8 +64,7 @@ def architectures(ctx):
                 fix=fix,
             )
             return
-        yield ctx.f(
-            "WC401",
+        yield finding(
             f"architectures[0] is {names[0]}{hint}; an EAGLE-3 engine looks for "
             f"{want} (or its speculators equivalent) and "
             + (  # what SGLang's Llama target class then does with a Llama drafter's names
@@ -85,96 +76,81 @@ def architectures(ctx):
         )
 
 
-@rule(
-    "WC402",
-    "fc-width",
-    "error",
-    "fc input width differs from target_hidden_size × number of aux layers.",
-)
-def fc_width(ctx):
+@rule("WC402")
+def fc_width(ctx, finding):
     t = ctx.tensor("fc.weight")
     T, n_aux, H = (
-        ctx.n.get("target_hidden_size"),
-        ctx.n.get("num_aux_hidden_states"),
-        ctx.n.get("hidden_size"),
+        ctx.normalized.get("target_hidden_size"),
+        ctx.normalized.get("num_aux_hidden_states"),
+        ctx.normalized.get("hidden_size"),
     )
     if t is None or len(t.shape) != 2 or not (T and n_aux):
         return
     if t.shape[1] != T * n_aux:
         k = t.shape[1] / T if T else None
         extra = f" (= {k:g} x {T}: {k:g} aux layers?)" if k and k == int(k) else ""
-        yield ctx.f(
-            "WC402",
+        yield finding(
             f"{t.name} reads {t.shape[1]} features but target_hidden_size {T} x "
             f"{n_aux} aux layers = {T * n_aux}{extra}",
             t.name,
         )
     if H and t.shape[0] != H:
-        yield ctx.f(
-            "WC402", f"{t.name} writes {t.shape[0]} features but hidden_size is {H}", t.name
-        )
+        yield finding(f"{t.name} writes {t.shape[0]} features but hidden_size is {H}", t.name)
 
 
-@rule(
-    "WC403",
-    "aux-layer-ids",
-    "error",
-    "Aux layer ids inconsistent with num_aux_hidden_states, negative, duplicated, or past the target's layers.",
-)
-def aux_ids(ctx):
-    ids = ctx.n.get("aux_layer_ids")
-    n_aux = ctx.n.get("num_aux_hidden_states")
+@rule("WC403")
+def aux_ids(ctx, finding):
+    ids = ctx.normalized.get("aux_layer_ids")
+    n_aux = ctx.normalized.get("num_aux_hidden_states")
     if ids is None:
         return
     if not all(type(i) is int for i in ids):
-        yield ctx.f("WC403", f"aux layer ids {ids} are not all integers", "aux_layer_ids")
+        yield finding(f"aux layer ids {ids} are not all integers", "aux_layer_ids")
         return
-    if n_aux and len(ids) != n_aux and ctx.n.provenance.get("num_aux_hidden_states") != "default":
-        yield ctx.f(
-            "WC403",
+    if (
+        n_aux
+        and len(ids) != n_aux
+        and ctx.normalized.provenance.get("num_aux_hidden_states") != "default"
+    ):
+        yield finding(
             f"{len(ids)} aux layer ids {ids} but num_aux_hidden_states is {n_aux}",
             "aux_layer_ids",
         )
     L = ctx.target.num_layers if ctx.target is not None else None
     # the lowest id a convention has: SGLang's -1 is the embeddings' output (it captures the
     # input of layer 0), vLLM's 0 is (docs/engines.md §aux layers)
-    lowest = 0 if aux.convention_of(ctx.d, L) == "vllm" else -1
+    lowest = 0 if aux.convention_of(ctx.drafter, L) == "vllm" else -1
     if any(i < lowest for i in ids):
-        yield ctx.f(
-            "WC403",
+        yield finding(
             f"aux layer id below {lowest} in {ids} (the embeddings' output is {lowest} in the "
             f"{'vLLM' if lowest == 0 else 'SGLang'} convention)",
             "aux_layer_ids",
         )
     if len(set(ids)) != len(ids):
-        yield ctx.f("WC403", f"duplicate aux layer id in {ids}", "aux_layer_ids")
+        yield finding(f"duplicate aux layer id in {ids}", "aux_layer_ids")
     # SGLang's convention: id k is the output of layer k (0..L-1); vLLM's: the output of layer
     # k-1, so id L is the last layer (docs/engines.md §aux layers). Which one the ids are written
     # in is engine.convention_of's answer, the one convert and the engine view use: speculators
     # drafters, and top-level-only ids (convert --to vllm of a ModelOpt drafter) are vLLM's
-    vllm_convention = aux.convention_of(ctx.d, L) == "vllm"
+    vllm_convention = aux.convention_of(ctx.drafter, L) == "vllm"
     top = L if vllm_convention else (L - 1 if L else None)
     if L and any(i > top for i in ids):
-        yield ctx.f(
-            "WC403",
+        yield finding(
             f"aux layer ids {ids} reach past the target's {L} layers (ids 0..{top} "
             f"in the {'vLLM' if vllm_convention else 'SGLang'} convention)",
             "aux_layer_ids",
         )
 
 
-@rule(
-    "WC407",
-    "aux-ids-missing",
-    "warning",
-    "The config names no aux layer ids: every engine captures its default layers instead of the trained ones.",
-)
-def aux_missing(ctx):
-    if ctx.d.source.config is None or ctx.d.looks_like_target:
+@rule("WC407")
+def aux_missing(ctx, finding):
+    if ctx.drafter.source.config is None or ctx.drafter.looks_like_target:
         return
-    if ctx.n.get("aux_layer_ids") is None and ctx.n.get("use_aux_hidden_state") is not False:
-        yield ctx.f(
-            "WC407",
+    if (
+        ctx.normalized.get("aux_layer_ids") is None
+        and ctx.normalized.get("use_aux_hidden_state") is not False
+    ):
+        yield finding(
             "no aux layer ids (eagle_config.eagle_aux_hidden_state_layer_ids or "
             "eagle_aux_hidden_state_layer_ids): engines capture their defaults "
             "[2, L//2, L-3], which match training only by luck (speculators convert "
@@ -183,29 +159,22 @@ def aux_missing(ctx):
         )
 
 
-@rule(
-    "WC404",
-    "attention-geometry",
-    "error",
-    "num_key_value_heads / head_dim the engines' attention or KV cache cannot serve.",
-)
-def attention(ctx):
+@rule("WC404")
+def attention(ctx, finding):
     nh, nkv, hd = (
-        ctx.n.get("num_attention_heads"),
-        ctx.n.get("num_key_value_heads"),
-        ctx.n.get("head_dim"),
+        ctx.normalized.get("num_attention_heads"),
+        ctx.normalized.get("num_key_value_heads"),
+        ctx.normalized.get("head_dim"),
     )
-    if ctx.d.architecture is None or ctx.d.architecture.attention != "gqa":
+    if ctx.drafter.architecture is None or ctx.drafter.architecture.attention != "gqa":
         return
     if nh and nkv and nh % nkv:
-        yield ctx.f(
-            "WC404",
+        yield finding(
             f"num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}",
             "num_key_value_heads",
         )
     if hd and (hd % 8 or hd < 32 or hd > 256):
-        yield ctx.f(
-            "WC404",
+        yield finding(
             f"head_dim {hd}: attention kernels and KV caches want a multiple of 8 "
             "between 32 and 256 (vLLM's CPU backend needs >= 32)",
             "head_dim",
@@ -213,14 +182,9 @@ def attention(ctx):
         )
 
 
-@rule(
-    "WC405",
-    "stale-rope-theta",
-    "warning",
-    "A top-level rope_theta beside rope_parameters with another base: which one wins depends on the reader.",
-)
-def stale_rope(ctx):
-    cfg = ctx.d.config
+@rule("WC405")
+def stale_rope(ctx, finding):
+    cfg = ctx.drafter.config
 
     def number(x) -> bool:  # a value of another type is WC212's (config types), not a base
         return isinstance(x, (int, float)) and not isinstance(x, bool)
@@ -232,8 +196,7 @@ def stale_rope(ctx):
         and number(cfg.get("rope_theta"))
         and rp["rope_theta"] != cfg["rope_theta"]
     ):
-        yield ctx.f(
-            "WC405",
+        yield finding(
             f"rope_theta {cfg['rope_theta']} beside rope_parameters.rope_theta "
             f"{rp['rope_theta']}: one is stale (RoPE base "
             f"{max(rp['rope_theta'], cfg['rope_theta']) / max(1e-9, min(rp['rope_theta'], cfg['rope_theta'])):g}x off)",
@@ -241,20 +204,17 @@ def stale_rope(ctx):
         )
 
 
-@rule(
-    "WC406",
-    "layer-count",
-    "error",
-    "num_hidden_layers other than the number of decoder layers the weights hold.",
-)
-def layer_count(ctx):
-    L = ctx.n.get("num_hidden_layers")
-    arch = ctx.d.architecture
-    if ctx.d.looks_like_target or ctx.d.source.config is None or arch is None:  # no config: WC201
+@rule("WC406")
+def layer_count(ctx, finding):
+    L = ctx.normalized.get("num_hidden_layers")
+    arch = ctx.drafter.architecture
+    if (
+        ctx.drafter.looks_like_target or ctx.drafter.source.config is None or arch is None
+    ):  # no config: WC201
         return
     # the layers the weights hold: layer 0 (`midlayer.*` or `layers.0.*`) up to the highest
     # `layers.i.*` (mappings/architectures/ [layers])
-    held = arch.layers_held(t.canonical for t in ctx.d.tensors)
+    held = arch.layers_held(t.canonical for t in ctx.drafter.tensors)
     if L == held:
         return
     holds = f"the weights hold {_layers(held)}"
@@ -263,8 +223,7 @@ def layer_count(ctx):
     hurt, fine = ctx.hurts(lambda v: v.layers != held or not v.starts)
     if not ctx.views():
         if L is not None:
-            yield ctx.f(
-                "WC406",
+            yield finding(
                 f"num_hidden_layers is {L}; {holds}",
                 "num_hidden_layers",
                 severity=WARNING,
@@ -298,15 +257,14 @@ def layer_count(ctx):
     fix = ctx.convert_fix(hurt[0])
     message += f" (`{fix}` does)"
     if fine:
-        yield ctx.f(
-            "WC406",
+        yield finding(
             message + f" ({', '.join(fine)} is unaffected)",
             "num_hidden_layers",
             severity=WARNING,
             fix=fix,
         )
     else:
-        yield ctx.f("WC406", message, "num_hidden_layers", fix=fix)
+        yield finding(message, "num_hidden_layers", fix=fix)
 
 
 def _layers(n: int) -> str:
@@ -319,7 +277,7 @@ def mla_dims_held(ctx) -> dict[str, tuple[int, list[str]]]:
     dims from kv_a_proj_with_mqa's rows past kv_lora_rank, v_head_dim from o_proj, the nope dims
     from kv_b_proj (with num_attention_heads)."""
     a = "midlayer.self_attn."
-    got = {c: list(t.shape) for c, t in ctx.d.by_canonical().items()}
+    got = {c: list(t.shape) for c, t in ctx.drafter.by_canonical().items()}
 
     def dim(name: str, axis: int):
         s = got.get(a + name + ".weight")
@@ -339,7 +297,7 @@ def mla_dims_held(ctx) -> dict[str, tuple[int, list[str]]]:
     kva = dim("kv_a_proj_with_mqa", 0)
     if kv and kva and kva[0] > kv[0]:
         held["qk_rope_head_dim"] = (kva[0] - kv[0], [kva[1], *kv[1]])
-    nh = ctx.n.get("num_attention_heads")
+    nh = ctx.normalized.get("num_attention_heads")
     o, kvb = dim("o_proj", 1), dim("kv_b_proj", 0)
     if isinstance(nh, int) and nh > 0 and o and o[0] % nh == 0:
         d_v = o[0] // nh
@@ -349,22 +307,17 @@ def mla_dims_held(ctx) -> dict[str, tuple[int, list[str]]]:
     return held
 
 
-@rule(
-    "WC408",
-    "mla-dims",
-    "error",
-    "An MLA dimension of the config (kv_lora_rank, q_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim) contradicts the weights.",
-)
-def mla_dims(ctx):
-    arch = ctx.d.architecture
-    if arch is None or arch.attention != "mla" or ctx.d.source.config is None:
+@rule("WC408")
+def mla_dims(ctx, finding):
+    arch = ctx.drafter.architecture
+    if arch is None or arch.attention != "mla" or ctx.drafter.source.config is None:
         return
     if swapped_pairs(ctx):  # WC211: the shapes sit under the wrong names
         return
-    inv = ctx.d.inventory
+    inv = ctx.drafter.inventory
     symbols = {spec.name: spec.symbol for spec in config_mod.field_specs()}
     for field, (value, evidence) in mla_dims_held(ctx).items():
-        said, where = ctx.n.get(field), ctx.n.provenance.get(field)
+        said, where = ctx.normalized.get(field), ctx.normalized.provenance.get(field)
         if said == value:
             continue
         if said is None and where != "absent":  # q_lora_rank null: the one-projection query
@@ -386,8 +339,7 @@ def mla_dims(ctx):
             if where == "default"
             else ("is absent" if said is None else f"is {said}")
         )
-        yield ctx.f(
-            "WC408",
+        yield finding(
             f"{field} {was} but the weights hold {value} ({', '.join(names)}): the engines build "
             "every projection it sizes to the config and stop on the shapes",
             field,

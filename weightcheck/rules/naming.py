@@ -6,57 +6,35 @@ from weightcheck.engines import view as engine_mod
 from weightcheck.rules.base import WARNING, rule
 
 
-@rule(
-    "WC101",
-    "unknown-tensor-name",
-    "error",
-    "A tensor name no dialect explains: engines drop it without a word (SGLang) or refuse (vLLM).",
-)
-def unknown_names(ctx):
-    for n in ctx.d.naming.unknown:
-        yield ctx.f(
-            "WC101",
+@rule("WC101")
+def unknown_names(ctx, finding):
+    for n in ctx.drafter.naming.unknown:
+        yield finding(
             f"{n}: no dialect in mappings/dialects explains this name; SGLang "
             "would drop it silently",
             n,
         )
 
 
-@rule(
-    "WC102",
-    "mixed-dialect",
-    "error",
-    "Names of two dialects in one checkpoint (e.g. layers.0.* inside a midlayer.* drafter).",
-)
-def mixed(ctx):
-    for n, other in ctx.d.naming.foreign.items():
-        yield ctx.f(
-            "WC102",
-            f"{n}: a {other} name in a {ctx.d.dialect} checkpoint; an engine that "
-            f"reads {ctx.d.dialect} names drops it and keeps the parameter random",
+@rule("WC102")
+def mixed(ctx, finding):
+    for n, other in ctx.drafter.naming.foreign.items():
+        yield finding(
+            f"{n}: a {other} name in a {ctx.drafter.dialect} checkpoint; an engine that "
+            f"reads {ctx.drafter.dialect} names drops it and keeps the parameter random",
             n,
         )
 
 
-@rule(
-    "WC103",
-    "duplicate-canonical",
-    "error",
-    "Two tensors map to the same canonical tensor: which one an engine keeps is an accident.",
-)
-def duplicates(ctx):
-    for c, names in ctx.d.naming.duplicates.items():
-        yield ctx.f("WC103", f"{c} is given {len(names)} times: {', '.join(names)}", c)
+@rule("WC103")
+def duplicates(ctx, finding):
+    for c, names in ctx.drafter.naming.duplicates.items():
+        yield finding(f"{c} is given {len(names)} times: {', '.join(names)}", c)
 
 
-@rule(
-    "WC104",
-    "wrapper-prefix",
-    "error",
-    "Names carry a training or HF-style prefix (draft_model., module., model.) the engines do not strip.",
-)
-def wrappers(ctx):
-    for w in ctx.d.naming.wrappers:
+@rule("WC104")
+def wrappers(ctx, finding):
+    for w in ctx.drafter.naming.wrappers:
         dname, prefix = w.split(":", 1)
         # which engine loads the prefixed names as written: the engine view says (SGLang's Llama
         # drafter tries a name as written before prepending `model.`; vLLM always prepends it)
@@ -67,8 +45,7 @@ def wrappers(ctx):
         fails = [e for e in engines if e not in loads]
         fix = ctx.convert_fix(fails[0])
         if loads:
-            yield ctx.f(
-                "WC104",
+            yield finding(
                 f"tensor names carry the prefix `{prefix}` ({dname}): {', '.join(loads)} load(s) "
                 f"them as written; {', '.join(fails)} prepend(s) `model.` again and fail(s) — "
                 f"`{fix}` writes the names it reads",
@@ -78,8 +55,7 @@ def wrappers(ctx):
             )
             continue
         who = f"{ctx.engine} prepends" if ctx.engine else "SGLang and vLLM prepend"
-        yield ctx.f(
-            "WC104",
+        yield finding(
             f"tensor names carry the prefix `{prefix}` ({dname}); {who} `model.` itself and "
             f"would match nothing — convert it before serving: `{fix}`",
             prefix,
@@ -92,7 +68,7 @@ def _loads_prefixed(ctx, engine: str, prefix: str) -> bool:
     if ctx.engine_view is not None and ctx.engine == engine:
         view = ctx.engine_view
     else:
-        view = engine_mod.view(ctx.d, engine)
+        view = engine_mod.view(ctx.drafter, engine)
     lands = [x for x in view.landings if x.name.startswith(prefix)]
     return (
         bool(lands)

@@ -6,60 +6,39 @@ from weightcheck.rules.base import rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
-@rule(
-    "WC501",
-    "target-hidden",
-    "error",
-    "The drafter's target_hidden_size differs from the target's hidden size.",
-    needs="target",
-)
-def target_hidden(ctx):
-    th, T = ctx.target.hidden_size, ctx.n.get("target_hidden_size")
+@rule("WC501", needs="target")
+def target_hidden(ctx, finding):
+    th, T = ctx.target.hidden_size, ctx.normalized.get("target_hidden_size")
     if th and T and th != T:
-        yield ctx.f(
-            "WC501",
-            f"target_hidden_size {T} ({ctx.n.provenance.get('target_hidden_size')}) "
+        yield finding(
+            f"target_hidden_size {T} ({ctx.normalized.provenance.get('target_hidden_size')}) "
             f"but the target's hidden size is {th}",
             "target_hidden_size",
         )
 
 
-@rule(
-    "WC502",
-    "target-vocab",
-    "error",
-    "The drafter's vocab_size differs from the target's.",
-    needs="target",
-)
-def target_vocab(ctx):
-    tv, v = ctx.target.vocab_size, ctx.n.get("vocab_size")
+@rule("WC502", needs="target")
+def target_vocab(ctx, finding):
+    tv, v = ctx.target.vocab_size, ctx.normalized.get("vocab_size")
     if tv and v and tv != v:
-        yield ctx.f(
-            "WC502",
+        yield finding(
             f"vocab_size {v} but the target's is {tv}: d2t/t2d and the borrowed "
             "embedding index another vocabulary",
             "vocab_size",
         )
     emb = ctx.target.embed
     if emb is not None and v and emb.shape and emb.shape[0] != v:
-        yield ctx.f(
-            "WC502",
+        yield finding(
             f"the target's embedding {emb.name} has {emb.shape[0]} rows, the "
             f"drafter's vocab_size is {v}",
             "vocab_size",
         )
 
 
-@rule(
-    "WC503",
-    "target-embedding",
-    "error",
-    "The drafter's embed_tokens (or the hidden size the target's embedding must feed) does not fit.",
-    needs="target",
-)
-def target_embed(ctx):
+@rule("WC503", needs="target")
+def target_embed(ctx, finding):
     emb = ctx.target.embed
-    H = ctx.n.get("hidden_size")
+    H = ctx.normalized.get("hidden_size")
     mine = ctx.tensor("embed_tokens.weight")
     if emb is not None and mine is not None and tuple(mine.shape) != tuple(emb.shape):
         # an embedding of another shape than the target's is the drafter's own: both engines
@@ -68,38 +47,29 @@ def target_embed(ctx):
         # token into the drafter's hidden size.
         own = (emb.shape[0], H) if len(emb.shape) == 2 and H else None
         if own is None or tuple(mine.shape) != tuple(own):
-            yield ctx.f(
-                "WC503",
+            yield finding(
                 f"{mine.name} {list(mine.shape)} is neither the target's {emb.name} "
                 f"{list(emb.shape)} nor an embedding of its {emb.shape[0]} tokens into the "
                 f"drafter's hidden size {H}",
                 mine.name,
             )
     if emb is not None and mine is None and H and len(emb.shape) == 2 and emb.shape[1] != H:
-        yield ctx.f(
-            "WC503",
+        yield finding(
             f"no embed_tokens of its own, and the target's {emb.name} "
             f"{list(emb.shape)} is not {H} wide",
             "embed_tokens.weight",
         )
 
 
-@rule(
-    "WC504",
-    "target-dtype",
-    "warning",
-    "The drafter's dtype differs from the target's.",
-    needs="target",
-)
-def target_dtype(ctx):
+@rule("WC504", needs="target")
+def target_dtype(ctx, finding):
     td = CONFIG_DTYPES.get(str(ctx.target.dtype or "").lower())
     if ctx.target.embed is not None and not td:
         td = ctx.target.embed.dtype
-    floats = {t.dtype for t in ctx.d.tensors if t.dtype in FLOAT_DTYPES}
+    floats = {t.dtype for t in ctx.drafter.tensors if t.dtype in FLOAT_DTYPES}
     if td and floats and floats != {td}:
         built = ctx.built_dtypes()
-        yield ctx.f(
-            "WC504",
+        yield finding(
             f"drafter weights are {', '.join(sorted(floats))}, the target is {td}: "
             + (f"{built}" if built else "the engine casts at load")
             + (" (and an fp32 drafter ships twice the bytes)" if "F32" in floats else ""),

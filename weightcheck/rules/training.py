@@ -15,83 +15,48 @@ from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import WARNING, TrainingGate, rule
 
 
-@rule(
-    "WC901",
-    "training-shape",
-    "error",
-    "SRC cannot initialize the training architecture: a tensor's shape differs.",
-    needs="training",
-)
-def training_shapes(ctx):
+@rule("WC901", needs="training")
+def training_shapes(ctx, finding):
     for c, mine, want in ctx.training.mismatch:
-        yield ctx.f("WC901", f"{c}: {list(mine)} here, the training config builds {list(want)}", c)
+        yield finding(f"{c}: {list(mine)} here, the training config builds {list(want)}", c)
 
 
-@rule(
-    "WC902",
-    "training-reinit",
-    "info",
-    "Tensors the training architecture has and SRC lacks: training starts them from scratch.",
-    needs="training",
-)
-def training_reinit(ctx):
+@rule("WC902", needs="training")
+def training_reinit(ctx, finding):
     for c in ctx.training.reinit:
         if c == "embed_tokens.weight":
-            yield ctx.f(
-                "WC902",
+            yield finding(
                 f"{c}: not in SRC; SpecForge takes the target's embedding (and "
                 "freezes it), others initialize it",
                 c,
             )
         else:
-            yield ctx.f("WC902", f"{c}: not in SRC; training would initialize it from scratch", c)
+            yield finding(f"{c}: not in SRC; training would initialize it from scratch", c)
 
 
-@rule(
-    "WC903",
-    "training-ignored",
-    "warning",
-    "Tensors SRC has and the training architecture lacks: training would ignore them.",
-    needs="training",
-)
-def training_ignored(ctx):
+@rule("WC903", needs="training")
+def training_ignored(ctx, finding):
     for c in ctx.training.ignored:
-        yield ctx.f(
-            "WC903", f"{c}: in SRC but not in the training architecture; it would be ignored", c
-        )
+        yield finding(f"{c}: in SRC but not in the training architecture; it would be ignored", c)
 
 
-@rule(
-    "WC904",
-    "training-config-differs",
-    "warning",
-    "A serving-relevant config field differs between SRC and the training config.",
-    needs="training",
-)
-def training_config(ctx):
+@rule("WC904", needs="training")
+def training_config(ctx, finding):
     for fld, mine, theirs in ctx.training.fields:
-        yield ctx.f(
-            "WC904",
+        yield finding(
             f"config {fld}: {json_value(mine)} in SRC, {json_value(theirs)} in the training config",
             fld,
         )
 
 
-@rule(
-    "WC905",
-    "training-architecture",
-    "error",
-    "SRC is another architecture than the training config builds (compare says incompatible).",
-    needs="training",
-)
-def training_architecture(ctx):
+@rule("WC905", needs="training")
+def training_architecture(ctx, finding):
     g = ctx.training
     sev = WARNING if g.allow_partial_init else None
     share = f"SRC initializes {_share(g)} of it"
     if g.architectures is not None:
         src, want = g.architectures
-        yield ctx.f(
-            "WC905",
+        yield finding(
             f"SRC is a {src or 'drafter of no known architecture'}, the training config builds "
             f"a {want}: {share}; from scratch: {_scratch(g)}"
             + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
@@ -99,12 +64,11 @@ def training_architecture(ctx):
             severity=sev,
         )
     for fld, mine, theirs in g.arch_fields:
-        bad = ctx.n.unknown_because.get(fld)
+        bad = ctx.normalized.unknown_because.get(fld)
         said = (
             f"unusable in SRC (WC212: {bad} is mistyped)" if bad else f"{json_value(mine)} in SRC"
         )
-        yield ctx.f(
-            "WC905",
+        yield finding(
             f"config {fld}: {said}, {json_value(theirs)} in the training "
             "config: another architecture (compare says incompatible)"
             + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
@@ -113,42 +77,27 @@ def training_architecture(ctx):
         )
 
 
-@rule(
-    "WC906",
-    "training-init",
-    "info",
-    "How much of the training architecture SRC initializes, and what starts from scratch.",
-    needs="training",
-)
-def training_init(ctx):
+@rule("WC906", needs="training")
+def training_init(ctx, finding):
     g = ctx.training
     if not g.from_scratch:  # all of it: the report's training section says so
         return
-    yield ctx.f(
-        "WC906",
+    yield finding(
         f"SRC initializes {_share(g)} of the training architecture; from scratch: {_scratch(g)}",
         "training",
     )
 
 
-@rule(
-    "WC907",
-    "training-vocab-unmapped",
-    "info",
-    "SRC has a reduced draft vocabulary and no --training-vocab was given: the gate did not check "
-    "the map the training run will use.",
-    needs="training",
-)
-def training_vocab_unmapped(ctx):
+@rule("WC907", needs="training")
+def training_vocab_unmapped(ctx, finding):
     if ctx.training_vocab is not None:
         return
-    n = ctx.n
+    n = ctx.normalized
     dv, v = n.get("draft_vocab_size"), n.get("vocab_size")
     reduced = ctx.tensor("d2t") is not None or (type(dv) is int and type(v) is int and dv < v)
     if not reduced:
         return
-    yield ctx.f(
-        "WC907",
+    yield finding(
         "no vocabulary map given: SpecForge builds d2t/t2d from the training data; pass "
         "--training-vocab to check the map the run will use",
         "d2t",

@@ -6,21 +6,15 @@ from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import Context, rule
 
 
-@rule("WC801", "non-finite", "error", "NaN or Inf in a tensor.", needs="values")
-def nonfinite(ctx):
+@rule("WC801", needs="values")
+def nonfinite(ctx, finding):
     for c, s in ctx.values.items():
         if s.get("non_finite"):
-            yield ctx.f("WC801", f"{c}: {s['non_finite']} NaN/Inf value(s)", c)
+            yield finding(f"{c}: {s['non_finite']} NaN/Inf value(s)", c)
 
 
-@rule(
-    "WC802",
-    "constant-tensor",
-    "error",
-    "An all-zero or constant weight tensor (never trained, or zeroed).",
-    needs="values",
-)
-def constant(ctx):
+@rule("WC802", needs="values")
+def constant(ctx, finding):
     for c, s in ctx.values.items():
         if (
             s.get("numel", 0) > 1
@@ -28,34 +22,21 @@ def constant(ctx):
             and not c.endswith("norm.weight")
             and c not in ("d2t", "t2d")
         ):
-            yield ctx.f("WC802", f"{c}: every value is {s['min']:g}", c)
+            yield finding(f"{c}: every value is {s['min']:g}", c)
 
 
-@rule(
-    "WC803",
-    "norm-at-init",
-    "warning",
-    "A norm weight still exactly 1.0 everywhere: never trained.",
-    needs="values",
-)
-def norm_init(ctx):
+@rule("WC803", needs="values")
+def norm_init(ctx, finding):
     for c, s in ctx.values.items():
         if c.endswith("norm.weight") and s.get("min") == 1.0 and s.get("max") == 1.0:
-            yield ctx.f("WC803", f"{c}: all ones, its initial value (was it trained?)", c)
+            yield finding(f"{c}: all ones, its initial value (was it trained?)", c)
 
 
-@rule(
-    "WC804",
-    "lm-head-is-target-slice",
-    "warning",
-    "The drafter's lm_head equals the target's rows at the d2t ids: the head was copied, not trained.",
-    needs="values",
-)
-def head_slice(ctx):
+@rule("WC804", needs="values")
+def head_slice(ctx, finding):
     same = ctx.lm_head_equals_target
     if same:
-        yield ctx.f(
-            "WC804",
+        yield finding(
             "lm_head.weight equals the target's lm_head rows at the draft "
             "vocabulary: an untrained head copied from the target",
             "lm_head.weight",
@@ -123,7 +104,7 @@ def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
         tid = i + (d2t[i] if d2t and i < len(d2t) else 0)
         if not 0 <= tid < their_rows:
             return False
-        mine = read_range(ctx.d.source, head.name, i * row_bytes, (i + 1) * row_bytes)
+        mine = read_range(ctx.drafter.source, head.name, i * row_bytes, (i + 1) * row_bytes)
         theirs = read_range(
             t.source, t.lm_head.name, tid * their_row_bytes, (tid + 1) * their_row_bytes
         )

@@ -6,24 +6,23 @@ from weightcheck.rules.base import WARNING, rule
 
 
 def _vocab(ctx):
-    return ctx.n.get("vocab_size"), ctx.n.get("draft_vocab_size")
+    return ctx.normalized.get("vocab_size"), ctx.normalized.get("draft_vocab_size")
 
 
-@rule("WC301", "lm-head-rows", "error", "lm_head rows differ from draft_vocab_size.")
-def lm_head_rows(ctx):
+@rule("WC301")
+def lm_head_rows(ctx, finding):
     t = ctx.tensor("lm_head.weight")
     _, vd = _vocab(ctx)
     if t is not None and vd and t.shape and t.shape[0] != vd:
-        raw = ctx.d.source.config or {}
+        raw = ctx.drafter.source.config or {}
         if "draft_vocab_size" in raw and raw["draft_vocab_size"] is None:
             said = f"null, read as vocab_size {vd}"
-        elif ctx.n.provenance.get("draft_vocab_size") == "default":
+        elif ctx.normalized.provenance.get("draft_vocab_size") == "default":
             said = f"absent, read as vocab_size {vd}"
         else:
-            said = f"{vd} ({ctx.n.provenance.get('draft_vocab_size')})"
+            said = f"{vd} ({ctx.normalized.provenance.get('draft_vocab_size')})"
         fix = ctx.convert_fix(ctx.engine or "sglang")
-        yield ctx.f(
-            "WC301",
+        yield finding(
             f"{t.name} has {t.shape[0]} rows but draft_vocab_size is {said}; set it to "
             f"{t.shape[0]} (`{fix}` sets it from the weights)",
             t.name,
@@ -31,17 +30,12 @@ def lm_head_rows(ctx):
         )
 
 
-@rule(
-    "WC302",
-    "lm-head-missing",
-    "error",
-    "No lm_head: with a full draft vocabulary and untied embeddings the engine keeps a random head.",
-)
-def lm_head_missing(ctx):
-    if ctx.tensor("lm_head.weight") is not None or ctx.d.source.config is None:
+@rule("WC302")
+def lm_head_missing(ctx, finding):
+    if ctx.tensor("lm_head.weight") is not None or ctx.drafter.source.config is None:
         return
     v, vd = _vocab(ctx)
-    tied = ctx.n.get("tie_word_embeddings")
+    tied = ctx.normalized.get("tie_word_embeddings")
     if tied and ctx.tensor("embed_tokens.weight") is not None and vd == v:
         return
     if vd == v and not tied:
@@ -54,8 +48,7 @@ def lm_head_missing(ctx):
         if ctx.views() and not hurt:
             return  # every engine asked takes the target's head: nothing missing
         if fine:
-            yield ctx.f(
-                "WC302",
+            yield finding(
                 f"no lm_head.weight: {', '.join(hurt)} keep(s) a random head (accept length "
                 f"~1.00); {', '.join(fine)} take(s) the target's",
                 "lm_head.weight",
@@ -63,30 +56,23 @@ def lm_head_missing(ctx):
             )
             return
         who = " and ".join(hurt) if hurt else "the engine"
-        yield ctx.f(
-            "WC302",
+        yield finding(
             "no lm_head.weight, draft vocab = vocab and tie_word_embeddings is "
             f"false: {who} keep(s) a random head (accept length ~1.00)",
             "lm_head.weight",
         )
     else:
-        yield ctx.f(
-            "WC302",
+        yield finding(
             f"no lm_head.weight for a draft vocabulary of {vd}: the engine cannot "
             "borrow the target's full-vocabulary head for it",
             "lm_head.weight",
         )
 
 
-@rule(
-    "WC303",
-    "tied-embeddings",
-    "error",
-    "tie_word_embeddings: true with a reduced draft vocabulary forces an impossible shape.",
-)
-def tied(ctx):
+@rule("WC303")
+def tied(ctx, finding):
     v, vd = _vocab(ctx)
-    if not (ctx.n.get("tie_word_embeddings") and vd and v and vd != v):
+    if not (ctx.normalized.get("tie_word_embeddings") and vd and v and vd != v):
         return
     # only an engine that ties the head is hurt (vLLM never ties the drafter's head: vllm 0.32.0
     # model_executor/models/llama_eagle3.py builds lm_head [Vd, H] whatever the flag says)
@@ -98,62 +84,46 @@ def tied(ctx):
         f"{v}: lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H]"
     )
     if untied:  # some engine serves it correctly: a warning that says which does not
-        yield ctx.f(
-            "WC303",
+        yield finding(
             f"{message} in {', '.join(ties)} ({', '.join(untied)} never ties the drafter's head); "
             "set tie_word_embeddings to false",
             "tie_word_embeddings",
             severity=WARNING,
         )
         return
-    yield ctx.f("WC303", message, "tie_word_embeddings")
+    yield finding(message, "tie_word_embeddings")
 
 
-@rule("WC304", "d2t-shape", "error", "d2t is not an int64 vector of draft_vocab_size entries.")
-def d2t_shape(ctx):
+@rule("WC304")
+def d2t_shape(ctx, finding):
     t = ctx.tensor("d2t")
     if t is None:
         return
     _, vd = _vocab(ctx)
     if t.dtype != "I64":
-        yield ctx.f("WC304", f"{t.name} is {t.dtype}; engines expect int64", t.name)
+        yield finding(f"{t.name} is {t.dtype}; engines expect int64", t.name)
     if len(t.shape) != 1:
-        yield ctx.f(
-            "WC304",
+        yield finding(
             f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); expected a vector",
             t.name,
         )
     elif vd and t.shape[0] != vd:
-        yield ctx.f(
-            "WC304", f"{t.name} has {t.shape[0]} entries but draft_vocab_size is {vd}", t.name
-        )
+        yield finding(f"{t.name} has {t.shape[0]} entries but draft_vocab_size is {vd}", t.name)
 
 
-@rule(
-    "WC305",
-    "d2t-missing",
-    "error",
-    "A reduced draft vocabulary without d2t: draft ids are read as target ids (acceptance collapses).",
-)
-def d2t_missing(ctx):
+@rule("WC305")
+def d2t_missing(ctx, finding):
     v, vd = _vocab(ctx)
     if ctx.tensor("d2t") is None and v and vd and vd < v:
-        yield ctx.f(
-            "WC305",
+        yield finding(
             f"draft_vocab_size {vd} < vocab_size {v} but there is no d2t: every "
             "draft token would be read as the wrong target token",
             "d2t",
         )
 
 
-@rule(
-    "WC306",
-    "d2t-range",
-    "error",
-    "A d2t entry maps a draft id outside [0, vocab_size).",
-    engine_free=True,
-)
-def d2t_range(ctx):
+@rule("WC306", engine_free=True)
+def d2t_range(ctx, finding):
     d2t, _ = ctx.vocab_maps()
     v, _ = _vocab(ctx)
     if d2t is None or not v:
@@ -161,18 +131,15 @@ def d2t_range(ctx):
     bad = [i for i, off in enumerate(d2t) if not 0 <= i + off < v]
     if bad:
         i = bad[0]
-        yield ctx.f(
-            "WC306",
+        yield finding(
             f"d2t maps {len(bad)} draft id(s) outside [0, {v}); first: draft id "
             f"{i} -> target id {i + d2t[i]}",
             "d2t",
         )
 
 
-@rule(
-    "WC307", "d2t-duplicates", "error", "Two draft ids map to the same target id.", engine_free=True
-)
-def d2t_dups(ctx):
+@rule("WC307", engine_free=True)
+def d2t_dups(ctx, finding):
     d2t, _ = ctx.vocab_maps()
     if d2t is None:
         return
@@ -185,54 +152,41 @@ def d2t_dups(ctx):
                 first = (i, tid)
                 break
             seen.add(tid)
-        yield ctx.f(
-            "WC307",
+        yield finding(
             f"d2t sends {dup} draft id(s) to a target id already taken; first: "
             f"draft id {first[0]} -> {first[1]}",
             "d2t",
         )
 
 
-@rule("WC308", "t2d-shape", "error", "t2d is not a bool vector of vocab_size entries.")
-def t2d_shape(ctx):
+@rule("WC308")
+def t2d_shape(ctx, finding):
     t = ctx.tensor("t2d")
     v, _ = _vocab(ctx)
     if t is None:
         return
     if t.dtype not in ("BOOL", "U8"):
-        yield ctx.f("WC308", f"{t.name} is {t.dtype}; expected bool", t.name)
+        yield finding(f"{t.name} is {t.dtype}; expected bool", t.name)
     if len(t.shape) != 1 or (v and t.shape[0] != v):
-        yield ctx.f("WC308", f"{t.name} has shape {list(t.shape)}; expected [{v}]", t.name)
+        yield finding(f"{t.name} has shape {list(t.shape)}; expected [{v}]", t.name)
 
 
-@rule(
-    "WC309",
-    "t2d-count",
-    "error",
-    "t2d marks a different number of tokens than draft_vocab_size.",
-    engine_free=True,
-)
-def t2d_count(ctx):
+@rule("WC309", engine_free=True)
+def t2d_count(ctx, finding):
     _, t2d = ctx.vocab_maps()
     _, vd = _vocab(ctx)
     if t2d is None or not vd:
         return
     count = len(t2d) - t2d.count(0)
     if count != vd:
-        yield ctx.f("WC309", f"t2d marks {count} target tokens but draft_vocab_size is {vd}", "t2d")
+        yield finding(f"t2d marks {count} target tokens but draft_vocab_size is {vd}", "t2d")
 
 
 _ONE = bytes([0] + [1] * 255)  # bytes.translate table: any nonzero byte -> 1
 
 
-@rule(
-    "WC310",
-    "t2d-vs-d2t",
-    "error",
-    "t2d and d2t describe different draft vocabularies.",
-    engine_free=True,
-)
-def t2d_vs_d2t(ctx):
+@rule("WC310", engine_free=True)
+def t2d_vs_d2t(ctx, finding):
     d2t, t2d = ctx.vocab_maps()
     if d2t is None or t2d is None:
         return
@@ -248,30 +202,22 @@ def t2d_vs_d2t(ctx):
     marked = {i for i, b in enumerate(t2d) if b}
     only_d2t, only_t2d = targets - marked, marked - targets
     if only_d2t or only_t2d:
-        yield ctx.f(
-            "WC310",
+        yield finding(
             f"d2t reaches {len(only_d2t)} target id(s) t2d does not mark, and t2d "
             f"marks {len(only_t2d)} d2t does not reach (stale vocab mapping?)",
             "t2d",
         )
 
 
-@rule(
-    "WC312",
-    "d2t-placeholder",
-    "warning",
-    "d2t is all zeros with a reduced draft vocabulary: the placeholder map (the target's first ids), "
-    "not one built from data.",
-)
-def d2t_placeholder(ctx):
+@rule("WC312")
+def d2t_placeholder(ctx, finding):
     from weightcheck.model import vocab
 
     d2t, t2d = ctx.vocab_maps()
-    v = len(t2d) if t2d is not None else ctx.n.get("vocab_size")
+    v = len(t2d) if t2d is not None else ctx.normalized.get("vocab_size")
     if d2t is None or not vocab.is_placeholder(d2t, v):
         return
-    yield ctx.f(
-        "WC312",
+    yield finding(
         f"{vocab.placeholder_said(len(d2t), v)}: it loads and runs, but the head was almost "
         "certainly not trained on that map (acceptance near 1.0); ship the run's own map as "
         "d2t/t2d (SpecForge: cache/vocab_mapping/<hash>.pt)",

@@ -34,15 +34,8 @@ def gate(src: vocab.VocabMap, training: vocab.VocabMap) -> VocabGate:
     )
 
 
-@rule(
-    "WC311",
-    "training-vocab-differs",
-    "error",
-    "The training run's vocabulary map differs from SRC's: lm_head rows would be read as other "
-    "tokens.",
-    needs="training_vocab",
-)
-def training_vocab_differs(ctx):
+@rule("WC311", needs="training_vocab")
+def training_vocab_differs(ctx, finding):
     g = ctx.training_vocab
     if g is None or (g.misread == 0 and g.src.size == g.training.size):
         return
@@ -58,8 +51,7 @@ def training_vocab_differs(ctx):
         if g.missing
         else ""
     )
-    yield ctx.f(
-        "WC311",
+    yield finding(
         f"the training map ({g.training.where}: {o['b_draft']:,} draft tokens) differs from "
         f"SRC's ({o['a_draft']:,}): {g.misread:,} of SRC's lm_head rows would be read as other "
         f"tokens ({o['shared']:,} tokens shared, {o['same_index']:,} at the same index); "

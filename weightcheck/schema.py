@@ -1,0 +1,205 @@
+"""The schemas of the data files in mappings/ (besides the engine files, whose typed data the
+replay reads directly: weightcheck/engines/data.py), as frozen dataclasses that
+weightcheck/mappings.py :func:`~weightcheck.mappings.build` follows.
+
+A field is a TOML key (``metadata={"key": ...}`` when the names differ); its type hint says what
+the key accepts — ``Literal`` lists the allowed values, a dataclass is a table, ``tuple[X, ...]``
+a list (of tables: ``[[key]]``), ``X | None`` or a default makes it optional — and the string
+kinds ``Expr``, ``Regex``, ``Path`` are checked as expressions, regular expressions and dotted
+config paths. Anything else in a file is an error naming the file, the key and what is allowed.
+
+    kind            files                                   schema
+    dialect         mappings/dialects/*.toml, --mapping     DialectFile
+    architecture    mappings/architectures/*.toml           ArchitectureFile
+    config fields   mappings/config.toml                    ConfigFile
+    rules, causes   mappings/rules.toml                     RulesFile
+    engine, format  mappings/engines/*.toml                 engines/data.py Engine, Format
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from weightcheck.mappings import Expr, Path, Regex
+
+# ---------------------------------------------------------------------------------------------
+# dialects: mappings/dialects/*.toml and a user's --mapping file
+
+
+@dataclass(frozen=True)
+class DialectInfo:
+    """[dialect]"""
+
+    name: str
+    kind: Literal["layout", "wrapper"] = "layout"
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    # the engine whose aux-layer-id convention this trainer's ids follow
+    aux_convention: Literal["sglang", "vllm"] | None = None
+
+
+@dataclass(frozen=True)
+class Detect:
+    """[detect]: each is evidence for the dialect when it matches."""
+
+    tensor_patterns: tuple[Regex, ...] = ()
+    config_keys: tuple[str, ...] = ()  # "a.b" looks inside object a
+    architectures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StripRule:
+    """[[strip]]: a prefix a wrapper puts around every name."""
+
+    prefix: str
+    cite: str = ""
+
+
+@dataclass(frozen=True)
+class RenameRule:
+    """[[rename]]: exactly one of ``exact``, ``prefix``, ``regex`` -> ``to``."""
+
+    to: str
+    exact: str | None = None
+    prefix: str | None = None
+    regex: Regex | None = None
+    cite: str = ""
+
+
+@dataclass(frozen=True)
+class DialectFile:
+    dialect: DialectInfo
+    detect: Detect = Detect()
+    strip: tuple[StripRule, ...] = ()
+    rename: tuple[RenameRule, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# architectures: mappings/architectures/*.toml
+
+Presence = Literal["required", "optional"]
+
+
+@dataclass(frozen=True)
+class ArchitectureInfo:
+    """[architecture]"""
+
+    name: str
+    description: str = ""
+    config_architectures: tuple[str, ...] = ()
+    signature: tuple[str, ...] = ()
+    attention: Literal["gqa", "mla"] = "gqa"
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class LayersSpec:
+    """[layers]: layer 0's names start with ``first``, layer i's with ``other`` ({layer} = i)."""
+
+    first: str
+    other: str
+
+
+@dataclass(frozen=True)
+class TensorTemplate:
+    """[[tensor]]: one tensor the architecture has, its shape over the config's symbols."""
+
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: str = "model"  # "model": the config's dtype; else a safetensors dtype (I64, BOOL)
+    when: Expr | None = None
+    presence: Presence = "required"
+    for_each: Expr | None = None
+    note: str = ""
+    # presence in decoder layers >= 1 when it differs from layer 0's
+    later_presence: Presence | None = field(
+        default=None, metadata={"key": "presence_in_later_layers"}
+    )
+    later_note: str = field(default="", metadata={"key": "note_in_later_layers"})
+
+
+@dataclass(frozen=True)
+class ArchitectureFile:
+    architecture: ArchitectureInfo
+    tensor: tuple[TensorTemplate, ...]
+    layers: LayersSpec | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# config fields: mappings/config.toml
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """[[field]]: one field of the normalized config, the paths it is read from in order."""
+
+    name: str
+    paths: tuple[Path, ...]
+    type: Literal["int", "float", "bool", "str", "list", "object"]
+    category: Literal["architecture", "serving", "informational"]
+    symbol: str | None = None  # its name in shape expressions (H, I, nh, ...)
+    default: Expr | None = None
+    # an explicit null: "absent" (the default stands in, how transformers writes "not set") or
+    # "value" (null is the value: DeepseekV3Config's q_lora_rank null is not its default 1536)
+    null: Literal["absent", "value"] = "absent"
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    field: tuple[FieldSpec, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# rules: mappings/rules.toml (each rule's name, severity, page and the causes it explains)
+
+Severity = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True)
+class Explains:
+    """[[rule.WCnnn.explains]]: findings a root finding explains, listed under it (rules/causes.py).
+    ``subject``: "same" (the root's subject), "names_root" (the consequence's message names the
+    root's subject), "any", "named" (the root's message names the consequence's subject), else a
+    regular expression the consequence's subject must match."""
+
+    codes: tuple[str, ...]
+    why: str
+    subject: str = "same"
+
+
+@dataclass(frozen=True)
+class RulePage:
+    """[rule.WCnnn]: everything about a rule but its code (weightcheck/rules/ binds the function)."""
+
+    name: str
+    severity: Severity
+    summary: str
+    what: str
+    fix: str
+    why: str = ""
+    reported: str = ""
+    # the heading's parenthesis when the severity depends on the case
+    severity_note: str | None = None
+    # why the finding depends on the layout the drafter is written in (docs/consistency.md)
+    layout_specific: str = ""
+    explains: tuple[Explains, ...] = ()
+
+
+@dataclass(frozen=True)
+class Group:
+    """[[group]]: a code group of docs/rules.md."""
+
+    prefix: str
+    title: str
+    intro: str = ""
+
+
+@dataclass(frozen=True)
+class RulesFile:
+    title: str
+    intro: str
+    group: tuple[Group, ...]
+    rule: dict[str, RulePage]
+    # the roots whose causes are applied first claim a consequence two roots explain
+    cause_order: tuple[str, ...] = ()
