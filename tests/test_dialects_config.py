@@ -305,7 +305,7 @@ def test_duplicate_canonical_names(tmp_path, tiny_cfg):
     assert st["midlayer.mlp.up_proj.weight"] == "duplicate"
 
 
-def _target_tensors(layers=4, H=64, I=128, V=512):
+def _target_tensors(layers=4, H=64, inter=128, V=512):
     out = [
         OutTensor("model.embed_tokens.weight", "BF16", (V, H), b"\0" * (2 * V * H)),
         OutTensor("model.norm.weight", "BF16", (H,), b"\0" * (2 * H)),
@@ -318,9 +318,9 @@ def _target_tensors(layers=4, H=64, I=128, V=512):
             ("self_attn.k_proj.weight", (H, H)),
             ("self_attn.v_proj.weight", (H, H)),
             ("self_attn.o_proj.weight", (H, H)),
-            ("mlp.gate_proj.weight", (I, H)),
-            ("mlp.up_proj.weight", (I, H)),
-            ("mlp.down_proj.weight", (H, I)),
+            ("mlp.gate_proj.weight", (inter, H)),
+            ("mlp.up_proj.weight", (inter, H)),
+            ("mlp.down_proj.weight", (H, inter)),
             ("input_layernorm.weight", (H,)),
             ("post_attention_layernorm.weight", (H,)),
         ):

@@ -244,7 +244,7 @@ def key(f: dataclasses.Field) -> str:
     return f.metadata.get("key", f.name)
 
 
-def _a(word: str) -> str:
+def _with_article(word: str) -> str:
     return ("an " if word[:1] in "aeiou" else "a ") + word
 
 
@@ -279,7 +279,7 @@ def noun(hint, plural: bool = False) -> str:
 
 def _expected(hint) -> str:
     text = noun(hint)
-    return text if text.startswith("one of") else _a(text)
+    return text if text.startswith("one of") else _with_article(text)
 
 
 def found(v) -> str:

@@ -78,7 +78,7 @@ AXES = (
     "target_src",  # the target checkpoint itself given as SRC
 )
 
-H, I, V, VD = 64, 128, 512, 128
+H, INTER, V, VD = 64, 128, 512, 128
 _BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1}
 TORCH_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
@@ -305,9 +305,9 @@ def _second_layer(d: Draft, prefix: str) -> None:
         ("self_attn.k_proj.weight", (32, 64)),
         ("self_attn.v_proj.weight", (32, 64)),
         ("self_attn.o_proj.weight", (64, 64)),
-        ("mlp.gate_proj.weight", (I, H)),
-        ("mlp.up_proj.weight", (I, H)),
-        ("mlp.down_proj.weight", (H, I)),
+        ("mlp.gate_proj.weight", (INTER, H)),
+        ("mlp.up_proj.weight", (INTER, H)),
+        ("mlp.down_proj.weight", (H, INTER)),
         ("input_layernorm.weight", (H,)),
         ("post_attention_layernorm.weight", (H,)),
     ):
@@ -396,7 +396,7 @@ def variants() -> list[Variant]:
         ("vision", "vision_tower.proj.weight", (H, H)),
         ("lm_head_bias", "lm_head.bias", (VD,)),
         ("norm_bias", "norm.bias", (H,)),
-        ("gate_up", "midlayer.mlp.gate_up_proj.weight", (2 * I, H)),
+        ("gate_up", "midlayer.mlp.gate_up_proj.weight", (2 * INTER, H)),
         ("qkv_fused", "midlayer.self_attn.qkv_proj.weight", (128, 2 * H)),
         ("layer1", None, None),
         ("q_norm", "midlayer.self_attn.q_norm.weight", (32,)),
@@ -513,9 +513,9 @@ def variants() -> list[Variant]:
                 "duplicate",
             )
         )
-    d = Draft("sf").add("layers.0.mlp.down_proj.weight", dt, (H, I), first=True)
+    d = Draft("sf").add("layers.0.mlp.down_proj.weight", dt, (H, INTER), first=True)
     v(d.variant("sf.dup.first", "layers.0.mlp.down_proj.weight first in the file", "duplicate"))
-    d = Draft("mo").add("midlayer.mlp.down_proj.weight", dt, (H, I))
+    d = Draft("mo").add("midlayer.mlp.down_proj.weight", dt, (H, INTER))
     v(d.variant("mo.dup.down", "layers.0.* and a midlayer.mlp.down_proj.weight", "duplicate"))
     d = Draft("sf").add("model.fc.weight", dt, (H, 3 * H))
     v(d.variant("sf.dup.model_fc", "fc.weight and model.fc.weight", "duplicate"))
@@ -531,7 +531,7 @@ def variants() -> list[Variant]:
         d = Draft("sf").split(["midlayer.mlp.down_proj.weight"])
         (n1, rest), (n2, orig) = d.files
         d.seed += 1
-        other = [new_tensor("midlayer.mlp.down_proj.weight", dt, (H, I), d.seed)]
+        other = [new_tensor("midlayer.mlp.down_proj.weight", dt, (H, INTER), d.seed)]
         d.files = (
             [(n1, rest + other), (n2, orig)] if orig_second else [(n1, rest + orig), (n2, other)]
         )
@@ -1049,7 +1049,7 @@ def variants() -> list[Variant]:
             cases.append((d, "embed", "+ embed_tokens [512, 64]", "extra"))
         d = Draft(b)
         alias = _to_midlayer if lp == "layers.0." else _to_layers0
-        d.add(alias(lp + "mlp.up_proj.weight"), d.wdtype(), (I, H))
+        d.add(alias(lp + "mlp.up_proj.weight"), d.wdtype(), (INTER, H))
         cases.append((d, "dup", "up_proj under both layouts", "duplicate"))
         d = Draft(b).unset("draft_vocab_size")
         cases.append((d, "vdabsent", "draft_vocab_size absent", "draft_vocab_size"))
@@ -1101,9 +1101,9 @@ def _mla_layer(d: Draft, prefix: str, width: int) -> None:
         ("self_attn.kv_a_layernorm.weight", (MLA_KV,)),
         ("self_attn.kv_b_proj.weight", (MLA_NH * (MLA_NOPE + MLA_V), MLA_KV)),
         ("self_attn.o_proj.weight", (H, MLA_NH * MLA_V)),
-        ("mlp.gate_proj.weight", (I, H)),
-        ("mlp.up_proj.weight", (I, H)),
-        ("mlp.down_proj.weight", (H, I)),
+        ("mlp.gate_proj.weight", (INTER, H)),
+        ("mlp.up_proj.weight", (INTER, H)),
+        ("mlp.down_proj.weight", (H, INTER)),
         ("input_layernorm.weight", (H,)),
         ("post_attention_layernorm.weight", (H,)),
     ):
@@ -1558,9 +1558,9 @@ def _narrow(d: Draft, hd: int) -> Draft:
         "self_attn.k_proj.weight": (32, 2 * hd),
         "self_attn.v_proj.weight": (32, 2 * hd),
         "self_attn.o_proj.weight": (hd, 64),
-        "mlp.gate_proj.weight": (I, hd),
-        "mlp.up_proj.weight": (I, hd),
-        "mlp.down_proj.weight": (hd, I),
+        "mlp.gate_proj.weight": (INTER, hd),
+        "mlp.up_proj.weight": (INTER, hd),
+        "mlp.down_proj.weight": (hd, INTER),
     }
     for n in d.names():
         for suffix, shape in shapes.items():
@@ -1662,7 +1662,7 @@ def consistency_variants() -> list[Variant]:
                 .layer_cfg("intermediate_size", n)
                 .variant(
                     f"{b}.cfg.inter{n}",
-                    f"{BASES[b]}: intermediate_size {n}, MLP tensors {I} wide",
+                    f"{BASES[b]}: intermediate_size {n}, MLP tensors {INTER} wide",
                     "config_flags",
                 )
             )

@@ -114,7 +114,10 @@ class Fail:
 class Rewrite:
     pattern: Regex
     replace: str
-    anchored: bool = False  # true: the first occurrence only; false: every occurrence
+    # which matches of ``pattern`` are replaced: "all" (Python's str.replace, re.sub) or "first"
+    # only (vLLM's WeightsMapper: str.replace(substr, new, 1)); an anchor is written in the
+    # pattern (^), not here
+    occurrences: Literal["all", "first"] = "all"
     since: Version | None = None
     until: Version | None = None
 

@@ -150,7 +150,7 @@ class EngineView:
         return self.failure is None
 
     def table(self) -> list[dict]:
-        return [dataclasses.asdict(l) for l in self.landings]
+        return [dataclasses.asdict(landing) for landing in self.landings]
 
     def summary(self) -> dict:
         """What happens when this engine loads the drafter, for plain `check` (no --engine): it
@@ -531,7 +531,9 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
             if step == "rewrite":
                 for r in names_cfg.rewrite:
                     if _since_ok(r, version):
-                        name = re.sub(r.pattern, r.replace, name, count=1 if r.anchored else 0)
+                        name = re.sub(
+                            r.pattern, r.replace, name, count=int(r.occurrences == "first")
+                        )
             elif step == "special":
                 for r in names_cfg.special:
                     if re.search(r.pattern, name):
@@ -625,10 +627,14 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
 
     # which parameters received nothing, and who fills them
     filled: dict[str, list] = {}
-    for l in landings:
-        if l.fate == "loaded":
-            for k in fused.get(l.param, [l.param]) if l.param not in params else [l.param]:
-                filled.setdefault(k, []).append(l.name)
+    for landing in landings:
+        if landing.fate == "loaded":
+            for k in (
+                fused.get(landing.param, [landing.param])
+                if landing.param not in params
+                else [landing.param]
+            ):
+                filled.setdefault(k, []).append(landing.name)
     target_hidden = raw.get("target_hidden_size")
     hidden = vals.get("hidden_size") or raw.get("hidden_size")
     dtype = vals.get("dtype") if "dtype" in vals else None
@@ -692,7 +698,11 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     for p in data.parameter:
         if p.canonical != "d2t" or not expr.holds(p.when, vals):
             continue
-        got = [l.name for l in landings if l.fate == "special" and l.canonical == "d2t"]
+        got = [
+            landing.name
+            for landing in landings
+            if landing.fate == "special" and landing.canonical == "d2t"
+        ]
         state = "loaded" if got else ("random" if p.required else "optional-absent")
         states.append(
             ParamState(
@@ -730,9 +740,9 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
                 "architectures",
             )
         )
-    for l in landings:
-        if l.fate == "error":
-            failures.append(Failure("load", l.why, l.name, l.cite))
+    for landing in landings:
+        if landing.fate == "error":
+            failures.append(Failure("load", landing.why, landing.name, landing.cite))
             break
     failure = min(failures, key=lambda f: _STAGES.index(f.stage)) if failures else None
     if not arch_ok:
@@ -799,8 +809,14 @@ def _settle_concat(pending: list, landings: list, params: dict, shapes: dict) ->
                 )
             continue
         for i, k in zip(held, keys):
-            l = landings[i]
-            l.fate, l.param, l.engine_name, l.why, l.cite = "loaded", k, fused, "", params[k].cite
+            landing = landings[i]
+            landing.fate, landing.param, landing.engine_name, landing.why, landing.cite = (
+                "loaded",
+                k,
+                fused,
+                "",
+                params[k].cite,
+            )
         want = [shapes.get(k) for k in keys]
         if any(w is None for w in want):
             continue
@@ -810,12 +826,12 @@ def _settle_concat(pending: list, landings: list, params: dict, shapes: dict) ->
             # the tensor that completes the set is the one the load stops on; its partners
             # were only held: nothing of them was written
             for i in held:
-                l = landings[i]
-                l.fate, l.param = "dropped", None
-                l.why = "held for its partner, then part of a concatenation the load stops on"
-            l = landings[idx]
-            l.fate, l.param = "error", None
-            l.why = (
+                landing = landings[i]
+                landing.fate, landing.param = "dropped", None
+                landing.why = "held for its partner, then part of a concatenation the load stops on"
+            landing = landings[idx]
+            landing.fate, landing.param = "error", None
+            landing.why = (
                 f"concatenated {' + '.join(map(str, got))} into parameter {fused} "
                 f"{[rows_want, *want[0][1:]]}: the weight loader asserts and the load stops"
             )

@@ -114,10 +114,10 @@ def parse(data: RulesFile, where: str) -> tuple[Cause, ...]:
 
 
 class _Node:
-    __slots__ = ("f", "children")
+    __slots__ = ("finding", "children")
 
-    def __init__(self, f: Finding):
-        self.f = f
+    def __init__(self, finding: Finding):
+        self.finding = finding
         self.children: list[_Node] = []
 
     def walk(self):
@@ -127,8 +127,10 @@ class _Node:
 
     def build(self) -> Finding:
         kids = tuple(c.build() for c in self.children)
-        sev = min([self.f.severity, *(k.severity for k in kids)], key=SEVERITY_ORDER.__getitem__)
-        return dataclasses.replace(self.f, severity=sev, consequences=kids)
+        sev = min(
+            [self.finding.severity, *(k.severity for k in kids)], key=SEVERITY_ORDER.__getitem__
+        )
+        return dataclasses.replace(self.finding, severity=sev, consequences=kids)
 
 
 def fold(
@@ -140,9 +142,9 @@ def fold(
     ``canonical``: checkpoint name -> canonical name, so a subject relates in any layout."""
     top = [_Node(f) for f in findings]
     for cause in table() if causes is None else causes:
-        for root in [n for t in top for n in t.walk() if n.f.code == cause.root]:
+        for root in [n for t in top for n in t.walk() if n.finding.code == cause.root]:
             taken = [t for t in top if t is not root and root not in list(t.walk())]
-            taken = [t for t in taken if cause.relates(root.f, t.f, canonical)]
+            taken = [t for t in taken if cause.relates(root.finding, t.finding, canonical)]
             if taken:
                 root.children.extend(taken)
                 top = [t for t in top if t not in taken]

@@ -27,29 +27,31 @@ def engine_arch(ctx, finding):
 
 @rule("WC702", needs="engine")
 def engine_drops(ctx, finding):
-    for l in ctx.engine_view.landings:
-        if l.fate in ("dropped", "warned") and not l.why.startswith("dropped on purpose"):
+    for landing in ctx.engine_view.landings:
+        if landing.fate in ("dropped", "warned") and not landing.why.startswith(
+            "dropped on purpose"
+        ):
             yield finding(
-                f"{l.name}: {ctx.engine_view.engine} drops it ({l.why}; looked up as "
-                f"{l.engine_name})",
-                l.name,
+                f"{landing.name}: {ctx.engine_view.engine} drops it ({landing.why}; looked up as "
+                f"{landing.engine_name})",
+                landing.name,
             )
-        elif l.fate == "dropped":
+        elif landing.fate == "dropped":
             yield finding(
-                f"{l.name}: shipped but unused by {ctx.engine_view.engine} ({l.why})",
-                l.name,
+                f"{landing.name}: shipped but unused by {ctx.engine_view.engine} ({landing.why})",
+                landing.name,
                 severity=WARNING,
             )
 
 
 @rule("WC703", needs="engine")
 def engine_rejects(ctx, finding):
-    for l in ctx.engine_view.landings:
-        if l.fate == "error":
+    for landing in ctx.engine_view.landings:
+        if landing.fate == "error":
             yield finding(
-                f"{l.name}: {ctx.engine_view.engine} fails to load ({l.why}; looked "
-                f"up as {l.engine_name})",
-                l.name,
+                f"{landing.name}: {ctx.engine_view.engine} fails to load ({landing.why}; looked "
+                f"up as {landing.engine_name})",
+                landing.name,
             )
 
 
