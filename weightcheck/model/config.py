@@ -178,61 +178,58 @@ def _inside(spec: FieldSpec, container: str) -> bool:
     return any(p.startswith(container + ".") for p in spec.paths)
 
 
-def normalize(raw: dict | None) -> NormalizedConfig:
-    raw = raw or {}
-    out = NormalizedConfig()
-    specs = field_specs()
-    pending = []
-    containers = _container_problems(raw, specs)
-    out.problems.extend(containers)
-    out.mistyped.update(where for where, _ in containers)
-    for spec in specs:
-        invalid = None
-        for path in spec.paths:
-            v = lookup(raw, path)
-            if v is None and spec.null == "value":
-                out.values[spec.name] = None
-                out.provenance[spec.name] = path
-                break
-            if v is _MISSING or v is None:  # null is how transformers writes "not set"
-                continue
-            if spec.type == "float" and type(v) is int:
-                v = float(v)
-            if not _TYPES[spec.type](v):
-                out.problems.append((spec.name, type_problem(path, v, EXPECTED[spec.type])))
-                out.mistyped.add(spec.name)
-                invalid = invalid or path
-                continue
-            item = ITEM_TYPES.get(spec.name)
-            wrong = [i for i, x in enumerate(v) if not _TYPES[item](x)] if item else []
-            if wrong:  # one finding per field: the first wrong item, and how many more
-                i = wrong[0]
-                more = f" (and {len(wrong) - 1} more item(s))" if len(wrong) > 1 else ""
-                said = type_problem(f"{path}[{i}]", v[i], EXPECTED[item]) + more
-                out.problems.append((spec.name, said))
-            if (0 in wrong) if ITEMS_READ.get(spec.name) == "first" else wrong:
-                # an item the engines read is of the wrong type: the list is no value
-                out.mistyped.add(spec.name)
-                invalid = invalid or path
-                continue
-            out.values[spec.name] = v
-            out.provenance[spec.name] = path
-            break
-        else:
+def _read(raw: dict, spec: FieldSpec, out: NormalizedConfig) -> bool:
+    """Set ``spec``'s value and provenance from the first path that has a value of its type;
+    True when it is absent and its default remains to be computed."""
+    invalid = None
+    for path in spec.paths:
+        v = lookup(raw, path)
+        if v is None and spec.null == "value":
             out.values[spec.name] = None
-            # a value of the wrong type is not a value, and no default stands in for it: the
-            # engine would read what is written, not our default
-            out.provenance[spec.name] = INVALID if invalid else "absent"
-            if invalid:
-                out.unknown_because[spec.name] = spec.name
-            else:
-                # a field inside an object that is not one is unreadable, not absent
-                bad = next((c for c in sorted(out.mistyped) if _inside(spec, c)), None)
-                if bad is not None:
-                    out.unknown_because[spec.name] = bad
-                elif spec.default is not None:
-                    pending.append(spec)
-    # defaults may refer to other fields, including other defaults: resolve until stable
+            out.provenance[spec.name] = path
+            return False
+        if v is _MISSING or v is None:  # null is how transformers writes "not set"
+            continue
+        if spec.type == "float" and type(v) is int:
+            v = float(v)
+        if not _TYPES[spec.type](v):
+            out.problems.append((spec.name, type_problem(path, v, EXPECTED[spec.type])))
+            out.mistyped.add(spec.name)
+            invalid = invalid or path
+            continue
+        item = ITEM_TYPES.get(spec.name)
+        wrong = [i for i, x in enumerate(v) if not _TYPES[item](x)] if item else []
+        if wrong:  # one finding per field: the first wrong item, and how many more
+            i = wrong[0]
+            more = f" (and {len(wrong) - 1} more item(s))" if len(wrong) > 1 else ""
+            said = type_problem(f"{path}[{i}]", v[i], EXPECTED[item]) + more
+            out.problems.append((spec.name, said))
+        if (0 in wrong) if ITEMS_READ.get(spec.name) == "first" else wrong:
+            # an item the engines read is of the wrong type: the list is no value
+            out.mistyped.add(spec.name)
+            invalid = invalid or path
+            continue
+        out.values[spec.name] = v
+        out.provenance[spec.name] = path
+        return False
+    out.values[spec.name] = None
+    # a value of the wrong type is not a value, and no default stands in for it: the
+    # engine would read what is written, not our default
+    out.provenance[spec.name] = INVALID if invalid else "absent"
+    if invalid:
+        out.unknown_because[spec.name] = spec.name
+        return False
+    # a field inside an object that is not one is unreadable, not absent
+    bad = next((c for c in sorted(out.mistyped) if _inside(spec, c)), None)
+    if bad is not None:
+        out.unknown_because[spec.name] = bad
+        return False
+    return spec.default is not None
+
+
+def _defaults(out: NormalizedConfig, pending: list) -> None:
+    """Compute the defaults of the absent fields: they may refer to other fields, including
+    other defaults, so resolve until stable."""
     for _ in range(len(pending) + 1):
         progressed = False
         for spec in list(pending):
@@ -275,6 +272,17 @@ def normalize(raw: dict | None) -> NormalizedConfig:
             progressed = True
         if not progressed:
             break
+
+
+def normalize(raw: dict | None) -> NormalizedConfig:
+    raw = raw or {}
+    out = NormalizedConfig()
+    specs = field_specs()
+    containers = _container_problems(raw, specs)
+    out.problems.extend(containers)
+    out.mistyped.update(where for where, _ in containers)
+    pending = [spec for spec in specs if _read(raw, spec, out)]
+    _defaults(out, pending)
     # derived, informational: how the dtype is spelled (`dtype` in transformers 5, else `torch_dtype`)
     src = out.provenance.get("dtype", "absent")
     out.values["dtype_key"] = src.rsplit(".", 1)[-1] if src != "absent" else None

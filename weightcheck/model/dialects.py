@@ -169,21 +169,8 @@ def _strip_wrappers(name: str, dialects) -> tuple[str, list[tuple[str, str]]]:
     return name, used
 
 
-def canonicalize(names, config: dict | None = None, extra: tuple[Dialect, ...] = ()) -> Naming:
-    config = config or {}
-    dialects = extra + bundled()
-    known = inventory.all_canonical_names()
-    layouts = [d for d in dialects if d.kind == "layout"]
-    # strip wrappers (training prefixes, HF-style model., ModelOpt eagle_module.) from every name;
-    # a layout may own a strip rule too (ModelOpt), which is then also evidence for it
-    stripped: dict[str, str] = {}
-    wrapper_counts: dict[tuple[str, str], int] = {}
-    for n in names:
-        s, used = _strip_wrappers(n, dialects)
-        stripped[n] = s
-        for u in used:
-            wrapper_counts[u] = wrapper_counts.get(u, 0) + 1
-
+def _score(layouts, names, stripped: dict, config: dict, known) -> tuple[dict, dict]:
+    """Each layout's (names it explains, evidence count) and its evidence, by name."""
     arch_names = config.get("architectures") or []
     arch0 = arch_names[0] if isinstance(arch_names, list) and arch_names else None
     scores = {}
@@ -215,6 +202,25 @@ def canonicalize(names, config: dict | None = None, extra: tuple[Dialect, ...] =
             ev.append(f"config architectures[0] is {arch0}")
         scores[d.name] = (claimed, len(ev))
         evidence[d.name] = ev
+    return scores, evidence
+
+
+def canonicalize(names, config: dict | None = None, extra: tuple[Dialect, ...] = ()) -> Naming:
+    config = config or {}
+    dialects = extra + bundled()
+    known = inventory.all_canonical_names()
+    layouts = [d for d in dialects if d.kind == "layout"]
+    # strip wrappers (training prefixes, HF-style model., ModelOpt eagle_module.) from every name;
+    # a layout may own a strip rule too (ModelOpt), which is then also evidence for it
+    stripped: dict[str, str] = {}
+    wrapper_counts: dict[tuple[str, str], int] = {}
+    for n in names:
+        s, used = _strip_wrappers(n, dialects)
+        stripped[n] = s
+        for u in used:
+            wrapper_counts[u] = wrapper_counts.get(u, 0) + 1
+
+    scores, evidence = _score(layouts, names, stripped, config, known)
     best = max(layouts, key=lambda d: scores[d.name]) if layouts else None
     if best is not None and scores[best.name] == (0, 0):
         # nothing points anywhere: names are either canonical already or unknown
