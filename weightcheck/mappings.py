@@ -69,7 +69,8 @@ def load_toml_file(path) -> dict:
 # the other stamps' files, so the folder holds one entry. Nothing stale can be read: an edited data
 # file or module is another stamp. A cache that cannot be read or written is rebuilt or skipped.
 
-_STORE: dict = {}
+_STORE: dict = {}  # (function, arguments) -> value
+_KEPT: dict = {}  # (function, arguments) -> the value pickled, as read from the disk cache
 _STATE = {"stamp": None, "dirty": False}
 
 
@@ -107,7 +108,9 @@ def _cache_file(d: str, key: str) -> str:
 
 
 def _start() -> None:
-    """Once per process (and after :func:`forget`): the stamp, and the kept data if it matches."""
+    """Once per process (and after :func:`forget`): the stamp, and the kept data if it matches.
+    Each entry stays pickled until it is asked for: unpickling it imports the modules its value
+    is made of, which a command that never asks for it does not need."""
     _STATE["stamp"] = key = stamp()
     d = cache_dir()
     if d is None:
@@ -118,26 +121,31 @@ def _start() -> None:
     except Exception:  # absent, truncated, written by another release: built again
         return
     if isinstance(kept, dict):
-        _STORE.update(kept)
+        _KEPT.update(kept)
 
 
 @atexit.register
 def save() -> None:
-    """Write _STORE when this process built something new; remove the other stamps' files."""
+    """Write the kept entries and those this process built, when it built any; remove the other
+    stamps' files."""
     d, key = cache_dir(), _STATE["stamp"]
     if d is None or key is None or not _STATE["dirty"]:
         return
     try:
+        entries = dict(_KEPT)
+        for k, v in _STORE.items():
+            if k not in entries:
+                entries[k] = pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
         os.makedirs(d, exist_ok=True)
         final = _cache_file(d, key)
         tmp = f"{final}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
-            pickle.dump(_STORE, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, final)
         for name in os.listdir(d):
             if name.startswith("mappings-") and os.path.join(d, name) != final:
                 os.remove(os.path.join(d, name))
-    except OSError:
+    except (OSError, pickle.PicklingError):
         pass  # a read-only home: no cache, same result
     _STATE["dirty"] = False
 
@@ -155,6 +163,13 @@ def memo(fn):
             return _STORE[k]
         except KeyError:
             pass
+        kept = _KEPT.get(k)
+        if kept is not None:
+            try:
+                value = _STORE[k] = pickle.loads(kept)
+                return value
+            except Exception:  # a class changed shape without a change of file: build it
+                del _KEPT[k]
         value = _STORE[k] = fn(*args)
         _STATE["dirty"] = True
         return value
@@ -167,6 +182,7 @@ def forget() -> None:
     data file, or points ``WEIGHTCHECK_MAPPINGS`` elsewhere, in the same process)."""
     save()
     _STORE.clear()
+    _KEPT.clear()
     _STATE["stamp"] = None
 
 

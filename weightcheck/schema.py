@@ -23,11 +23,16 @@ from typing import Literal
 
 from weightcheck.mappings import Expr, Path, Regex
 
+# The shapes of the files: plain dataclasses, built once by the loader and only read after. Every
+# command imports this module, and a frozen dataclass costs several times as much to define; the
+# two whose instances the model keeps (TensorTemplate, FieldSpec) stay frozen.
+shape = dataclass(eq=False)
+
 # ---------------------------------------------------------------------------------------------
 # dialects: mappings/dialects/*.toml and a user's --mapping file
 
 
-@dataclass(frozen=True)
+@shape
 class DialectInfo:
     """[dialect]"""
 
@@ -39,7 +44,7 @@ class DialectInfo:
     aux_convention: Literal["sglang", "vllm"] | None = None
 
 
-@dataclass(frozen=True)
+@shape
 class Detect:
     """[detect]: each is evidence for the dialect when it matches."""
 
@@ -48,7 +53,7 @@ class Detect:
     architectures: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@shape
 class StripRule:
     """[[strip]]: a prefix a wrapper puts around every name."""
 
@@ -56,7 +61,7 @@ class StripRule:
     cite: str = ""
 
 
-@dataclass(frozen=True)
+@shape
 class RenameRule:
     """[[rename]]: exactly one of ``exact``, ``prefix``, ``regex`` -> ``to``."""
 
@@ -67,7 +72,7 @@ class RenameRule:
     cite: str = ""
 
 
-@dataclass(frozen=True)
+@shape
 class DialectFile:
     dialect: DialectInfo
     detect: Detect = Detect()
@@ -81,7 +86,7 @@ class DialectFile:
 Presence = Literal["required", "optional"]
 
 
-@dataclass(frozen=True)
+@shape
 class ArchitectureInfo:
     """[architecture]"""
 
@@ -93,7 +98,7 @@ class ArchitectureInfo:
     default: bool = False
 
 
-@dataclass(frozen=True)
+@shape
 class LayersSpec:
     """[layers]: layer 0's names start with ``first``, layer i's with ``other`` ({layer} = i)."""
 
@@ -119,7 +124,7 @@ class TensorTemplate:
     later_note: str = field(default="", metadata={"key": "note_in_later_layers"})
 
 
-@dataclass(frozen=True)
+@shape
 class ArchitectureFile:
     architecture: ArchitectureInfo
     tensor: tuple[TensorTemplate, ...]
@@ -145,7 +150,7 @@ class FieldSpec:
     null: Literal["absent", "value"] = "absent"
 
 
-@dataclass(frozen=True)
+@shape
 class ConfigFile:
     field: tuple[FieldSpec, ...]
 
@@ -156,7 +161,7 @@ class ConfigFile:
 Severity = Literal["error", "warning", "info"]
 
 
-@dataclass(frozen=True)
+@shape
 class Explains:
     """[[rule.WCnnn.explains]]: findings a root finding explains, listed under it (rules/causes.py).
     ``subject``: "same" (the root's subject), "names_root" (the consequence's message names the
@@ -168,7 +173,7 @@ class Explains:
     subject: str = "same"
 
 
-@dataclass(frozen=True)
+@shape
 class RulePage:
     """[rule.WCnnn]: everything about a rule but its code (weightcheck/rules/ binds the function)."""
 
@@ -186,7 +191,7 @@ class RulePage:
     explains: tuple[Explains, ...] = ()
 
 
-@dataclass(frozen=True)
+@shape
 class Group:
     """[[group]]: a code group of docs/rules.md."""
 
@@ -195,7 +200,7 @@ class Group:
     intro: str = ""
 
 
-@dataclass(frozen=True)
+@shape
 class RulesFile:
     title: str
     intro: str

@@ -70,7 +70,6 @@ class Finding:
         )
 
 
-@mappings.memo
 def rules_file() -> RulesFile:
     """mappings/rules.toml: every rule's name, severity, page and causes."""
     return mappings.load_as(RULES_FILE, RulesFile)
