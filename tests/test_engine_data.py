@@ -298,3 +298,30 @@ def test_expressions_are_expr_language():
             expr.names(src)
             count += 1
     assert count > 20
+
+
+@pytest.mark.parametrize(
+    "engine, looked_up",
+    [
+        # vLLM's WeightsMapper: key.replace(substr, new_key, 1) (vllm 0.32.0 utils.py:118-123;
+        # its venv maps midlayer.x.midlayer.weight to layers.0.x.midlayer.weight)
+        ("vllm", "model.layers.0.mlp.midlayer.weight"),
+        # SGLang's legacy rewrite: name.replace(legacy, new), every occurrence
+        ("sglang", "model.layers.0.mlp.layers.0.weight"),
+    ],
+)
+def test_a_rewrite_replaces_the_occurrences_its_engine_does(tmp_path, tiny_cfg, engine, looked_up):
+    """[[names.rewrite]] ``occurrences``: "first" (vLLM), "all" (SGLang)."""
+    import synth
+    from conftest import run_cli
+
+    from weightcheck.storage.writer import OutTensor, write_file
+
+    out = tmp_path / "d"
+    synth.write_drafter(str(out), tiny_cfg)
+    tensors = synth.drafter_tensors(tiny_cfg)
+    extra = OutTensor("midlayer.mlp.midlayer.weight", "BF16", (2,), b"\0" * 4)
+    write_file(str(out / "model.safetensors"), tensors + [extra], {"format": "pt"})
+    r = run_cli("check", out, "--engine", engine, "--json")
+    said = [f["message"] for f in r.json["findings"] if f["subject"] == extra.name]
+    assert any(f"looked up as {looked_up})" in m for m in said), said
