@@ -6,7 +6,7 @@ in place. ``WEIGHTCHECK_MAPPINGS`` names another folder of the same layout (a co
 tests' edited copies).
 
 Every kind of file — dialect, architecture, config fields, rules (with the causes each rule
-explains), engine and format, and a user's ``--mapping`` dialect file — is declared as frozen
+explains), engine and format, and a user's ``--mapping`` dialect file — is declared as
 dataclasses (weightcheck/schema.py; the engine files in weightcheck/engines/data.py) and built by
 :func:`build`, which follows their type hints: a key no dataclass names, a value of the wrong
 type or outside its allowed values, a regex that does not compile, an expression
@@ -221,12 +221,6 @@ def where(relpath: str) -> str:
 def load_as(relpath: str, kind: type):
     """``mappings/<relpath>`` built into the dataclass ``kind`` (once per process)."""
     return build(kind, load(relpath), where(relpath))
-
-
-def load_file_as(file, kind: type):
-    """A file outside mappings/ (a user's ``--mapping`` file) built into ``kind``; errors name
-    it as given."""
-    return build(kind, load_toml_file(file), str(file))
 
 
 # ---------------------------------------------------------------------------------------------
