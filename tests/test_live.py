@@ -18,6 +18,7 @@ from conftest import PRODUCERS, ROOT, run_cli, run_subprocess
 
 from weightcheck.engines import live as live_mod
 from weightcheck.engines import view as view_mod
+from weightcheck.engines.replay_types import Failure, ParamState
 from weightcheck.model.drafter import load_drafter
 
 SRC = PRODUCERS / "specforge-sglang"
@@ -181,7 +182,7 @@ def test_a_parameter_live_leaves_at_init_is_a_disagreement():
 def test_a_live_failure_before_loading_is_a_disagreement_and_hides_nothing():
     _, rv = _replay()
     lv = _as_live(rv)
-    lv.failure = view_mod.Failure("build", "RuntimeError: boom")
+    lv.failure = Failure("build", "RuntimeError: boom")
     for x in lv.landings:
         x.fate = "unknown"
     got = live_mod.disagreements(lv, rv)
@@ -237,9 +238,7 @@ def test_a_parameter_only_live_loads_is_a_disagreement():
     the installed engine loads (model.layers.0.*): said once per such parameter."""
     _, rv = _replay()
     lv = _as_live(rv)
-    lv.params.append(
-        view_mod.ParamState("model.layers.9.extra.weight", "", True, "loaded", ["norm.weight"])
-    )
+    lv.params.append(ParamState("model.layers.9.extra.weight", "", True, "loaded", ["norm.weight"]))
     got = live_mod.disagreements(lv, rv)
     assert [(g.get("param"), g["live"], g["replay"]) for g in got] == [
         ("model.layers.9.extra.weight", "loaded", None)

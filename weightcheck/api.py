@@ -262,14 +262,14 @@ def check(
     ``allow_partial_init``: with ``training_config``, another architecture than SRC's is a
     warning (WC905), not an error."""
     from weightcheck.commands import check as check_mod
-    from weightcheck.engines import view as engine_mod
+    from weightcheck.engines.data import engine_data
     from weightcheck.model.drafter import load_drafter
     from weightcheck.model.target import load_target
 
     name, version = None, None
     if engine:
         name, _, version = engine.partition("==")
-        data = engine_mod.engine_data(name)
+        data = engine_data(name)
         if version and version not in data.engine.versions_read:
             raise WeightcheckError(
                 None,

@@ -46,7 +46,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from weightcheck.engines.data import load, loader_for
-from weightcheck.engines.view import Failure, Landing, ParamState
+from weightcheck.engines.replay_types import Failure, Landing, ParamState
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import TORCH_NAMES
 

@@ -6,7 +6,8 @@ import json
 
 from weightcheck import expr
 from weightcheck.engines import aux
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import load, loaders
+from weightcheck.engines.view import view as replay
 from weightcheck.model import config as config_mod
 from weightcheck.rules.base import WARNING, rule
 
@@ -22,7 +23,7 @@ def engine_arch(ctx):
     v = ctx.engine_view
     if not v.architectures_ok:
         accepted = ", ".join(  # every loader's: the Llama drafter's and the MLA drafter's
-            a for data in engine_mod.loaders(v.engine) for a in data.engine.architectures
+            a for data in loaders(v.engine) for a in data.engine.architectures
         )
         yield ctx.f(
             "WC701",
@@ -115,7 +116,7 @@ def engine_config_error(ctx):
 )
 def engine_cannot(ctx):
     v = ctx.engine_view
-    data = engine_mod.load(v.loader)  # the loader replayed (the MLA drafter's has its own)
+    data = load(v.loader)  # the loader replayed (the MLA drafter's has its own)
     # what the engine cannot express is what convert refuses to write for it (the same data)
     refused = [r for r in data.output.refuse if expr.holds(r.when, ctx.n.values)]
     if v.speculators_format and data.speculators_adapter is None:
@@ -150,7 +151,7 @@ def engine_cannot(ctx):
 )
 def engine_default(ctx):
     v = ctx.engine_view
-    adapter = engine_mod.load(v.loader).speculators_adapter
+    adapter = load(v.loader).speculators_adapter
     if not v.speculators_format or adapter is None:
         return
     for k, default in adapter.override.items():
@@ -191,7 +192,7 @@ def aux_convention(ctx):
         return  # ids that are no integers capture nothing anywhere (WC403 says so)
     mt = t.model_type
     here = aux.captured_layers(v, mt, L)
-    other = engine_mod.view(ctx.d, trained)
+    other = replay(ctx.d, trained)
     there = aux.captured_layers(other, mt, L, reach=False)  # as trained: every id, in order
     why = (
         f"ids that end at the target's {L} layers are layer boundaries"
@@ -220,7 +221,7 @@ def target_support(ctx):
     t = ctx.target
     if t is None:
         return
-    tg = engine_mod.load(ctx.engine_view.engine).targets
+    tg = load(ctx.engine_view.engine).targets
     types = tg.supported_model_types
     archs = tg.supported_architectures
     ok = (
