@@ -84,8 +84,9 @@ def run(
         ctx.engine_view = replay(d, engine, engine_version, target)
     if live and engine:  # the installed engine's own loader (imports torch and the engine)
         from weightcheck.engines import live as live_mod
+        from weightcheck.engines import live_compare
 
-        ctx.live = live_mod.report(live_mod.run(d, engine, target), ctx.engine_view)
+        ctx.live = live_compare.report(live_mod.run(d, engine, target), ctx.engine_view)
     if training_config:
         ctx.training = training.training_gate(
             d, read_training_config(training_config), allow_partial_init
