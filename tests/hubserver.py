@@ -351,6 +351,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             # HEAD responses have no body: body-related rules (reset, stall after n bytes) skip them
             has_body = method != "HEAD"
+            if hub.delay > 0:
+                hub._stop.wait(hub.delay)
+                if hub._stop.is_set():
+                    raise _Abort()
             rule = hub._take("stall", method, decoded, body=has_body)
             if rule is not None:
                 if rule.extra is None:
@@ -653,6 +657,7 @@ class _Handler(BaseHTTPRequestHandler):
             info["modelId"] = repo.repo_id
             if params:
                 info["safetensors"] = {"parameters": dict(params), "total": sum(params.values())}
+        info.update(self.server.hub.info_overrides)
         return info
 
     def _entry(self, commit: _Commit, path: str, expand: bool) -> dict | None:
@@ -787,7 +792,13 @@ class HubServer:
 
     lfs_suffixes: tuple[str, ...] = LFS_SUFFIXES
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
+        #: seconds every request waits before it is answered (the round trip to a distant Hub;
+        #: bench/bench_hub.py uses 0.05). Requests wait in their own threads: concurrent ones overlap.
+        self.delay: float = delay
+        #: fields of every repo-info answer replaced (fault injection: what the Hub never answers,
+        #: e.g. ``{"sha": "../../x"}``)
+        self.info_overrides: dict[str, Any] = {}
         self.url: str = ""
         self.tokens: set[str] = set()
         self.requests: list[RequestRecord] = []

@@ -212,11 +212,14 @@ def compare(
     from weightcheck.commands import compare as compare_mod
     from weightcheck.model.drafter import load_drafter
     from weightcheck.render import isatty
+    from weightcheck.sources.together import at_once
 
     if values:
         require_torch("--values")
-    da = load_drafter(str(a), revision=revision_a, token=token)
-    db = load_drafter(str(b), revision=revision_b, token=token)
+    da, db = at_once(  # two Hub sources: their requests overlap
+        lambda: load_drafter(str(a), revision=revision_a, token=token),
+        lambda: load_drafter(str(b), revision=revision_b, token=token),
+    )
     import sys
 
     c = compare_mod.compare(da, db, values=values, progress=progress and isatty(sys.stderr))
