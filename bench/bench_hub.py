@@ -10,7 +10,9 @@ a bare huggingface_hub baseline that reads the same two things inspect needs:
 
 Each command is a fresh subprocess with a fresh, empty HF_HOME (a cold cache: every run asks
 the server everything); one untimed warm-up, then --repeat timed runs; median wall time (min
-too) and the number of requests the server saw, with the ratio to the baseline. The repos are
+too), the child's CPU time, the number of requests the server saw and the time they spanned
+there (first arrival to last answer: what concurrency shortens), with the wall-time ratio to
+the baseline. The repos are
 two scaled-down Kimi-K2 drafters (bench/make_full_drafter.py make_small: the full-size config's
 tensors at hidden 256, draft vocabulary 2,000, so d2t lies beyond the first 4 KiB read as in the
 full-size one; seeds 1 and 2): small files, so the time is requests and imports, which is what
@@ -25,6 +27,7 @@ import datetime
 import json
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -65,8 +68,9 @@ def _files(d: str) -> dict:
     return {f: pathlib.Path(d, f) for f in os.listdir(d) if os.path.isfile(os.path.join(d, f))}
 
 
-def _run(hub: HubServer, cmd: list[str], tree: str = ROOT) -> tuple[float, int]:
-    """One cold run: (wall seconds, requests the server saw)."""
+def _run(hub: HubServer, cmd: list[str], tree: str = ROOT) -> dict:
+    """One cold run: wall seconds, CPU seconds of the child, the requests the server saw, and
+    the time they spanned on the server (first arrival to last answer)."""
     with tempfile.TemporaryDirectory() as home:
         # huggingface_hub >= 2 fetches an agent-harness registry once a day into HF_HOME: an empty
         # one there, so that request (not one a user makes per command) is not counted
@@ -74,20 +78,28 @@ def _run(hub: HubServer, cmd: list[str], tree: str = ROOT) -> tuple[float, int]:
             json.dump({"standardEnvVars": [], "harnesses": {}}, f)
         env = hf_env(hub, home, PYTHONPATH=tree)
         hub.reset_counters()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         p = subprocess.run(cmd, env=env, capture_output=True, cwd=tree)
         wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if p.returncode not in (0, 1):
             sys.exit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr.decode()[-2000:]}")
-        return wall, len(hub.requests)
+        reqs = list(hub.requests)
+        wire = max(r.answered for r in reqs) - min(r.arrived for r in reqs) if reqs else 0.0
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return {"wall": wall, "cpu": cpu, "requests": len(reqs), "wire": wire}
 
 
 def _measure(hub: HubServer, cmd: list[str], repeat: int, tree: str = ROOT) -> dict:
     _run(hub, cmd, tree)  # warm-up (the page cache, byte-compiled modules)
     runs = [_run(hub, cmd, tree) for _ in range(repeat)]
-    walls = [w for w, _ in runs]
-    counts = sorted({n for _, n in runs})
-    return {"median": statistics.median(walls), "min": min(walls), "requests": counts}
+    med = {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "wire")}
+    return {
+        **med,
+        "min": min(r["wall"] for r in runs),
+        "requests": sorted({r["requests"] for r in runs}),
+    }
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -121,13 +133,15 @@ def main(repeat, delay, before):
                 res[f"{label} (before: {os.path.basename(before.rstrip('/'))})"] = _measure(
                     hub, cmd, repeat, os.path.abspath(before)
                 )
-    base = res[next(iter(cmds))]["median"]
+    base = res[next(iter(cmds))]["wall"]
     rows = [
         [
             label,
             "/".join(map(str, r["requests"])),
-            f"{r['median']:.3f} s ({r['min']:.3f})",
-            f"{r['median'] / base:.2f}x",
+            f"{r['wire']:.3f} s",
+            f"{r['cpu']:.2f} s",
+            f"{r['wall']:.3f} s ({r['min']:.3f})",
+            f"{r['wall'] / base:.2f}x",
         ]
         for label, r in res.items()
     ]
@@ -135,7 +149,8 @@ def main(repeat, delay, before):
         f"Hub sources, {delay * 1000:.0f} ms added to every request, cold cache, "
         f"median of {repeat} (min) — {datetime.date.today()}"
     )
-    print(tabulate(rows, ["command", "requests", "wall", "vs baseline"], tablefmt="github"))
+    head = ["command", "requests", "on the wire", "CPU", "wall", "vs baseline"]
+    print(tabulate(rows, head, tablefmt="github"))
 
 
 if __name__ == "__main__":

@@ -86,6 +86,8 @@ class RequestRecord:
     body_bytes: int  # response body bytes actually written to the socket
     authorization: str | None  # the Authorization request header, if any
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    arrived: float = 0.0  # time.monotonic() when the request arrived
+    answered: float = 0.0  # ... when its answer was written (0: not yet)
 
 
 @dataclass
@@ -338,6 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
             body_bytes=0,
             authorization=self.headers.get("Authorization"),
             headers=dict(self.headers.items()),
+            arrived=time.monotonic(),
         )
         hub._record(self._rec)
         self._sent = 0
@@ -374,6 +377,7 @@ class _Handler(BaseHTTPRequestHandler):
                     headers={"X-Injected-Fault": "1"},
                 )
             self._route(raw_path)
+            self._rec.answered = time.monotonic()
         except _Reply as r:
             self._send_error(r)
         except _Abort:
@@ -461,6 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers.update(r.headers)
         self._start(r.status, headers, len(body))
         self._write(body)
+        self._rec.answered = time.monotonic()
 
     def _start(self, status: int, headers: Mapping[str, str], length: int) -> None:
         self._rec.status = status

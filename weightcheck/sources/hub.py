@@ -96,6 +96,11 @@ def _hf():
     try:
         import huggingface_hub
         import huggingface_hub.constants  # noqa: F401  (the package itself imports lazily)
+
+        # what a Hub source uses, and nothing more (not hf_api: it costs more than all of this),
+        # imported here, before any read runs on a thread: threads never import at once
+        import huggingface_hub.file_download  # noqa: F401
+        import huggingface_hub.utils  # noqa: F401
     except ValueError as e:
         bad = [
             v
