@@ -15,6 +15,11 @@ _OBSERVED = {
 }
 
 
+def _row(kind: str, subject, live, replay, says: str) -> dict:
+    """One disagreement: what it is about (kind: tensor, param or stage), each side's word."""
+    return {kind: subject, "live": live, "replay": replay, "says": says}
+
+
 def _base(param: str | None) -> set:
     if not param:
         return set()
@@ -34,22 +39,16 @@ def disagreements(live: LiveView, replay) -> list[dict]:
 
 
 def _stage_disagreement(live: LiveView, replay) -> list[dict]:
-    out = []
     lf, rf = live.failure, replay.failure
     early = ("config", "build")  # before loading; bind is not run live
-    if (lf is not None and lf.stage in early) or (rf is not None and rf.stage in early):
-        said_live = "loads" if lf is None else f"stops at {lf.stage}: {lf.why}"
-        said_replay = "loads" if rf is None else f"stops at {rf.stage}: {rf.why}"
-        if (lf and lf.stage) != (rf and rf.stage):
-            out.append(
-                {
-                    "stage": (lf or rf).stage,
-                    "live": said_live,
-                    "replay": said_replay,
-                    "says": f"live {said_live}; replay {said_replay}",
-                }
-            )
-    return out
+    if not ((lf is not None and lf.stage in early) or (rf is not None and rf.stage in early)):
+        return []
+    if (lf and lf.stage) == (rf and rf.stage):
+        return []
+    said_live = "loads" if lf is None else f"stops at {lf.stage}: {lf.why}"
+    said_replay = "loads" if rf is None else f"stops at {rf.stage}: {rf.why}"
+    says = f"live {said_live}; replay {said_replay}"
+    return [_row("stage", (lf or rf).stage, said_live, said_replay, says)]
 
 
 def _tensor_disagreements(live: LiveView, replay) -> list[dict]:
@@ -61,28 +60,14 @@ def _tensor_disagreements(live: LiveView, replay) -> list[dict]:
             continue
         a, b = _OBSERVED.get(x.fate), _OBSERVED.get(r.fate)
         if a != b:
-            out.append(
-                {
-                    "tensor": x.name,
-                    "live": x.fate,
-                    "replay": r.fate,
-                    "says": f"{x.name}: live {x.fate}"
-                    + (f" ({x.why})" if x.why else "")
-                    + f", replay {r.fate}"
-                    + (f" ({r.why})" if r.why else ""),
-                }
-            )
+            why_live = f" ({x.why})" if x.why else ""
+            why_replay = f" ({r.why})" if r.why else ""
+            says = f"{x.name}: live {x.fate}{why_live}, replay {r.fate}{why_replay}"
+            out.append(_row("tensor", x.name, x.fate, r.fate, says))
         elif a == "writes" and _base(x.param) and _base(r.param):
-            lp, rp = _base(x.param), _base(r.param)
-            if not (lp & rp):
-                out.append(
-                    {
-                        "tensor": x.name,
-                        "live": x.param,
-                        "replay": r.param,
-                        "says": f"{x.name}: live writes {x.param}, replay {r.param}",
-                    }
-                )
+            if not (_base(x.param) & _base(r.param)):
+                says = f"{x.name}: live writes {x.param}, replay {r.param}"
+                out.append(_row("tensor", x.name, x.param, r.param, says))
     return out
 
 
@@ -90,43 +75,21 @@ def _param_disagreements(live: LiveView, replay) -> list[dict]:
     out = []
     have = {p.param: p for p in live.params}
     for r in replay.params:
-        name = r.param.split(" ")[0]
-        p = have.get(name)
-        replay_written = bool(r.sources)
-        if p is None:
-            if replay_written:
-                out.append(
-                    {
-                        "param": r.param,
-                        "live": None,
-                        "replay": "loaded",
-                        "says": f"{r.param}: the replay loads it; the live model has no such "
-                        "parameter",
-                    }
-                )
-            continue
-        if (p.state == "loaded") != replay_written:
-            out.append(
-                {
-                    "param": r.param,
-                    "live": p.state,
-                    "replay": r.state,
-                    "says": f"{r.param}: live {'loaded' if p.state == 'loaded' else 'nothing loaded'}"
-                    f", replay {r.state}" + (f" from {', '.join(r.sources)}" if r.sources else ""),
-                }
-            )
+        p = have.get(r.param.split(" ")[0])
+        written = bool(r.sources)
+        if p is None and written:
+            says = f"{r.param}: the replay loads it; the live model has no such parameter"
+            out.append(_row("param", r.param, None, "loaded", says))
+        elif p is not None and (p.state == "loaded") != written:
+            did = "loaded" if p.state == "loaded" else "nothing loaded"
+            fro = f" from {', '.join(r.sources)}" if r.sources else ""
+            says = f"{r.param}: live {did}, replay {r.state}{fro}"
+            out.append(_row("param", r.param, p.state, r.state, says))
     known = {r.param.split(" ")[0] for r in replay.params}
     for p in live.params:
         if p.state == "loaded" and p.param not in known:
-            out.append(
-                {
-                    "param": p.param,
-                    "live": "loaded",
-                    "replay": None,
-                    "says": f"{p.param}: live loads it from {', '.join(p.sources)}; the replay "
-                    "has no such parameter",
-                }
-            )
+            says = f"{p.param}: live loads it from {', '.join(p.sources)}; the replay has no such parameter"
+            out.append(_row("param", p.param, "loaded", None, says))
     return out
 
 
