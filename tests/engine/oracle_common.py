@@ -31,6 +31,24 @@ instrument = _load_instrument()
 first_line = instrument.first_line
 
 
+def new_record(oracle: str, version: str, drafter: str) -> dict:
+    """An oracle's record of one drafter before anything ran (the keys both oracles write)."""
+    return {
+        "oracle": oracle,
+        "engine_version": version,
+        "drafter": drafter,
+        "started": False,
+        "stage": None,
+        "error": None,
+        "architecture": None,
+        "config": None,
+        "keys": {},
+        "params": {},
+        "d2t": {"present": False, "consumed_as": None},
+        "t2d": {"present": False, "consumed_as": None},
+    }
+
+
 def checkpoint_keys(drafter: str) -> list[str]:
     """Every tensor name in the drafter's safetensors files (the engine may not read all of them)."""
     from safetensors import safe_open

@@ -61,7 +61,7 @@ import time
 import traceback
 import warnings
 
-from oracle_common import checkpoint_keys, first_line, instrument
+from oracle_common import checkpoint_keys, first_line, instrument, new_record
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -291,21 +291,8 @@ class Engine:
     def run(self, drafter: str) -> dict:
         m = self.m
         t0 = time.perf_counter()
-        out = {
-            "oracle": "sglang",
-            "engine_version": ENGINE_VERSION,
-            "drafter": drafter,
-            "started": False,
-            "stage": None,
-            "error": None,
-            "architecture": None,
-            "config": None,
-            "keys": {},
-            "params": {},
-            "d2t": {"present": False, "consumed_as": None},
-            "t2d": {"present": False, "consumed_as": None},
-            "sglang": {},
-        }
+        out = new_record("sglang", ENGINE_VERSION, drafter)
+        out["sglang"] = {}
         extra = out["sglang"]
         rec = self.recorder = _Recorder(self)
         stage = "config"

@@ -49,7 +49,7 @@ import tempfile
 import time
 import traceback
 
-from oracle_common import checkpoint_keys, first_line, instrument
+from oracle_common import checkpoint_keys, first_line, instrument, new_record
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -191,18 +191,6 @@ def _snapshot_after_load(model) -> None:
                 p.data[keep] = REC.init_values[name][keep]
 
 
-def _pull(weights):
-    """The (name, tensor) pairs the model's AutoWeightsLoader takes in, marking each tensor's key
-    as pulled (and the current one) when the loader takes it."""
-    for name, tensor in weights:
-        key = instrument.key_of(tensor)
-        if key is not None:
-            REC.current = key
-            REC.pulled.add(key)
-        yield name, tensor
-    REC.current = None
-
-
 def install_hooks() -> None:
     """Wraps five vLLM functions; each acts only on the drafter being examined."""
     from collections.abc import Iterator
@@ -276,7 +264,7 @@ def install_hooks() -> None:
         if not isinstance(weights, Iterator):
             handed = (instrument.key_of(t) for _, t in weights)
             REC.handed = (REC.handed or set()) | {k for k in handed if k is not None}
-        return orig_auto(self, _pull(weights), *args, **kwargs)
+        return orig_auto(self, REC.follow(weights, REC.pulled.add), *args, **kwargs)
 
     AutoWeightsLoader.load_weights = auto_load_weights
 
@@ -369,20 +357,7 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
     from vllm.engine.arg_utils import EngineArgs
 
     REC = Recorder()
-    rec = {
-        "oracle": "vllm",
-        "engine_version": versions,
-        "drafter": drafter,
-        "started": False,
-        "stage": None,
-        "error": None,
-        "architecture": None,
-        "config": None,
-        "keys": {},
-        "params": {},
-        "d2t": {"present": False, "consumed_as": None},
-        "t2d": {"present": False, "consumed_as": None},
-    }
+    rec = new_record("vllm", versions, drafter)
     times = {}
     t0 = time.time()
     vllm_config = runner = None

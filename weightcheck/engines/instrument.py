@@ -129,6 +129,17 @@ class LoaderLog:
         weight_loader.__wrapped__ = inner
         return weight_loader
 
+    def follow(self, weights, taken):
+        """The (name, tensor) pairs ``weights`` yields, as the loading code takes them up: each
+        tagged tensor's key becomes :attr:`current` and is given to ``taken``."""
+        for name, tensor in weights:
+            key = key_of(tensor)
+            if key is not None:
+                self.current = key
+                taken(key)
+            yield name, tensor
+        self.current = None
+
     def before(self, param, shard):
         """What to keep of ``param`` before a write (to see what the write changed)."""
         return None

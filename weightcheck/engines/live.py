@@ -350,16 +350,7 @@ def _vllm(cfg_dir: str, target_dir: str, rec: _Recorder, tensors, state: dict):
             if self.module is not model:
                 return original(self, weights, *a, **kw)
 
-            def pulled():
-                for name, t in weights:
-                    key = instrument.key_of(t)
-                    if key is not None:
-                        rec.current = key
-                        rec.pulled.append(key)
-                    yield name, t
-                rec.current = None
-
-            return original(self, pulled(), *a, **kw)
+            return original(self, rec.follow(weights, rec.pulled.append), *a, **kw)
 
         AutoWeightsLoader.load_weights = load_weights
         try:
