@@ -1,15 +1,18 @@
 """Hub sources through huggingface_hub: config into the HF cache, tensor headers by Range reads.
 
 What one ``open_hub`` does (online):
-  1. ``HfApi.model_info(repo, revision, files_metadata=True)``: the resolved commit sha, the file
-     list, sizes and LFS sha256 content hashes (used by ``compare`` to decide identity).
-  2. ``hf_hub_download`` of config.json (and the shard index, if any) at that commit: the normal
-     HF cache, so later runs and HF_HUB_OFFLINE=1 find them.
-  3. For each safetensors file: a Range read of its first 4 KiB, and a second one for the rest of
-     the header only if it is longer; the weights are never downloaded. Headers are validated as
-     strictly as local ones (weightcheck/storage/header.py) and kept in a small header cache
+  1. the model info with file metadata (the GET ``HfApi.model_info(repo, revision,
+     files_metadata=True)`` makes, through huggingface_hub's session and error mapping, without
+     importing hf_api): the resolved commit sha, the file list, sizes and LFS sha256 content
+     hashes (used by ``compare`` to decide identity).
+  2. then at once, on threads: ``hf_hub_download`` of config.json (and of the shard index, if
+     any) at that commit, into the normal HF cache, so later runs and HF_HUB_OFFLINE=1 find them;
+     and for each safetensors file a Range read of its first 4 KiB, and a second one for the rest
+     of the header only if it is longer; the weights are never downloaded. Headers are validated
+     as strictly as local ones (weightcheck/storage/header.py) and kept in a small header cache
      (``$HF_HOME/weightcheck``, or ``$WEIGHTCHECK_CACHE``) keyed by commit, so offline mode works
-     for any repo inspected before.
+     for any repo inspected before. An error is the one these reads one after the other would
+     give first.
 
 Environment honoured at call time (not import time): HF_ENDPOINT, HF_TOKEN (or --token),
 HF_HUB_OFFLINE, HF_HOME, HF_HUB_CACHE, HF_HUB_DOWNLOAD_TIMEOUT.
