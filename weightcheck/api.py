@@ -212,13 +212,15 @@ def compare(
     from weightcheck.commands import compare as compare_mod
     from weightcheck.model.drafter import load_drafter
     from weightcheck.render import isatty
+    from weightcheck.sources import is_local
     from weightcheck.sources.together import at_once
 
     if values:
         require_torch("--values")
-    da, db = at_once(  # two Hub sources: their requests overlap
+    da, db = at_once(  # a Hub source: its requests overlap the other source's reads
         lambda: load_drafter(str(a), revision=revision_a, token=token),
         lambda: load_drafter(str(b), revision=revision_b, token=token),
+        threads=not (is_local(str(a)) and is_local(str(b))),
     )
     import sys
 
