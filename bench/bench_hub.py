@@ -9,7 +9,8 @@ a bare huggingface_hub baseline that reads the same two things inspect needs:
   python       python -c pass                                  (interpreter floor)
 
 Each command is a fresh subprocess with a fresh, empty HF_HOME (a cold cache: every run asks
-the server everything); one untimed warm-up, then --repeat timed runs; median wall time (min
+the server everything); one untimed warm-up, then --repeat rounds of timed runs, each round
+running every command once (so that changing load weighs on all alike); median wall time (min
 too), the child's CPU time, the number of requests the server saw and the time they spanned
 there (first arrival to last answer: what concurrency shortens), with the wall-time ratio to
 the baseline. The repos are
@@ -91,15 +92,25 @@ def _run(hub: HubServer, cmd: list[str], tree: str = ROOT) -> dict:
         return {"wall": wall, "cpu": cpu, "requests": len(reqs), "wire": wire}
 
 
-def _measure(hub: HubServer, cmd: list[str], repeat: int, tree: str = ROOT) -> dict:
-    _run(hub, cmd, tree)  # warm-up (the page cache, byte-compiled modules)
-    runs = [_run(hub, cmd, tree) for _ in range(repeat)]
-    med = {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "wire")}
-    return {
-        **med,
-        "min": min(r["wall"] for r in runs),
-        "requests": sorted({r["requests"] for r in runs}),
-    }
+def _measure(hub: HubServer, cmds: dict, repeat: int) -> dict:
+    """{label: medians} of ``cmds`` ({label: (command, tree)}): one untimed warm-up of each
+    (the page cache, byte-compiled modules), then ``repeat`` rounds, each running every command
+    once, so that a machine whose load changes weighs on all of them alike."""
+    for cmd, tree in cmds.values():
+        _run(hub, cmd, tree)
+    runs: dict = {label: [] for label in cmds}
+    for _ in range(repeat):
+        for label, (cmd, tree) in cmds.items():
+            runs[label].append(_run(hub, cmd, tree))
+    out = {}
+    for label, rs in runs.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "wire")}
+        out[label] = {
+            **med,
+            "min": min(r["wall"] for r in rs),
+            "requests": sorted({r["requests"] for r in rs}),
+        }
+    return out
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -123,16 +134,16 @@ def main(repeat, delay, before):
         "weightcheck compare org/a org/b --json": wc + ["compare", "org/a", "org/b", "--json"],
         "python -c pass": [py, "-c", "pass"],
     }
+    runs = {label: (cmd, ROOT) for label, cmd in cmds.items()}
+    if before:
+        subprocess.run([py, "-m", "compileall", "-q", os.path.join(before, "weightcheck")])
+        name = os.path.basename(before.rstrip("/"))
+        for label, cmd in list(cmds.items())[1:3]:
+            runs[f"{label} (before: {name})"] = (cmd, os.path.abspath(before))
     with HubServer(delay=delay) as hub:
         for repo, folder in _drafters().items():
             hub.add_repo(repo, _files(folder))
-        res = {label: _measure(hub, cmd, repeat) for label, cmd in cmds.items()}
-        if before:
-            subprocess.run([py, "-m", "compileall", "-q", os.path.join(before, "weightcheck")])
-            for label, cmd in list(cmds.items())[1:3]:
-                res[f"{label} (before: {os.path.basename(before.rstrip('/'))})"] = _measure(
-                    hub, cmd, repeat, os.path.abspath(before)
-                )
+        res = _measure(hub, runs, repeat)
     base = res[next(iter(cmds))]["wall"]
     rows = [
         [
