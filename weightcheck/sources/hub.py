@@ -456,8 +456,8 @@ def _check_size(where: str, what: str, size, limit: int) -> None:
         raise WeightcheckError(where, f"{what} is {size} bytes, more than the {limit} we accept")
 
 
-def _config(repo: HubRepo) -> dict | None:
-    """config.json, downloaded into the HF cache and read (None: the repo has none)."""
+def _config(repo: HubRepo) -> dict:
+    """config.json, downloaded into the HF cache and read."""
     where = f"{repo.where}/config.json"
     path = repo.download("config.json")
     if os.path.getsize(path) > MAX_CONFIG_BYTES:
@@ -539,7 +539,7 @@ def open_hub(
                 src.index, weight_map, fnames = _index(repo, by_name, index_name, only)
                 src.index_file = f"{repo.where}/{index_name}"
             files = [pool.submit(_weight_file, repo, by_name, f) for f in fnames]
-        except BaseException:
+        except WeightcheckError:
             if config is not None:
                 config.result()  # read first: its error first
             raise
