@@ -116,3 +116,96 @@ def variant(
         cfg[k] = v
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     return out
+
+
+# --- the oracle tests (tests/test_engine_sglang.py, tests/test_engine_vllm_oracle.py) ---------------
+
+ORACLE_SCRIPTS = {"sglang": "sglang_oracle.py", "vllm": "vllm_oracle.py"}
+# the keys of an oracle's record of one drafter (tests/engine/oracle_common.py new_record), and of
+# its config, parameters and keys
+RECORD_KEYS = {
+    "oracle",
+    "engine_version",
+    "drafter",
+    "started",
+    "stage",
+    "error",
+    "architecture",
+    "config",
+    "keys",
+    "params",
+    "d2t",
+    "t2d",
+}
+CONFIG_KEYS = {
+    "hidden_size",
+    "num_hidden_layers",
+    "vocab_size",
+    "draft_vocab_size",
+    "dtype",
+    "aux_layer_ids",
+    "aux_layer_ids_from",
+    "captured_layers",
+    "tie_word_embeddings",
+}
+
+
+def convert_copy(src: pathlib.Path, out: pathlib.Path, to: str, target: pathlib.Path):
+    """``python -m weightcheck convert SRC OUT --to TO --target TARGET`` (a subprocess): the
+    CompletedProcess."""
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "weightcheck", "convert", str(src), str(out), "--to", to]
+    cmd += ["--target", str(target)]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=str(root), timeout=300)
+
+
+def run_oracle(engine: str, drafters: dict, root, args=(), timeout: int = 1200):
+    """One run of tests/engine/<engine>_oracle.py in the engine's side venv over ``drafters``
+    ({name: folder}): (records by name, wall seconds, the process). The test fails, with the
+    end of the oracle's stderr, unless there is one record per drafter.
+    WEIGHTCHECK_ORACLE_REPORT=FILE keeps every record (JSON)."""
+    import subprocess
+    import time
+
+    names = list(drafters)
+    script = pathlib.Path(__file__).resolve().parent / "engine" / ORACLE_SCRIPTS[engine]
+    cmd = [side_python(engine), str(script), *args, *[str(drafters[n]) for n in names]]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("PYTHONPATH", None)  # the venv's own packages (and stubs) only
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(root))
+    wall = time.time() - t
+    lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or len(lines) != len(names):
+        tail = "\n".join(p.stderr.splitlines()[-40:])
+        pytest.fail(
+            f"the oracle failed (exit {p.returncode}, {len(lines)}/{len(names)} records):\n{tail}"
+        )
+    by_path = {r["drafter"]: r for r in lines}
+    return {n: by_path[str(drafters[n])] for n in names}, wall, p
+
+
+def keep_oracle_report(wall: float, stderr_tail: list, records: dict) -> None:
+    report = os.environ.get("WEIGHTCHECK_ORACLE_REPORT")
+    if report:
+        with open(report, "w") as f:
+            json.dump(
+                {"seconds": round(wall, 1), "stderr_tail": stderr_tail, "records": records},
+                f,
+                indent=1,
+            )
+
+
+def assert_record_schema(r: dict, fates: set, extra: set = frozenset()) -> None:
+    """An oracle's record has the keys both oracles write (and ``extra``), its config, parameter
+    and key entries theirs, each key's fate one of ``fates``."""
+    assert set(r) == RECORD_KEYS | set(extra)
+    assert set(r["config"]) == CONFIG_KEYS
+    for v in r["params"].values():
+        assert set(v) == {"shape", "state", "equals_checkpoint"}
+    for v in r["keys"].values():
+        assert set(v) == {"fate", "params"}
+        assert v["fate"] in fates

@@ -86,6 +86,8 @@ class RequestRecord:
     body_bytes: int  # response body bytes actually written to the socket
     authorization: str | None  # the Authorization request header, if any
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    arrived: float = 0.0  # time.monotonic() when the request arrived
+    answered: float = 0.0  # ... when its answer was written (0: not yet)
 
 
 @dataclass
@@ -338,6 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
             body_bytes=0,
             authorization=self.headers.get("Authorization"),
             headers=dict(self.headers.items()),
+            arrived=time.monotonic(),
         )
         hub._record(self._rec)
         self._sent = 0
@@ -351,6 +354,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             # HEAD responses have no body: body-related rules (reset, stall after n bytes) skip them
             has_body = method != "HEAD"
+            if hub.delay > 0:
+                hub._stop.wait(hub.delay)
+                if hub._stop.is_set():
+                    raise _Abort()
             rule = hub._take("stall", method, decoded, body=has_body)
             if rule is not None:
                 if rule.extra is None:
@@ -370,6 +377,7 @@ class _Handler(BaseHTTPRequestHandler):
                     headers={"X-Injected-Fault": "1"},
                 )
             self._route(raw_path)
+            self._rec.answered = time.monotonic()
         except _Reply as r:
             self._send_error(r)
         except _Abort:
@@ -457,6 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers.update(r.headers)
         self._start(r.status, headers, len(body))
         self._write(body)
+        self._rec.answered = time.monotonic()
 
     def _start(self, status: int, headers: Mapping[str, str], length: int) -> None:
         self._rec.status = status
@@ -653,6 +662,7 @@ class _Handler(BaseHTTPRequestHandler):
             info["modelId"] = repo.repo_id
             if params:
                 info["safetensors"] = {"parameters": dict(params), "total": sum(params.values())}
+        info.update(self.server.hub.info_overrides)
         return info
 
     def _entry(self, commit: _Commit, path: str, expand: bool) -> dict | None:
@@ -787,7 +797,13 @@ class HubServer:
 
     lfs_suffixes: tuple[str, ...] = LFS_SUFFIXES
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
+        #: seconds every request waits before it is answered (the round trip to a distant Hub;
+        #: bench/bench_hub.py uses 0.05). Requests wait in their own threads: concurrent ones overlap.
+        self.delay: float = delay
+        #: fields of every repo-info answer replaced (fault injection: what the Hub never answers,
+        #: e.g. ``{"sha": "../../x"}``)
+        self.info_overrides: dict[str, Any] = {}
         self.url: str = ""
         self.tokens: set[str] = set()
         self.requests: list[RequestRecord] = []

@@ -22,15 +22,22 @@ What SGLang does is the truth here; where it differs from what one might expect 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
-import time
 
 import pytest
 from conftest import PRODUCERS, ROOT
-from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant, write_st
+from engine_helpers import (
+    PRODUCER_FIXTURES,
+    assert_record_schema,
+    convert_copy,
+    keep_oracle_report,
+    read_st,
+    run_oracle,
+    side_python,
+    variant,
+    write_st,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -55,24 +62,7 @@ def sglang_python() -> str:
 def _convert(src: pathlib.Path, out: pathlib.Path, to: str):
     """``python -m weightcheck convert SRC OUT --to TO --target target-llama`` (a subprocess):
     OUT, or the CompletedProcess of a refusal expected by CONVERT_REFUSED."""
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "weightcheck",
-            "convert",
-            str(src),
-            str(out),
-            "--to",
-            to,
-            "--target",
-            str(TARGET),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=str(ROOT),
-        timeout=300,
-    )
+    p = convert_copy(src, out, to, TARGET)
     if src.name in CONVERT_REFUSED and p.returncode != 0:
         return p
     assert p.returncode == 0, (
@@ -87,7 +77,7 @@ def _convert(src: pathlib.Path, out: pathlib.Path, to: str):
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
     """name -> the oracle's JSON record (with the "sglang" details) for every drafter here."""
-    py = sglang_python()
+    sglang_python()  # skips every test here without the side venv
     sys.path.insert(0, str(ENGINE_DIR))
     try:
         import drafters
@@ -251,48 +241,15 @@ def oracle(tmp_path_factory):
         else:
             refused[f"{name}--to-sglang"] = {"refused": out.returncode, "stderr": out.stderr}
 
-    names = list(v)
-    cmd = [
-        py,
-        str(ENGINE_DIR / "sglang_oracle.py"),
-        "--details",
-        "--target",
-        str(TARGET),
-        *[str(v[n]) for n in names],
-    ]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    env.pop("PYTHONPATH", None)  # the venv's own packages (and stubs) only
-    t = time.time()
-    p = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, timeout=ORACLE_TIMEOUT, cwd=str(root)
-    )
-    wall = time.time() - t
-    lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or len(lines) != len(names):
-        tail = "\n".join(p.stderr.splitlines()[-40:])
-        pytest.fail(
-            f"the oracle failed (exit {p.returncode}, {len(lines)}/{len(names)} records):\n{tail}"
-        )
-    by_path = {r["drafter"]: r for r in lines}
-    recs = {n: by_path[str(v[n])] for n in names}
+    args = ["--details", "--target", str(TARGET)]
+    recs, wall, p = run_oracle("sglang", v, root, args, ORACLE_TIMEOUT)
+    per = [r["sglang"]["seconds"] for r in recs.values()]
     recs.update(refused)
-    per = [r["sglang"]["seconds"] for r in lines]
     print(
-        f"\nSGLang oracle: {len(names)} drafters in {wall:.1f} s "
+        f"\nSGLang oracle: {len(v)} drafters in {wall:.1f} s "
         f"(per drafter: max {max(per):.2f} s, mean {sum(per) / len(per):.2f} s)"
     )
-    report = os.environ.get("WEIGHTCHECK_ORACLE_REPORT")
-    if report:
-        with open(report, "w") as f:
-            json.dump(
-                {
-                    "seconds": round(wall, 1),
-                    "stderr_tail": p.stderr.splitlines()[-10:],
-                    "records": recs,
-                },
-                f,
-                indent=1,
-            )
+    keep_oracle_report(wall, p.stderr.splitlines()[-10:], recs)
     return recs
 
 
@@ -320,37 +277,8 @@ def loads_fully(r: dict) -> None:
 
 def test_schema(oracle):
     r = oracle["base"]
-    assert set(r) - {"sglang"} == {
-        "oracle",
-        "engine_version",
-        "drafter",
-        "started",
-        "stage",
-        "error",
-        "architecture",
-        "config",
-        "keys",
-        "params",
-        "d2t",
-        "t2d",
-    }
+    assert_record_schema(r, FATES, {"sglang"})
     assert r["oracle"] == "sglang" and r["engine_version"] == "0.5.23"
-    assert set(r["config"]) == {
-        "hidden_size",
-        "num_hidden_layers",
-        "vocab_size",
-        "draft_vocab_size",
-        "dtype",
-        "aux_layer_ids",
-        "aux_layer_ids_from",
-        "captured_layers",
-        "tie_word_embeddings",
-    }
-    for v in r["params"].values():
-        assert set(v) == {"shape", "state", "equals_checkpoint"}
-    for v in r["keys"].values():
-        assert set(v) == {"fate", "params"}
-        assert v["fate"] in FATES
 
 
 def test_specforge_layout_loads_fully(oracle):

@@ -19,16 +19,21 @@ What vLLM does is the truth here; where it differs from what one might expect th
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
 import sys
-import time
 
 import pytest
 from conftest import PRODUCERS, ROOT
-from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant
+from engine_helpers import (
+    PRODUCER_FIXTURES,
+    assert_record_schema,
+    convert_copy,
+    keep_oracle_report,
+    read_st,
+    run_oracle,
+    side_python,
+    variant,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -48,24 +53,7 @@ def vllm_python() -> str:
 
 def _convert(src: pathlib.Path, out: pathlib.Path, to: str) -> pathlib.Path:
     """``python -m weightcheck convert SRC OUT --to TO --target target-llama`` (a subprocess)."""
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "weightcheck",
-            "convert",
-            str(src),
-            str(out),
-            "--to",
-            to,
-            "--target",
-            str(TARGET),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=str(ROOT),
-        timeout=300,
-    )
+    p = convert_copy(src, out, to, TARGET)
     assert p.returncode == 0, (
         f"convert {src.name} --to {to} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
     )
@@ -75,7 +63,7 @@ def _convert(src: pathlib.Path, out: pathlib.Path, to: str) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
     """name -> the oracle's JSON record, for every drafter of this module (one vLLM process)."""
-    py = vllm_python()
+    vllm_python()  # skips every test here without the side venv
     sys.path.insert(0, str(ENGINE_DIR))
     try:
         import drafters
@@ -161,43 +149,10 @@ def oracle(tmp_path_factory):
         for to in CONVERT_TO:
             dirs[f"{name}--to-{to}"] = _convert(PRODUCERS / name, root / f"{name}--to-{to}", to)
 
-    names = list(dirs)
-    cmd = [
-        py,
-        str(ENGINE_DIR / "vllm_oracle.py"),
-        "--target",
-        str(TARGET),
-        "--traceback",
-        *[str(dirs[n]) for n in names],
-    ]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    env.pop("PYTHONPATH", None)  # the venv's own packages only
-    t = time.time()
-    p = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, timeout=ORACLE_TIMEOUT, cwd=str(root)
-    )
-    wall = time.time() - t
-    lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or len(lines) != len(names):
-        tail = "\n".join(p.stderr.splitlines()[-40:])
-        pytest.fail(
-            f"the oracle failed (exit {p.returncode}, {len(lines)}/{len(names)} records):\n{tail}"
-        )
-    by_path = {r["drafter"]: r for r in lines}
-    recs = {n: by_path[str(dirs[n])] for n in names}
-    print(f"\nvLLM oracle: {len(names)} drafters in {wall:.1f} s")
-    report = os.environ.get("WEIGHTCHECK_ORACLE_REPORT")
-    if report:
-        with open(report, "w") as f:
-            json.dump(
-                {
-                    "seconds": round(wall, 1),
-                    "stderr_tail": p.stderr.splitlines()[-len(names) - 2 :],
-                    "records": recs,
-                },
-                f,
-                indent=1,
-            )
+    args = ["--target", str(TARGET), "--traceback"]
+    recs, wall, p = run_oracle("vllm", dirs, root, args, ORACLE_TIMEOUT)
+    print(f"\nvLLM oracle: {len(dirs)} drafters in {wall:.1f} s")
+    keep_oracle_report(wall, p.stderr.splitlines()[-len(dirs) - 2 :], recs)
     return recs
 
 
@@ -221,37 +176,8 @@ def loads_fully(r: dict) -> None:
 
 def test_schema(oracle):
     r = oracle["base"]
-    assert set(r) == {
-        "oracle",
-        "engine_version",
-        "drafter",
-        "started",
-        "stage",
-        "error",
-        "architecture",
-        "config",
-        "keys",
-        "params",
-        "d2t",
-        "t2d",
-    }
+    assert_record_schema(r, FATES)
     assert r["oracle"] == "vllm" and r["engine_version"].startswith("0.")
-    assert set(r["config"]) == {
-        "hidden_size",
-        "num_hidden_layers",
-        "vocab_size",
-        "draft_vocab_size",
-        "dtype",
-        "aux_layer_ids",
-        "aux_layer_ids_from",
-        "captured_layers",
-        "tie_word_embeddings",
-    }
-    for v in r["params"].values():
-        assert set(v) == {"shape", "state", "equals_checkpoint"}
-    for v in r["keys"].values():
-        assert set(v) == {"fate", "params"}
-        assert v["fate"] in FATES
 
 
 def test_specforge_layout_loads_fully(oracle):

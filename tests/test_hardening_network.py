@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from types import SimpleNamespace
 
 import pytest
 import synth
@@ -269,16 +268,11 @@ def test_hub_config_json_of_50_mb_is_refused_before_download(drafter, tmp_path, 
         assert hub.bytes_served < 100_000
 
 
-def test_a_malformed_commit_sha_never_becomes_a_cache_path(tmp_path, monkeypatch):
+def test_a_malformed_commit_sha_never_becomes_a_cache_path(server, tmp_path, monkeypatch):
     """model_info's sha names folders in our cache: a server answering '../../x' is refused
     before anything is written."""
-    from huggingface_hub import HfApi
-
-    monkeypatch.setattr(
-        HfApi,
-        "model_info",
-        lambda self, *a, **k: SimpleNamespace(sha="../../../../escaped", siblings=[]),
-    )
+    server.info_overrides["sha"] = "../../../../escaped"
+    patch_hf_hub(monkeypatch, server.url, tmp_path / "home")
     home = os.environ["HF_HOME"]
     with OpenAudit() as audit:
         r = run_cli("inspect", REPO)

@@ -254,3 +254,59 @@ def test_check_hub_drafter_and_target_reads_headers_config_and_vocab_maps(hub, t
     maps = 2000 * 8 + 8192  # d2t (int64 per draft token) + t2d (one byte per token)
     assert weights < maps + 10_000, weights  # header + the two vocab maps, nothing else
     assert hub.bytes_by_file[("org/target", "model.safetensors")] < 10_000
+
+
+# --- requests: none repeated, the independent ones at once -----------------------------------------
+
+
+def _request_keys(hub) -> list:
+    return [(r.method, r.path, r.query, r.range) for r in hub.requests]
+
+
+def _first(hub, substring: str, method: str | None = None) -> int:
+    """The position of the first request whose path holds ``substring`` (arrival order)."""
+    for i, r in enumerate(hub.requests):
+        if substring in r.path and (method is None or r.method == method):
+            return i
+    raise AssertionError(f"no request for {substring}: {_request_keys(hub)}")
+
+
+def test_compare_of_two_hub_repos_asks_each_thing_once(hub, make_drafter, tiny_cfg):
+    """compare HUB HUB: per repo the model info, config.json's metadata and body, the header (one
+    Range read: a small header fits the first 4 KiB) and the d2t range; no request twice."""
+    hub.add_repo("org/a", repo_files(make_drafter("a", tiny_cfg, seed=1)))
+    hub.add_repo("org/b", repo_files(make_drafter("b", tiny_cfg, seed=2)))
+    hub.reset_counters()
+    r = run_cli("compare", "org/a", "org/b", "--json")
+    assert r.exit_code in (0, 1), r
+    assert r.json["vocab"] is not None  # both maps were read
+    keys = _request_keys(hub)
+    assert len(keys) == len(set(keys)), keys
+    for repo in ("org/a", "org/b"):
+        assert len(hub.requests_for(f"/api/models/{repo}")) == 1
+        assert len(hub.requests_for(f"/{repo}/resolve/", "HEAD")) == 1  # config.json's metadata
+        assert len(hub.requests_for(f"/{repo}/resolve/", "GET")) == 3  # config, header, d2t
+    assert len(keys) == 10
+
+
+def test_the_two_sources_of_compare_are_read_at_once(hub, make_drafter, tiny_cfg):
+    """While org/a's model info is held back, org/b is read whole: its header request arrives
+    before any of org/a's files is asked for (one after the other, org/b would come last)."""
+    hub.add_repo("org/a", repo_files(make_drafter("a", tiny_cfg, seed=1)))
+    hub.add_repo("org/b", repo_files(make_drafter("b", tiny_cfg, seed=2)))
+    hub.stall("/api/models/org/a", 2)
+    r = run_cli("compare", "org/a", "org/b", "--json")
+    assert r.exit_code in (0, 1), r
+    assert _first(hub, "/org/b/resolve/") < _first(hub, "/org/a/resolve/")
+
+
+def test_config_and_header_of_one_source_are_read_at_once(hub, make_drafter, tiny_cfg):
+    """While config.json's metadata request is held back, the header is read: its Range request
+    arrives before config.json's body is asked for (one after the other: config first)."""
+    hub.add_repo("org/a", repo_files(make_drafter("a", tiny_cfg)))
+    hub.stall("config.json", 2, method="HEAD")
+    r = run_cli("inspect", "org/a", "--json")
+    assert r.exit_code == 0, r
+    assert _first(hub, "model.safetensors", "GET") < _first(hub, "config.json", "GET")
+    keys = _request_keys(hub)
+    assert len(keys) == len(set(keys)) == 4, keys

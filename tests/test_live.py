@@ -17,7 +17,9 @@ import pytest
 from conftest import PRODUCERS, ROOT, run_cli, run_subprocess
 
 from weightcheck.engines import live as live_mod
+from weightcheck.engines import live_compare
 from weightcheck.engines import view as view_mod
+from weightcheck.engines.replay_types import Failure, ParamState
 from weightcheck.model.drafter import load_drafter
 
 SRC = PRODUCERS / "specforge-sglang"
@@ -133,8 +135,8 @@ def _as_live(replay) -> live_mod.LiveView:
 def test_live_saying_what_the_replay_says_agrees():
     _, rv = _replay()
     lv = _as_live(rv)
-    assert live_mod.disagreements(lv, rv) == []
-    r = live_mod.report(lv, rv)
+    assert live_compare.disagreements(lv, rv) == []
+    r = live_compare.report(lv, rv)
     assert r["agrees"] and r["replay_version"] == rv.version
 
 
@@ -144,7 +146,7 @@ def test_a_tensor_live_drops_is_a_disagreement():
     name = "midlayer.mlp.down_proj.weight"
     x = next(x for x in lv.landings if x.name == name)
     x.fate, x.param = "dropped", None
-    got = live_mod.disagreements(lv, rv)
+    got = live_compare.disagreements(lv, rv)
     assert [(g.get("tensor"), g["live"], g["replay"]) for g in got] == [(name, "dropped", "loaded")]
 
 
@@ -156,7 +158,7 @@ def test_skipped_and_dropped_are_the_same_to_live():
     t2d = next(x for x in lv.landings if x.name == "t2d")
     assert next(x for x in rv.landings if x.name == "t2d").fate == "skipped"
     t2d.fate = "dropped"
-    assert live_mod.disagreements(lv, rv) == []
+    assert live_compare.disagreements(lv, rv) == []
 
 
 def test_a_tensor_written_elsewhere_is_a_disagreement():
@@ -164,7 +166,7 @@ def test_a_tensor_written_elsewhere_is_a_disagreement():
     lv = _as_live(rv)
     x = next(x for x in lv.landings if x.name == "norm.weight")
     x.param = "model.layers.0.hidden_norm.weight"
-    got = live_mod.disagreements(lv, rv)
+    got = live_compare.disagreements(lv, rv)
     assert len(got) == 1 and got[0]["tensor"] == "norm.weight"
     assert "model.layers.0.hidden_norm.weight" in got[0]["says"]
 
@@ -174,17 +176,17 @@ def test_a_parameter_live_leaves_at_init_is_a_disagreement():
     lv = _as_live(rv)
     p = next(p for p in lv.params if p.param == "model.norm.weight")
     p.state, p.sources = "random", []
-    got = live_mod.disagreements(lv, rv)
+    got = live_compare.disagreements(lv, rv)
     assert [g.get("param") for g in got] == ["model.norm.weight"]
 
 
 def test_a_live_failure_before_loading_is_a_disagreement_and_hides_nothing():
     _, rv = _replay()
     lv = _as_live(rv)
-    lv.failure = view_mod.Failure("build", "RuntimeError: boom")
+    lv.failure = Failure("build", "RuntimeError: boom")
     for x in lv.landings:
         x.fate = "unknown"
-    got = live_mod.disagreements(lv, rv)
+    got = live_compare.disagreements(lv, rv)
     assert len(got) == 1 and got[0]["stage"] == "build" and "boom" in got[0]["says"]
 
 
@@ -197,7 +199,7 @@ def test_annotate_says_the_bind_rule_is_the_replays():
     for p in lv.params:
         if p.param in ("model.embed_tokens.weight", "lm_head.weight"):
             p.state, p.sources = "random", []
-    live_mod.annotate(lv, rv)
+    live_compare.annotate(lv, rv)
     by = {p.param: p for p in lv.params}
     assert by["model.embed_tokens.weight"].state == "from_target"
     assert "replay" in by["model.embed_tokens.weight"].note
@@ -213,7 +215,7 @@ def test_wc713_names_each_disagreement():
     x = next(x for x in lv.landings if x.name == "fc.weight")
     x.fate, x.why = "error", "AssertionError: shapes"
     ctx = Context(drafter=d, rules=RULES, engine="sglang", engine_view=rv)
-    ctx.live = live_mod.report(lv, rv)
+    ctx.live = live_compare.report(lv, rv)
     found = list(RULES["WC713"](ctx))
     assert [f.subject for f in found] == ["fc.weight"]
     assert found[0].severity == "warning" and "AssertionError" in found[0].message
@@ -226,7 +228,7 @@ def test_live_table_renders_with_the_explain_table_code():
     lv = _as_live(rv)
     x = next(x for x in lv.landings if x.name == "norm.weight")
     x.fate, x.param = "dropped", None
-    rep = {"live": live_mod.report(lv, rv)}
+    rep = {"live": live_compare.report(lv, rv)}
     text = "\n".join(render._live_lines(rep["live"], render.Output.to("text")))
     assert "norm.weight" in text and "dropped" in text
     assert "disagree on 1 point" in text
@@ -237,10 +239,8 @@ def test_a_parameter_only_live_loads_is_a_disagreement():
     the installed engine loads (model.layers.0.*): said once per such parameter."""
     _, rv = _replay()
     lv = _as_live(rv)
-    lv.params.append(
-        view_mod.ParamState("model.layers.9.extra.weight", "", True, "loaded", ["norm.weight"])
-    )
-    got = live_mod.disagreements(lv, rv)
+    lv.params.append(ParamState("model.layers.9.extra.weight", "", True, "loaded", ["norm.weight"]))
+    got = live_compare.disagreements(lv, rv)
     assert [(g.get("param"), g["live"], g["replay"]) for g in got] == [
         ("model.layers.9.extra.weight", "loaded", None)
     ]
@@ -253,5 +253,5 @@ def test_markdown_lists_the_disagreements():
     lv = _as_live(rv)
     x = next(x for x in lv.landings if x.name == "norm.weight")
     x.fate, x.param = "dropped", None
-    text = "\n".join(render._live_lines(live_mod.report(lv, rv), render.Output.to("markdown")))
+    text = "\n".join(render._live_lines(live_compare.report(lv, rv), render.Output.to("markdown")))
     assert "\n- norm.weight: live dropped" in text

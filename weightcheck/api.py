@@ -212,11 +212,16 @@ def compare(
     from weightcheck.commands import compare as compare_mod
     from weightcheck.model.drafter import load_drafter
     from weightcheck.render import isatty
+    from weightcheck.sources import is_local
+    from weightcheck.sources.together import at_once
 
     if values:
         require_torch("--values")
-    da = load_drafter(str(a), revision=revision_a, token=token)
-    db = load_drafter(str(b), revision=revision_b, token=token)
+    da, db = at_once(  # a Hub source: its requests overlap the other source's reads
+        lambda: load_drafter(str(a), revision=revision_a, token=token),
+        lambda: load_drafter(str(b), revision=revision_b, token=token),
+        threads=not (is_local(str(a)) and is_local(str(b))),
+    )
     import sys
 
     c = compare_mod.compare(da, db, values=values, progress=progress and isatty(sys.stderr))
@@ -262,14 +267,14 @@ def check(
     ``allow_partial_init``: with ``training_config``, another architecture than SRC's is a
     warning (WC905), not an error."""
     from weightcheck.commands import check as check_mod
-    from weightcheck.engines import view as engine_mod
+    from weightcheck.engines.data import engine_data
     from weightcheck.model.drafter import load_drafter
     from weightcheck.model.target import load_target
 
     name, version = None, None
     if engine:
         name, _, version = engine.partition("==")
-        data = engine_mod.engine_data(name)
+        data = engine_data(name)
         if version and version not in data.engine.versions_read:
             raise WeightcheckError(
                 None,

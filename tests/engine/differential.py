@@ -125,14 +125,14 @@ MLA_PENDING = f"replay of {corpus.MLA_ARCHITECTURE} not in this checkout"
 
 def replay_knows_mla(engine: str) -> bool:
     """Whether this checkout's weightcheck replays the MLA drafter loader for ``engine``: the
-    engine data say so (``weightcheck.engines.view.replays`` of the ``deepseek_mla_eagle3``
+    engine data say so (``weightcheck.engines.data.replays`` of the ``deepseek_mla_eagle3``
     inventory) or ``check --engine`` on the mla-modelopt fixture gives an engine view. Until then
     the MLA variants are written and loaded by the oracles but not compared."""
     try:
-        from weightcheck.engines import view
+        from weightcheck.engines import data
         from weightcheck.model import inventory
 
-        if view.replays(inventory.by_name("deepseek_mla_eagle3"), engine):
+        if data.replays(inventory.by_name("deepseek_mla_eagle3"), engine):
             return True
     except Exception:  # noqa: BLE001 - an older/newer API: fall back to asking the CLI
         pass

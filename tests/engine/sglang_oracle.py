@@ -61,7 +61,7 @@ import time
 import traceback
 import warnings
 
-from oracle_common import caused_by, checkpoint_keys, first_line
+from oracle_common import checkpoint_keys, first_line, instrument, new_record
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -70,25 +70,6 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 warnings.filterwarnings("ignore")
 
 ENGINE_VERSION = "0.5.23"
-
-
-class _WarningLog(logging.Handler):
-    """SGLang's own WARNING lines while a drafter loads, attributed to the key being processed
-    (e.g. kimi_k25_eagle3.py ``logger.warning("Eagle3 MLA: skipping unexpected weight %s", name)``)."""
-
-    def __init__(self, engine):
-        super().__init__(level=logging.WARNING)
-        self.engine = engine
-
-    def emit(self, record):
-        rec = getattr(self.engine, "recorder", None)
-        if rec is None or rec.model is None or rec.current is None:
-            return
-        try:
-            msg = record.getMessage()
-        except Exception:  # noqa: BLE001 - a malformed log call is not ours to report
-            return
-        rec.warnings.setdefault(rec.current, []).append(msg)
 
 
 class Engine:
@@ -103,7 +84,10 @@ class Engine:
         sg_log = logging.getLogger("sglang")
         if not verbose:
             sg_log.setLevel(logging.WARNING)
-        sg_log.addHandler(_WarningLog(self))
+        # SGLang's own WARNING lines while a drafter loads, attributed to the key being processed
+        # (e.g. kimi_k25_eagle3.py ``logger.warning("Eagle3 MLA: skipping unexpected weight %s",
+        # name)``)
+        sg_log.addHandler(instrument.KeyedWarnings(lambda: getattr(self, "recorder", None)))
         import torch
         from sglang.srt.configs.model_config import ModelConfig
         from sglang.srt.configs.update_config import adjust_config_with_unaligned_cpu_tp
@@ -307,21 +291,8 @@ class Engine:
     def run(self, drafter: str) -> dict:
         m = self.m
         t0 = time.perf_counter()
-        out = {
-            "oracle": "sglang",
-            "engine_version": ENGINE_VERSION,
-            "drafter": drafter,
-            "started": False,
-            "stage": None,
-            "error": None,
-            "architecture": None,
-            "config": None,
-            "keys": {},
-            "params": {},
-            "d2t": {"present": False, "consumed_as": None},
-            "t2d": {"present": False, "consumed_as": None},
-            "sglang": {},
-        }
+        out = new_record("sglang", ENGINE_VERSION, drafter)
+        out["sglang"] = {}
         extra = out["sglang"]
         rec = self.recorder = _Recorder(self)
         stage = "config"
@@ -474,76 +445,63 @@ def _config_summary(hf, draft_config, aux) -> dict:
     }
 
 
-class _Recorder:
-    """What each checkpoint key wrote during the model's load_weights."""
+class _Recorder(instrument.LoaderLog):
+    """What each checkpoint key wrote during the model's load_weights (the writes recorded by
+    weightcheck/engines/instrument.py, the module ``check --live`` uses)."""
 
     def __init__(self, engine: Engine):
+        super().__init__(untagged_is_current=True)  # SGLang's tensors are untagged: the current key
         self.engine = engine
         self.model = None
         self.keys: dict[str, dict] = {}  # key -> {"fate", "params"}
         self.order: list[str] = []
         self.tensors: dict[str, object] = {}  # key -> the tensor SGLang's iterator yielded
         self.writes: dict[str, list] = {}  # param name -> [(key, shard_id)] in call order
-        self.current: str | None = None
-        self.raised: list = []  # [(key, exception)] from a weight_loader that raised
         self.iter_done = False  # the weight iterator was exhausted
         self.failing: str | None = None  # the key load_weights stopped on
         self.load_failed = False
         self.nan_state: dict[str, str] = {}
         self.names: dict[int, str] = {}
-        self.warnings: dict[str, list] = {}  # key -> SGLang's WARNING lines while it was current
 
     def begin(self, model):
         torch = self.engine.torch
         self.model = model
         self.names = {id(p): n for n, p in model.named_parameters()}
-        dwl = self.engine.m["default_weight_loader"]
         with torch.no_grad():
-            for name, p in model.named_parameters():
+            for _name, p in model.named_parameters():
                 if p.is_floating_point():
                     p.data.fill_(float("nan"))
-                inner = getattr(p, "weight_loader", dwl)
-                p.weight_loader = self._wrap(name, inner)
+        self.wrap(model, self.engine.m["default_weight_loader"])
 
-    def _wrap(self, pname, inner):
-        rec = self
+    def before(self, param, shard):
+        return param.data.clone() if shard is not None else None
+
+    def wrote(self, w) -> None:
         torch = self.engine.torch
-
-        def weight_loader(param, loaded_weight, *args, **kwargs):
-            shard = args[0] if args else kwargs.get("shard_id", kwargs.get("loaded_shard_id"))
-            before = param.data.clone() if shard is not None else None
-            try:
-                result = inner(param, loaded_weight, *args, **kwargs)
-            except BaseException as e:  # the loader refused this tensor: no write recorded
-                rec.raised.append((rec.current, e))
-                raise
-            pieces = rec.pieces(loaded_weight) if shard is None else None
-            if pieces:  # a tensor SGLang built from several keys (MLA: cat(q_a, kv_a))
-                for i, (key, rows) in enumerate(pieces):
-                    rec.writes.setdefault(pname, []).append((key, f"cat{i}", rows))
-                    ent = rec.keys[key]
-                    ent["fate"] = "loaded"
-                    if pname not in ent["params"]:
-                        ent["params"].append(pname)
-                return result
-            rows = None
-            if before is not None:  # which rows (dim 0) this shard's write changed
-                after = param.data
-                same = (before == after) | (torch.isnan(before) & torch.isnan(after))
-                changed = (~same).reshape(same.shape[0], -1).any(dim=1).nonzero()
-                if len(changed):
-                    rows = (int(changed.min()), int(changed.max()) + 1)
-            key = rec.current
-            rec.writes.setdefault(pname, []).append((key, shard, rows))
-            if key is not None:
-                ent = rec.keys[key]
+        pname = w.param
+        pieces = self.pieces(w.loaded) if w.shard is None else None
+        if pieces:  # a tensor SGLang built from several keys (MLA: cat(q_a, kv_a))
+            for i, (key, rows) in enumerate(pieces):
+                self.writes.setdefault(pname, []).append((key, f"cat{i}", rows))
+                ent = self.keys[key]
                 ent["fate"] = "loaded"
                 if pname not in ent["params"]:
                     ent["params"].append(pname)
-            return result
-
-        weight_loader.__wrapped__ = inner
-        return weight_loader
+            return
+        rows = None
+        if w.before is not None:  # which rows (dim 0) this shard's write changed
+            before, after = w.before, w.tensor.data
+            same = (before == after) | (torch.isnan(before) & torch.isnan(after))
+            changed = (~same).reshape(same.shape[0], -1).any(dim=1).nonzero()
+            if len(changed):
+                rows = (int(changed.min()), int(changed.max()) + 1)
+        key = w.key
+        self.writes.setdefault(pname, []).append((key, w.shard, rows))
+        if key is not None:
+            ent = self.keys[key]
+            ent["fate"] = "loaded"
+            if pname not in ent["params"]:
+                ent["params"].append(pname)
 
     def pieces(self, loaded):
         """When the tensor handed to a weight_loader is not the current key's (another shape),
@@ -598,8 +556,7 @@ class _Recorder:
         """load_weights raised: the key it stopped on is an error (the one whose weight_loader
         raised this exception, else the one being processed; None: between keys)."""
         self.load_failed = True
-        raised = [k for k, x in self.raised if k is not None and caused_by(e, x)]
-        self.failing = raised[-1] if raised else self.current
+        self.failing = self.stopped_on(e)
         if self.failing in self.keys:
             self.keys[self.failing]["fate"] = "error"
 

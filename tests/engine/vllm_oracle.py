@@ -49,7 +49,7 @@ import tempfile
 import time
 import traceback
 
-from oracle_common import caused_by, checkpoint_keys, first_line
+from oracle_common import checkpoint_keys, first_line, instrument, new_record
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -64,10 +64,14 @@ _SENTINEL_FLOAT = {2: 0x7FD5, 4: 0x7FD5D5D5, 8: 0x7FD5D5D5D5D5D5D5}
 _INT_VIEW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-class Recorder:
-    """Per-drafter state shared by the hooks."""
+class Recorder(instrument.LoaderLog):
+    """Per-drafter state shared by the hooks; the writes recorded by
+    weightcheck/engines/instrument.py (the module ``check --live`` uses)."""
 
     def __init__(self):
+        # a write is attributed to the key its tensor is tagged with only (an untagged tensor,
+        # one vLLM's loading code made, to None)
+        super().__init__(untagged_is_current=False)
         self.stage = "config"
         self.draft_model_config = None
         self.model = None  # the draft model, once built
@@ -82,12 +86,19 @@ class Recorder:
         # following the tensors through the model's load_weights
         self.iter_started = False  # vLLM's iterator was asked for the draft's tensors
         self.iter_done = False  # ... and yielded all of them
-        self.current: str | None = None  # the key the loading code pulled last (None: between)
         self.handed: set | None = None  # keys given to the model's AutoWeightsLoader
         self.pulled: set = set()  # keys the AutoWeightsLoader pulled from what it was given
-        self.raised: list = []  # [(key, exception)] from a weight_loader that raised
         self.load_failed = False  # DefaultModelLoader.load_weights raised
         self.failing: str | None = None  # the key loading stopped on
+
+    def before(self, param, shard):
+        return _bits(param.data).clone()
+
+    def wrote(self, w) -> None:
+        changed = _bits(w.tensor.data) != w.before
+        self.writes.setdefault(w.param, []).append((w.key, w.shard, changed))
+        if w.key is not None and w.key in self.keys:
+            self.keys[w.key]["params"].add(w.param)
 
 
 REC: Recorder | None = None
@@ -126,32 +137,7 @@ def _wrap_weight_loaders(model) -> None:
 
     # one wrapper per parameter, under its canonical name (named_parameters() de-duplicates:
     # vLLM's MLA layer re-references its modules under ``self_attn.mla_attn.*``)
-    for name, p in model.named_parameters():
-        orig = getattr(p, "weight_loader", default_weight_loader)
-
-        def wrapped(param, loaded_weight, *args, _orig=orig, _name=name, **kwargs):
-            key = getattr(loaded_weight, "_weightcheck_key", None)
-            shard = (
-                args[0]
-                if args
-                else kwargs.get("loaded_shard_id", getattr(loaded_weight, "shard_id", None))
-            )
-            before = _bits(param.data).clone()
-            try:
-                result = _orig(param, loaded_weight, *args, **kwargs)
-            except BaseException as e:  # the loader refused this tensor: no write recorded
-                REC.raised.append((key, e))
-                raise
-            changed = _bits(param.data) != before
-            REC.writes.setdefault(_name, []).append((key, shard, changed))
-            if key is not None and key in REC.keys:
-                REC.keys[key]["params"].add(_name)
-            return result
-
-        try:
-            p.weight_loader = wrapped
-        except AttributeError:  # a parameter class whose weight_loader is read-only
-            object.__setattr__(p, "_weight_loader", wrapped)
+    REC.wrap(model, default_weight_loader)
 
 
 def _expected_and_state(name: str, p) -> dict:
@@ -205,18 +191,6 @@ def _snapshot_after_load(model) -> None:
                 p.data[keep] = REC.init_values[name][keep]
 
 
-def _pull(weights):
-    """The (name, tensor) pairs the model's AutoWeightsLoader takes in, marking each tensor's key
-    as pulled (and the current one) when the loader takes it."""
-    for name, tensor in weights:
-        key = getattr(tensor, "_weightcheck_key", None)
-        if key is not None:
-            REC.current = key
-            REC.pulled.add(key)
-        yield name, tensor
-    REC.current = None
-
-
 def install_hooks() -> None:
     """Wraps five vLLM functions; each acts only on the drafter being examined."""
     from collections.abc import Iterator
@@ -254,10 +228,7 @@ def install_hooks() -> None:
             entry = REC.keys.setdefault(name, {"params": set()})
             entry["tensor"] = tensor
             entry["yielded"] = True
-            try:
-                tensor._weightcheck_key = name
-            except Exception:  # noqa: BLE001 - a tensor type without attributes: untagged
-                pass
+            instrument.tag(tensor, name)
             REC.current = name
             yield name, tensor
         REC.current = None
@@ -276,8 +247,7 @@ def install_hooks() -> None:
             # the tensor loading stopped on: the one whose weight_loader raised this error,
             # else the one the loading code had pulled last (None: it was between tensors)
             REC.load_failed = True
-            raised = [k for k, x in REC.raised if k is not None and caused_by(e, x)]
-            REC.failing = raised[-1] if raised else REC.current
+            REC.failing = REC.stopped_on(e)
             raise
         finally:
             _snapshot_after_load(model)
@@ -292,9 +262,9 @@ def install_hooks() -> None:
         if REC is None or REC.stage != "load" or self.module is not REC.model:
             return orig_auto(self, weights, *args, **kwargs)
         if not isinstance(weights, Iterator):
-            handed = (getattr(t, "_weightcheck_key", None) for _, t in weights)
+            handed = (instrument.key_of(t) for _, t in weights)
             REC.handed = (REC.handed or set()) | {k for k in handed if k is not None}
-        return orig_auto(self, _pull(weights), *args, **kwargs)
+        return orig_auto(self, REC.follow(weights, REC.pulled.add), *args, **kwargs)
 
     AutoWeightsLoader.load_weights = auto_load_weights
 
@@ -387,20 +357,7 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
     from vllm.engine.arg_utils import EngineArgs
 
     REC = Recorder()
-    rec = {
-        "oracle": "vllm",
-        "engine_version": versions,
-        "drafter": drafter,
-        "started": False,
-        "stage": None,
-        "error": None,
-        "architecture": None,
-        "config": None,
-        "keys": {},
-        "params": {},
-        "d2t": {"present": False, "consumed_as": None},
-        "t2d": {"present": False, "consumed_as": None},
-    }
+    rec = new_record("vllm", versions, drafter)
     times = {}
     t0 = time.time()
     vllm_config = runner = None

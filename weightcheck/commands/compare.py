@@ -149,9 +149,13 @@ def vocab_report(a: Drafter, b: Drafter) -> dict | None:
     with what that means for initializing one from the other."""
     from weightcheck.errors import WeightcheckError
     from weightcheck.model import vocab
+    from weightcheck.sources.together import at_once
 
     try:
-        ma, mb = vocab.from_drafter(a), vocab.from_drafter(b)
+        remote = "hub" in (a.source.kind, b.source.kind)
+        ma, mb = at_once(
+            lambda: vocab.from_drafter(a), lambda: vocab.from_drafter(b), threads=remote
+        )
     except (WeightcheckError, ValueError):  # a malformed d2t: check reports it (WC304, WC306)
         return None
     if ma is None or mb is None:

@@ -471,6 +471,15 @@ def read_by(layout: str) -> tuple[str, ...]:
     return data.engine.read_by if isinstance(data, Format) else (layout,)
 
 
+def applies(item, version: str) -> bool:
+    """Whether a rule with ``since``/``until`` applies to an engine release (``until``: the first
+    release it no longer applies to)."""
+    s, u = item.since, item.until
+    return (not s or version_key(version) >= version_key(s)) and (
+        not u or version_key(version) < version_key(u)
+    )
+
+
 def newest(data: Engine) -> str:
     return max(data.engine.versions_read, key=version_key)
 
@@ -505,6 +514,18 @@ def loader_for(engine: str, arch0) -> str:
         if renamed(data, arch0) in data.engine.architectures:
             return name
     return engine
+
+
+def resolved_architecture(engine: str, arch) -> object:
+    """``architectures[0]`` as the engine reads it (vLLM renames LlamaForCausalLM to
+    Eagle3LlamaForCausalLM for an EAGLE-3 drafter; SGLang renames nothing)."""
+    return renamed(load(loader_for(engine, arch)), arch)
+
+
+def selects_eagle3_loader(engine: str, arch) -> bool:
+    """Whether ``architectures[0]`` selects one of the engine's EAGLE-3 drafter loaders."""
+    data = load(loader_for(engine, arch))
+    return renamed(data, arch) in data.engine.architectures
 
 
 def loader_of(architecture, engine: str) -> Engine | None:

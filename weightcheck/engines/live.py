@@ -38,19 +38,19 @@ import dataclasses
 import importlib.util
 import io
 import json
-import logging
 import os
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from weightcheck.engines import instrument
 from weightcheck.engines.data import load, loader_for
-from weightcheck.engines.view import Failure, Landing, ParamState
+from weightcheck.engines.replay_types import Failure, Landing, ParamState
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import TORCH_NAMES
 
-__all__ = ["LiveView", "run", "installed", "disagreements", "annotate", "report", "INSTALL"]
+__all__ = ["LiveView", "run", "installed", "INSTALL"]
 
 # what to install when the engine is not importable (the versions the replay was read from)
 INSTALL = {"sglang": "pip install sglang==0.5.23", "vllm": "pip install vllm"}
@@ -135,29 +135,14 @@ def _quiet():
         yield
 
 
-def caused_by(e: BaseException, inner: BaseException) -> bool:
-    """``inner`` is ``e`` or in its cause/context chain."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if e is inner:
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
-
-
 # --- the recorder -----------------------------------------------------------------------------
 
 
-class _Recorder:
+class _Recorder(instrument.LoaderLog):
     """Which checkpoint name wrote which parameter (and shard) during ``load_weights``."""
 
     def __init__(self, torch, concat=()):
+        super().__init__(untagged_is_current=True)
         self.torch = torch
         # the replay data's concat rules ([[names.concat]]: SGLang's MLA q_a/kv_a): a tensor the
         # loader builds by concatenating checkpoint tensors carries no name of its own
@@ -167,11 +152,8 @@ class _Recorder:
         self.keys: dict[str, dict] = {}  # name -> {"params": [..], "special": bool}
         self.order: list[str] = []
         self.writes: dict[str, list] = {}  # param -> [(key, shard)]
-        self.current: str | None = None
-        self.raised: list = []  # [(key, exception)] from a weight_loader
         self.failing: str | None = None
         self.failed: BaseException | None = None
-        self.warned: dict[str, list] = {}  # key -> messages
         self.shards: dict[str, list] = {}  # param -> its shard ids (stacked parameters)
         # the names in the order the model's loading code took them up (SGLang: as fed; vLLM:
         # as its AutoWeightsLoader pulls them, after collecting all of them)
@@ -180,15 +162,7 @@ class _Recorder:
 
     def begin(self, model, default_loader):
         self.model = model
-        # each parameter once, under its first name (vLLM's MLA attention re-references its
-        # projections as self_attn.mla_attn.*; a tied head is the embedding)
-        for name, p in model.named_parameters():
-            inner = getattr(p, "weight_loader", default_loader)
-            wrapped = self._wrap(name, inner)
-            try:
-                p.weight_loader = wrapped
-            except AttributeError:  # a parameter class whose weight_loader is read-only
-                object.__setattr__(p, "_weight_loader", wrapped)
+        self.wrap(model, default_loader)
         for mname, m in model.named_modules():
             sizes = getattr(m, "output_sizes", None)
             if type(m).__name__.startswith("QKV"):
@@ -200,29 +174,14 @@ class _Recorder:
             for pname, _ in m.named_parameters(recurse=False):
                 self.shards[f"{mname}.{pname}" if mname else pname] = ids
 
-    def _wrap(self, pname, inner):
-        rec = self
-
-        def weight_loader(param, loaded_weight, *args, **kwargs):
-            key = getattr(loaded_weight, "_weightcheck_key", None)
-            parts = rec.concatenated(loaded_weight) if key is None and not args else None
-            key = key or rec.current
-            shard = args[0] if args else kwargs.get("shard_id", kwargs.get("loaded_shard_id", None))
-            try:
-                result = inner(param, loaded_weight, *args, **kwargs)
-            except BaseException as e:  # the loader refused this tensor: no write recorded
-                rec.raised.append((key, e))
-                raise
-            if parts:  # one write of several checkpoint tensors: each is its shard
-                rec.shards[pname] = list(range(len(parts)))
-                for i, k in enumerate(parts):
-                    rec.record(pname, k, i)
-                return result
-            rec.record(pname, key, shard)
-            return result
-
-        weight_loader.__wrapped__ = inner
-        return weight_loader
+    def wrote(self, w: instrument.Write) -> None:
+        parts = self.concatenated(w.loaded) if w.tagged is None and not w.positional else None
+        if parts:  # one write of several checkpoint tensors: each is its shard
+            self.shards[w.param] = list(range(len(parts)))
+            for i, k in enumerate(parts):
+                self.record(w.param, k, i)
+            return
+        self.record(w.param, w.key, w.shard)
 
     def record(self, pname: str, key, shard) -> None:
         self.writes.setdefault(pname, []).append((key, shard))
@@ -264,10 +223,7 @@ class _Recorder:
                 tensor = torch.zeros(shape, dtype=dt)
             else:
                 tensor = torch.empty(shape, dtype=dt, device="meta")
-            try:
-                tensor._weightcheck_key = t.name
-            except Exception:  # noqa: BLE001 - untagged: the current name is used
-                pass
+            instrument.tag(tensor, t.name)
             self.keys.setdefault(t.name, {"params": [], "special": False})
             self.order.append(t.name)
             self.shapes[t.name] = shape
@@ -284,47 +240,15 @@ class _Recorder:
 
     def fail(self, e: BaseException):
         self.failed = e
-        raised = [k for k, x in self.raised if k is not None and caused_by(e, x)]
-        self.failing = raised[-1] if raised else self.current
-
-
-class _LogCatcher(logging.Handler):
-    def __init__(self, rec: _Recorder):
-        super().__init__(level=logging.WARNING)
-        self.rec = rec
-        self.last = None
-
-    def emit(self, record):
-        if record is self.last:  # one record reaching two of the loggers it is attached to
-            return
-        self.last = record
-        key = self.rec.current
-        try:
-            msg = record.getMessage()
-        except Exception:  # noqa: BLE001
-            msg = str(record.msg)
-        if key is not None:
-            self.rec.warned.setdefault(key, []).append(msg.strip().splitlines()[0] if msg else "")
+        self.failing = self.stopped_on(e)
 
 
 @contextlib.contextmanager
 def _catch_warnings(rec: _Recorder, loggers):
     """The engine's log warnings while the model loads, each noted under the name being loaded.
     Entered after the engine is imported (vLLM configures its loggers at import)."""
-    h = _LogCatcher(rec)
-    saved = []
-    for name in loggers:
-        lg = logging.getLogger(name)
-        saved.append((lg, lg.level))
-        if lg.getEffectiveLevel() > logging.WARNING:
-            lg.setLevel(logging.WARNING)
-        lg.addHandler(h)
-    try:
+    with instrument.attached(instrument.KeyedWarnings(lambda: rec, first_line=True), loggers):
         yield
-    finally:
-        for lg, level in saved:
-            lg.removeHandler(h)
-            lg.setLevel(level)
 
 
 # --- the engines ------------------------------------------------------------------------------
@@ -426,16 +350,7 @@ def _vllm(cfg_dir: str, target_dir: str, rec: _Recorder, tensors, state: dict):
             if self.module is not model:
                 return original(self, weights, *a, **kw)
 
-            def pulled():
-                for name, t in weights:
-                    key = getattr(t, "_weightcheck_key", None)
-                    if key is not None:
-                        rec.current = key
-                        rec.pulled.append(key)
-                    yield name, t
-                rec.current = None
-
-            return original(self, pulled(), *a, **kw)
+            return original(self, rec.follow(weights, rec.pulled.append), *a, **kw)
 
         AutoWeightsLoader.load_weights = load_weights
         try:
@@ -523,8 +438,6 @@ def _run(drafter, engine: str, target, version: str) -> LiveView:
     tensors = _ordered(drafter)
     state: dict = {"stage": "config", "architecture": None}
     tmp = tempfile.mkdtemp(prefix="weightcheck-live-")
-    cfg_dir = os.path.join(tmp, "draft")
-    os.makedirs(cfg_dir)
     failure = None
     model = None
     broken = None  # the engine does not import: no verdict of the engine's
@@ -535,34 +448,18 @@ def _run(drafter, engine: str, target, version: str) -> LiveView:
         loader = load(loader_for(engine, arch[0] if isinstance(arch, list) else None))
         rec = _Recorder(torch, loader.names.concat)
         try:
-            if drafter.config is None:
-                raise RuntimeError("no config.json")
-            with open(os.path.join(cfg_dir, "config.json"), "w") as f:
-                json.dump(drafter.config, f)
             with torch.no_grad():
-                if engine == "sglang":
-                    model = _sglang(cfg_dir, rec, tensors, state)
-                else:
-                    target_dir = os.path.join(tmp, "target")
-                    os.makedirs(target_dir)
-                    if target is None:
-                        notes.append(
-                            "vLLM needs a target config: one made from the drafter's (vocab_size, "
-                            "hidden size); give --target to use the target's own"
-                        )
-                    with open(os.path.join(target_dir, "config.json"), "w") as f:
-                        json.dump(_target_config(drafter, target), f)
-                    model = _vllm(cfg_dir, target_dir, rec, tensors, state)
+                model = _load(engine, tmp, drafter, target, rec, tensors, state, notes)
         except ImportError as e:  # the engine's modules (or what they import) do not import
             if state["stage"] == "config" and rec.model is None:
                 broken = e
             else:
-                failure = Failure(state["stage"], _first_line(e), rec.failing)
+                failure = Failure(state["stage"], instrument.first_line(e), rec.failing)
         except Exception as e:  # noqa: BLE001 - the engine's verdict, reported
             if state["stage"] == "load":
                 rec.fail(e)
             subject = rec.failing if state["stage"] == "load" else None
-            failure = Failure(state["stage"], _first_line(e), subject)
+            failure = Failure(state["stage"], instrument.first_line(e), subject)
             if model is None:
                 model = rec.model
         finally:
@@ -572,11 +469,11 @@ def _run(drafter, engine: str, target, version: str) -> LiveView:
             None,
             f"--live: {engine} {'' if version == 'unknown' else version + ' '}is installed but "
             "does not import here "
-            f"({_first_line(broken)}); --live was tested with {TESTED[engine]}",
+            f"({instrument.first_line(broken)}); --live was tested with {TESTED[engine]}",
         )
     landings = _landings(rec, tensors, failure)
     params = _params(rec, model) if model is not None else []
-    warnings = [{"key": k, "message": m} for k, ms in rec.warned.items() for m in ms]
+    warnings = [{"key": k, "message": m} for k, ms in rec.warnings.items() for m in ms]
     return LiveView(
         engine=engine,
         version=version,
@@ -587,6 +484,29 @@ def _run(drafter, engine: str, target, version: str) -> LiveView:
         notes=notes,
         warnings=warnings,
     )
+
+
+def _load(engine: str, tmp: str, drafter, target, rec: _Recorder, tensors, state, notes):
+    """The engine reads the drafter's config (and vLLM a target's) written into ``tmp``, builds
+    the model and loads ``tensors``: the model built (None: it did not build)."""
+    if drafter.config is None:
+        raise RuntimeError("no config.json")
+    cfg_dir = os.path.join(tmp, "draft")
+    os.makedirs(cfg_dir)
+    with open(os.path.join(cfg_dir, "config.json"), "w") as f:
+        json.dump(drafter.config, f)
+    if engine == "sglang":
+        return _sglang(cfg_dir, rec, tensors, state)
+    target_dir = os.path.join(tmp, "target")
+    os.makedirs(target_dir)
+    if target is None:
+        notes.append(
+            "vLLM needs a target config: one made from the drafter's (vocab_size, "
+            "hidden size); give --target to use the target's own"
+        )
+    with open(os.path.join(target_dir, "config.json"), "w") as f:
+        json.dump(_target_config(drafter, target), f)
+    return _vllm(cfg_dir, target_dir, rec, tensors, state)
 
 
 def _landings(rec: _Recorder, tensors, failure) -> list:
@@ -621,8 +541,8 @@ def _landings(rec: _Recorder, tensors, failure) -> list:
                 f"not reached: the load stopped at {rec.failing}" if rec.failing else "not reached"
             )
             out.append(Landing(t.name, canonical, None, None, "unknown", why))
-        elif t.name in rec.warned:
-            out.append(Landing(t.name, canonical, None, None, "warned", rec.warned[t.name][0]))
+        elif t.name in rec.warnings:
+            out.append(Landing(t.name, canonical, None, None, "warned", rec.warnings[t.name][0]))
         else:
             out.append(
                 Landing(t.name, canonical, None, None, "dropped", "written into no parameter")
@@ -662,160 +582,3 @@ def _state(param: str, got: list, shape, canonical: str | None = None) -> ParamS
         "",
         shape,
     )
-
-
-# --- live vs replay ---------------------------------------------------------------------------
-
-# what a fate does, as both can see it: writes a parameter, writes nothing, stops the load
-_OBSERVED = {
-    "loaded": "writes",
-    "special": "writes",
-    "skipped": "nothing",
-    "dropped": "nothing",
-    "warned": "nothing",
-    "error": "error",
-}
-
-
-def _base(param: str | None) -> set:
-    if not param:
-        return set()
-    return {p.strip().split("[")[0].split(" ")[0] for p in param.split(",") if p.strip()}
-
-
-def disagreements(live: LiveView, replay) -> list[dict]:
-    """Where the live loader and the replay (view.EngineView) differ: per checkpoint tensor (what
-    it does, and the parameter it writes) and per parameter (loaded by the checkpoint or not)."""
-    out = []
-    lf, rf = live.failure, replay.failure
-    early = ("config", "build")  # before loading; bind is not run live
-    if (lf is not None and lf.stage in early) or (rf is not None and rf.stage in early):
-        said_live = "loads" if lf is None else f"stops at {lf.stage}: {lf.why}"
-        said_replay = "loads" if rf is None else f"stops at {rf.stage}: {rf.why}"
-        if (lf and lf.stage) != (rf and rf.stage):
-            out.append(
-                {
-                    "stage": (lf or rf).stage,
-                    "live": said_live,
-                    "replay": said_replay,
-                    "says": f"live {said_live}; replay {said_replay}",
-                }
-            )
-    rep = {x.name: x for x in replay.landings}
-    for x in live.landings:
-        r = rep.get(x.name)
-        if r is None or x.fate == "unknown" or r.fate == "unknown":
-            continue
-        a, b = _OBSERVED.get(x.fate), _OBSERVED.get(r.fate)
-        if a != b:
-            out.append(
-                {
-                    "tensor": x.name,
-                    "live": x.fate,
-                    "replay": r.fate,
-                    "says": f"{x.name}: live {x.fate}"
-                    + (f" ({x.why})" if x.why else "")
-                    + f", replay {r.fate}"
-                    + (f" ({r.why})" if r.why else ""),
-                }
-            )
-        elif a == "writes" and _base(x.param) and _base(r.param):
-            lp, rp = _base(x.param), _base(r.param)
-            if not (lp & rp):
-                out.append(
-                    {
-                        "tensor": x.name,
-                        "live": x.param,
-                        "replay": r.param,
-                        "says": f"{x.name}: live writes {x.param}, replay {r.param}",
-                    }
-                )
-    # the parameters, when both load to the end (after a load error the keys say it)
-    if live.failure is None and (rf is None or rf.stage != "load"):
-        have = {p.param: p for p in live.params}
-        for r in replay.params:
-            name = r.param.split(" ")[0]
-            p = have.get(name)
-            replay_written = bool(r.sources)
-            if p is None:
-                if replay_written:
-                    out.append(
-                        {
-                            "param": r.param,
-                            "live": None,
-                            "replay": "loaded",
-                            "says": f"{r.param}: the replay loads it; the live model has no such "
-                            "parameter",
-                        }
-                    )
-                continue
-            if (p.state == "loaded") != replay_written:
-                out.append(
-                    {
-                        "param": r.param,
-                        "live": p.state,
-                        "replay": r.state,
-                        "says": f"{r.param}: live {'loaded' if p.state == 'loaded' else 'nothing loaded'}"
-                        f", replay {r.state}"
-                        + (f" from {', '.join(r.sources)}" if r.sources else ""),
-                    }
-                )
-        known = {r.param.split(" ")[0] for r in replay.params}
-        for p in live.params:
-            if p.state == "loaded" and p.param not in known:
-                out.append(
-                    {
-                        "param": p.param,
-                        "live": "loaded",
-                        "replay": None,
-                        "says": f"{p.param}: live loads it from {', '.join(p.sources)}; the replay "
-                        "has no such parameter",
-                    }
-                )
-    return out
-
-
-def annotate(live: LiveView, replay) -> None:
-    """A parameter nothing loaded that the engine takes from the target at bind (not run live):
-    ``from_target``, the rule being the replay's; SGLang's own ``load_lm_head_from_target``
-    decision is the engine's word for its head."""
-    if replay is None:
-        return
-    rule = {p.param.split(" ")[0]: p for p in replay.params}
-    for p in live.params:
-        r = rule.get(p.param)
-        if p.state != "random" or r is None:
-            continue
-        p.canonical = p.canonical or r.canonical
-        p.required = r.required
-        if r.state == "from_target":
-            p.state = "from_target"
-            p.note = "nothing loaded into it; bound to the target's (bind not run live: the replay's rule)"
-        elif r.state == "optional-absent":
-            p.state = "optional-absent"
-            p.note = "nothing loaded into it; optional (the replay's word)"
-    for p in live.params:
-        if not p.canonical and p.param in rule:
-            p.canonical = rule[p.param].canonical
-
-
-def report(live: LiveView, replay) -> dict:
-    """The check report's ``live`` object: the live run, the replay version beside it, and every
-    disagreement between them."""
-    annotate(live, replay)
-    r = live.report()
-    r["replay_version"] = getattr(replay, "version", None)
-    r["disagreements"] = disagreements(live, replay) if replay is not None else []
-    r["agrees"] = None if replay is None else not r["disagreements"]  # None: nothing to compare
-    if replay is not None:  # what was compared: tensors both saw, parameters when both load
-        rep = {x.name: x.fate for x in replay.landings}
-        rf = replay.failure
-        r["compared"] = {
-            "tensors": sum(
-                1
-                for x in live.landings
-                if x.fate != "unknown" and rep.get(x.name, "unknown") != "unknown"
-            ),
-            "parameters": live.failure is None and (rf is None or rf.stage != "load"),
-        }
-    return r

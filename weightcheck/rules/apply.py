@@ -19,7 +19,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from weightcheck import expr, rules
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import replays
+from weightcheck.engines.view import view as replay
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.rules import (
@@ -79,12 +80,13 @@ def run(
         ctx.set_vocab_maps(*vocab_maps)
     if training_vocab is not None:
         ctx.training_vocab = vocab_gate(d, training_vocab)
-    if engine and engine_mod.replays(d.architecture, engine):
-        ctx.engine_view = engine_mod.view(d, engine, engine_version, target)
+    if engine and replays(d.architecture, engine):
+        ctx.engine_view = replay(d, engine, engine_version, target)
     if live and engine:  # the installed engine's own loader (imports torch and the engine)
         from weightcheck.engines import live as live_mod
+        from weightcheck.engines import live_compare
 
-        ctx.live = live_mod.report(live_mod.run(d, engine, target), ctx.engine_view)
+        ctx.live = live_compare.report(live_mod.run(d, engine, target), ctx.engine_view)
     if training_config:
         ctx.training = training.training_gate(
             d, read_training_config(training_config), allow_partial_init

@@ -220,15 +220,16 @@ class Context:
         supported engine's (newest release), computed once. A drafter no engine data describe
         (an MLA drafter) has none."""
         if self._views is None:
-            from weightcheck.engines import view as engine_mod
+            from weightcheck.engines.data import ENGINES, replays
+            from weightcheck.engines.view import view as replay
 
-            engines = [self.engine] if self.engine else list(engine_mod.ENGINES)
+            engines = [self.engine] if self.engine else list(ENGINES)
             views = {}
             for e in engines:
                 if self.engine_view is not None and self.engine == e:
                     views[e] = self.engine_view
-                elif engine_mod.replays(self.drafter.architecture, e):
-                    views[e] = engine_mod.view(self.drafter, e, target=self.target)
+                elif replays(self.drafter.architecture, e):
+                    views[e] = replay(self.drafter, e, target=self.target)
             self._views = views
         return self._views
 

@@ -6,7 +6,8 @@ import json
 
 from weightcheck import expr
 from weightcheck.engines import aux
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import load, loaders
+from weightcheck.engines.view import view as replay
 from weightcheck.model import config as config_mod
 from weightcheck.rules.base import WARNING, rule
 
@@ -16,7 +17,7 @@ def engine_arch(ctx, finding):
     v = ctx.engine_view
     if not v.architectures_ok:
         accepted = ", ".join(  # every loader's: the Llama drafter's and the MLA drafter's
-            a for data in engine_mod.loaders(v.engine) for a in data.engine.architectures
+            a for data in loaders(v.engine) for a in data.engine.architectures
         )
         yield finding(
             f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
@@ -74,7 +75,7 @@ def engine_config_error(ctx, finding):
 @rule("WC706", needs="engine")
 def engine_cannot(ctx, finding):
     v = ctx.engine_view
-    data = engine_mod.load(v.loader)  # the loader replayed (the MLA drafter's has its own)
+    data = load(v.loader)  # the loader replayed (the MLA drafter's has its own)
     # what the engine cannot express is what convert refuses to write for it (the same data)
     refused = [r for r in data.output.refuse if expr.holds(r.when, ctx.normalized.values)]
     if v.speculators_format and data.speculators_adapter is None:
@@ -100,7 +101,7 @@ def engine_cannot(ctx, finding):
 @rule("WC707", needs="engine")
 def engine_default(ctx, finding):
     v = ctx.engine_view
-    adapter = engine_mod.load(v.loader).speculators_adapter
+    adapter = load(v.loader).speculators_adapter
     if not v.speculators_format or adapter is None:
         return
     for k, default in adapter.override.items():
@@ -136,7 +137,7 @@ def aux_convention(ctx, finding):
         return  # ids that are no integers capture nothing anywhere (WC403 says so)
     mt = t.model_type
     here = aux.captured_layers(v, mt, L)
-    other = engine_mod.view(ctx.drafter, trained)
+    other = replay(ctx.drafter, trained)
     there = aux.captured_layers(other, mt, L, reach=False)  # as trained: every id, in order
     why = (
         f"ids that end at the target's {L} layers are layer boundaries"
@@ -158,7 +159,7 @@ def target_support(ctx, finding):
     t = ctx.target
     if t is None:
         return
-    tg = engine_mod.load(ctx.engine_view.engine).targets
+    tg = load(ctx.engine_view.engine).targets
     types = tg.supported_model_types
     archs = tg.supported_architectures
     ok = (

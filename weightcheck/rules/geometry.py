@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from weightcheck import expr
 from weightcheck.engines import aux
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import (
+    ENGINES,
+    output_for,
+    resolved_architecture,
+    selects_eagle3_loader,
+)
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.rules.base import WARNING, rule
@@ -40,16 +45,16 @@ def architectures(ctx, finding):
         return
     known = {a for arch in inventory.architectures() for a in arch.config_architectures}
     # the class the engines load a drafter of these tensors as (convert writes it)
-    want = engine_mod.output_for("sglang", ctx.drafter.architecture).architectures[0]
+    want = output_for("sglang", ctx.drafter.architecture).architectures[0]
     if names[0] not in known:
         hint = " (a target model's class)" if names[0].endswith(TARGET_ARCHITECTURES) else ""
-        engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
-        loads = [e for e in engines if engine_mod.selects_eagle3_loader(e, names[0])]
+        engines = [ctx.engine] if ctx.engine else list(ENGINES)
+        loads = [e for e in engines if selects_eagle3_loader(e, names[0])]
         if loads and ctx.engine:
             return  # this engine reads it as its EAGLE-3 class (the engine view judges the rest)
         fails = [e for e in engines if e not in loads]
         if loads:  # some engine loads it: a warning that says which does and which does not
-            read_as = engine_mod.resolved_architecture(loads[0], names[0])
+            read_as = resolved_architecture(loads[0], names[0])
             fix = ctx.convert_fix(fails[0])
             # "loads the drafter" only where the engine's view says it starts (the engine lines)
             views = ctx.views()

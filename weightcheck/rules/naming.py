@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import ENGINES
+from weightcheck.engines.view import view as replay
 from weightcheck.rules.base import WARNING, rule
 
 
@@ -38,7 +39,7 @@ def wrappers(ctx, finding):
         dname, prefix = w.split(":", 1)
         # which engine loads the prefixed names as written: the engine view says (SGLang's Llama
         # drafter tries a name as written before prepending `model.`; vLLM always prepends it)
-        engines = [ctx.engine] if ctx.engine else list(engine_mod.ENGINES)
+        engines = [ctx.engine] if ctx.engine else list(ENGINES)
         loads = [e for e in engines if _loads_prefixed(ctx, e, prefix)]
         if loads and ctx.engine:
             continue  # this engine loads them: nothing dropped, nothing to say
@@ -68,7 +69,7 @@ def _loads_prefixed(ctx, engine: str, prefix: str) -> bool:
     if ctx.engine_view is not None and ctx.engine == engine:
         view = ctx.engine_view
     else:
-        view = engine_mod.view(ctx.drafter, engine)
+        view = replay(ctx.drafter, engine)
     lands = [x for x in view.landings if x.name.startswith(prefix)]
     return (
         bool(lands)

@@ -10,9 +10,14 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
 from weightcheck.sources.pickled import PICKLE_EXT
 
-__all__ = ["Source", "TensorRecord", "WeightFile", "open_source", "HUB_ID"]
+__all__ = ["Source", "TensorRecord", "WeightFile", "open_source", "is_local", "HUB_ID"]
 
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]*/[\w.\-]+)(?:@(?P<rev>[\w.\-/]+))?$")
+
+
+def is_local(spec: str) -> bool:
+    """Whether SRC names an existing local path (else it is read as a Hub repo id)."""
+    return bool(spec) and os.path.exists(os.path.expanduser(spec))
 
 
 def open_source(

@@ -1,15 +1,18 @@
 """Hub sources through huggingface_hub: config into the HF cache, tensor headers by Range reads.
 
 What one ``open_hub`` does (online):
-  1. ``HfApi.model_info(repo, revision, files_metadata=True)``: the resolved commit sha, the file
-     list, sizes and LFS sha256 content hashes (used by ``compare`` to decide identity).
-  2. ``hf_hub_download`` of config.json (and the shard index, if any) at that commit: the normal
-     HF cache, so later runs and HF_HUB_OFFLINE=1 find them.
-  3. For each safetensors file: a Range read of its first 4 KiB, and a second one for the rest of
-     the header only if it is longer; the weights are never downloaded. Headers are validated as
-     strictly as local ones (weightcheck/storage/header.py) and kept in a small header cache
+  1. the model info with file metadata (the GET ``HfApi.model_info(repo, revision,
+     files_metadata=True)`` makes, through huggingface_hub's session and error mapping, without
+     importing hf_api): the resolved commit sha, the file list, sizes and LFS sha256 content
+     hashes (used by ``compare`` to decide identity).
+  2. then at once, on threads: ``hf_hub_download`` of config.json (and of the shard index, if
+     any) at that commit, into the normal HF cache, so later runs and HF_HUB_OFFLINE=1 find them;
+     and for each safetensors file a Range read of its first 4 KiB, and a second one for the rest
+     of the header only if it is longer; the weights are never downloaded. Headers are validated
+     as strictly as local ones (weightcheck/storage/header.py) and kept in a small header cache
      (``$HF_HOME/weightcheck``, or ``$WEIGHTCHECK_CACHE``) keyed by commit, so offline mode works
-     for any repo inspected before.
+     for any repo inspected before. An error is the one these reads one after the other would
+     give first.
 
 Environment honoured at call time (not import time): HF_ENDPOINT, HF_TOKEN (or --token),
 HF_HUB_OFFLINE, HF_HOME, HF_HUB_CACHE, HF_HUB_DOWNLOAD_TIMEOUT.
@@ -22,6 +25,7 @@ import os
 import re
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from weightcheck.errors import WeightcheckError
@@ -42,6 +46,8 @@ from weightcheck.storage.header import parse_header, read_header_length
 
 FIRST_READ = 4096  # bytes read first; a drafter header is ~2 KB
 BODY_ATTEMPTS = 4  # a Range read whose connection drops mid-body is tried this many times
+# requests in flight at once for one source (config.json, the index, the files' headers)
+_THREADS = 8
 
 
 def _truthy(v: str | None) -> bool:
@@ -93,6 +99,11 @@ def _hf():
     try:
         import huggingface_hub
         import huggingface_hub.constants  # noqa: F401  (the package itself imports lazily)
+
+        # what a Hub source uses, and nothing more (not hf_api: it costs more than all of this),
+        # imported here, before any read runs on a thread: threads never import at once
+        import huggingface_hub.file_download  # noqa: F401
+        import huggingface_hub.utils  # noqa: F401
     except ValueError as e:
         bad = [
             v
@@ -185,7 +196,7 @@ class HubRepo:
     def download(self, fname: str) -> str:
         """The whole file, through huggingface_hub's cache (used only when bytes are needed)."""
         _hf()
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub.file_download import hf_hub_download
 
         try:
             return hf_hub_download(
@@ -352,66 +363,157 @@ def _manifest_path(repo_id: str, commit: str) -> str:
     return os.path.join(our_cache(), "manifests", repo_id.replace("/", "--"), commit + ".json")
 
 
+def _siblings_offline(repo: HubRepo) -> list[dict]:
+    """The file list of a repo/revision read before: our manifest, else the HF cache snapshot."""
+    repo.commit = _resolve_offline(repo.repo_id, repo.revision)
+    mpath = _manifest_path(repo.repo_id, repo.commit)
+    if os.path.isfile(mpath):
+        with open(mpath) as f:
+            return json.load(f)["siblings"]
+    snap = os.path.join(_repo_folder(repo.repo_id), "snapshots", repo.commit)
+    if not os.path.isdir(snap):
+        raise WeightcheckError(
+            repo.where, "HF_HUB_OFFLINE is set and this repo/revision is not in the cache"
+        )
+    return [
+        {
+            "name": os.path.relpath(os.path.join(d, n), snap).replace(os.sep, "/"),
+            "size": os.path.getsize(os.path.join(d, n)),
+            "sha256": None,
+        }
+        for d, _, ns in os.walk(snap)
+        for n in ns
+    ]
+
+
+def _model_info(repo: HubRepo) -> dict:
+    """The Hub's model info with file metadata (``HfApi.model_info(files_metadata=True)``: the
+    same GET, made with huggingface_hub's session, headers and error mapping, without importing
+    hf_api, which costs more than everything else a Hub source needs)."""
+    from huggingface_hub.utils import (
+        build_hf_headers,
+        get_session,
+        hf_raise_for_status,
+        validate_repo_id,
+    )
+
+    url = f"{endpoint()}/api/models/{repo.repo_id}"
+    if repo.revision is not None:
+        url += f"/revision/{urllib.parse.quote(repo.revision, safe='')}"
+    validate_repo_id(repo.repo_id)
+    r = get_session().get(
+        url,
+        headers=build_hf_headers(token=_token(repo.token)),
+        timeout=timeout(),
+        params={"blobs": True},
+    )
+    hf_raise_for_status(r)
+    info = r.json()
+    if not isinstance(info, dict):
+        raise TypeError(f"the model info is a JSON {type(info).__name__}, not an object")
+    return info
+
+
+def _sibling(s) -> dict:
+    if not isinstance(s, dict) or not isinstance(s.get("rfilename"), str):
+        raise TypeError(f"a malformed file entry in the model info: {str(s)[:80]}")
+    lfs = s.get("lfs")
+    sha = lfs.get("sha256") if isinstance(lfs, dict) else None
+    return {"name": s["rfilename"], "size": s.get("size"), "sha256": sha}
+
+
+def _siblings_online(repo: HubRepo) -> list[dict]:
+    """The resolved commit (into ``repo.commit``) and the file list, sizes and LFS sha256 hashes;
+    kept in our cache (manifest and ref) for offline runs."""
+    try:
+        info = _model_info(repo)
+        commit = info.get("sha")
+        siblings = [_sibling(s) for s in info.get("siblings") or []]
+    except Exception as e:
+        raise _net_error(repo.where, e) from None
+    repo.commit = commit
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", str(commit)):
+        # it names folders in our cache: never let a server choose a path
+        raise WeightcheckError(
+            repo.where, f"the Hub answered a malformed commit sha {str(commit)[:60]!r}: refused"
+        )
+    if commit:
+        _atomic_write(
+            _manifest_path(repo.repo_id, commit),
+            json.dumps({"revision": repo.revision, "siblings": siblings}).encode(),
+        )
+        _atomic_write(
+            os.path.join(
+                our_cache(), "refs", repo.repo_id.replace("/", "--"), repo.revision or "main"
+            ),
+            commit.encode(),
+        )
+    return siblings
+
+
+def _check_size(where: str, what: str, size, limit: int) -> None:
+    if (size or 0) > limit:  # known before download
+        raise WeightcheckError(where, f"{what} is {size} bytes, more than the {limit} we accept")
+
+
+def _config(repo: HubRepo) -> dict:
+    """config.json, downloaded into the HF cache and read."""
+    where = f"{repo.where}/config.json"
+    path = repo.download("config.json")
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+        raise WeightcheckError(where, "config.json is larger than we accept")
+    return read_config(path)
+
+
+def _index(repo: HubRepo, by_name: dict, index_name: str, only) -> tuple[dict, dict, list]:
+    """The shard index: (its JSON, the weight map, the shards to read)."""
+    where = f"{repo.where}/{index_name}"
+    _check_size(where, "index", by_name[index_name].get("size"), MAX_INDEX_BYTES)
+    ipath = repo.download(index_name)
+    if os.path.getsize(ipath) > MAX_INDEX_BYTES:
+        raise WeightcheckError(where, "index is larger than we accept")
+    with open(ipath, "rb") as f:
+        obj = parse_json(f.read(), where, "index")
+    weight_map = parse_index(obj, where)
+    fnames = layout.shards(weight_map, only)
+    for f in fnames:
+        layout.check_member(f, where, "the repository")
+        if f not in by_name:
+            raise WeightcheckError(
+                where, f"index names shard {f!r}, which is not in the repository"
+            )
+    return obj, weight_map, fnames
+
+
+def _weight_file(repo: HubRepo, by_name: dict, fname: str) -> tuple[WeightFile, object]:
+    """A weight file: (its WeightFile, its parsed header) for safetensors (two Range reads at
+    most), (its WeightFile downloaded, None) for a pickle."""
+    s = by_name.get(fname, {})
+    fmt = "safetensors" if fname.endswith(".safetensors") else "pickle"
+    wf = WeightFile(
+        name=fname, format=fmt, url=repo.url(fname), size=s.get("size"), sha256=s.get("sha256")
+    )
+    if fmt == "pickle":
+        wf.local_path = repo.download(fname)
+        return wf, None
+    blob = repo.header_bytes(fname, wf.size)
+    return wf, parse_header(blob[8:], f"{repo.where}/{fname}", wf.size)
+
+
 def open_hub(
     spec: str, repo_id: str, revision: str | None, token: str | None, only: set[str] | None = None
 ) -> Source:
+    """A Hub repo as a Source: the file list (one request), then at once, on threads, config.json
+    and the index (when sharded) and then every weight file's header. An error is the one the
+    reads one after the other would give first: config.json's, then the layout's, the index's,
+    the files' in order."""
     check_revision(repo_id, revision)
     repo = HubRepo(repo_id, revision, None, token)
-    where = repo.where
     if offline():
-        repo.commit = _resolve_offline(repo_id, revision)
-        mpath = _manifest_path(repo_id, repo.commit)
-        if os.path.isfile(mpath):
-            with open(mpath) as f:
-                siblings = json.load(f)["siblings"]
-        else:
-            snap = os.path.join(_repo_folder(repo_id), "snapshots", repo.commit)
-            if not os.path.isdir(snap):
-                raise WeightcheckError(
-                    where, "HF_HUB_OFFLINE is set and this repo/revision is not in the cache"
-                )
-            siblings = [
-                {
-                    "name": os.path.relpath(os.path.join(d, n), snap).replace(os.sep, "/"),
-                    "size": os.path.getsize(os.path.join(d, n)),
-                    "sha256": None,
-                }
-                for d, _, ns in os.walk(snap)
-                for n in ns
-            ]
+        siblings = _siblings_offline(repo)
     else:
         _hf()
-        from huggingface_hub import HfApi
-
-        try:
-            info = HfApi(endpoint=endpoint(), token=_token(token)).model_info(
-                repo_id, revision=revision, files_metadata=True, timeout=timeout()
-            )
-        except Exception as e:
-            raise _net_error(where, e) from None
-        repo.commit = info.sha
-        if repo.commit is not None and not re.fullmatch(r"[0-9a-f]{40}", str(repo.commit)):
-            # it names folders in our cache: never let a server choose a path
-            raise WeightcheckError(
-                where, f"the Hub answered a malformed commit sha {str(repo.commit)[:60]!r}: refused"
-            )
-        siblings = []
-        for s in info.siblings or []:
-            lfs = getattr(s, "lfs", None)
-            sha = getattr(lfs, "sha256", None) if lfs is not None else None
-            if sha is None and isinstance(lfs, dict):
-                sha = lfs.get("sha256")
-            siblings.append({"name": s.rfilename, "size": s.size, "sha256": sha})
-        if repo.commit:
-            _atomic_write(
-                _manifest_path(repo_id, repo.commit),
-                json.dumps({"revision": revision, "siblings": siblings}).encode(),
-            )
-            _atomic_write(
-                os.path.join(our_cache(), "refs", repo_id.replace("/", "--"), revision or "main"),
-                repo.commit.encode(),
-            )
-
+        siblings = _siblings_online(repo)
     src = Source(
         spec=spec,
         kind="hub",
@@ -421,64 +523,34 @@ def open_hub(
         hub=repo,
     )
     by_name = {s["name"]: s for s in siblings}
-    names = sorted(by_name)
-
     if "config.json" in by_name:
-        if (by_name["config.json"].get("size") or 0) > MAX_CONFIG_BYTES:  # known before download
-            raise WeightcheckError(
-                f"{where}/config.json",
-                f"config.json is "
-                f"{by_name['config.json']['size']} bytes, more than the "
-                f"{MAX_CONFIG_BYTES} we accept",
-            )
-        path = repo.download("config.json")
-        if os.path.getsize(path) > MAX_CONFIG_BYTES:
-            raise WeightcheckError(f"{where}/config.json", "config.json is larger than we accept")
-        src.config = read_config(path)
-        src.config_file = f"{where}/config.json"
-
-    def weight_file(fname, fmt):
-        s = by_name.get(fname, {})
-        return WeightFile(
-            name=fname, format=fmt, url=repo.url(fname), size=s.get("size"), sha256=s.get("sha256")
-        )
-
-    chosen = layout.choose([n for n in names if "/" not in n])
-    if chosen is None:
-        raise layout.not_a_checkpoint(where)
-    src.layout, fnames, index_name = chosen.kind, list(chosen.files), chosen.index
-    weight_map = None
-    if index_name:
-        if (by_name[index_name].get("size") or 0) > MAX_INDEX_BYTES:
-            raise WeightcheckError(
-                f"{where}/{index_name}",
-                f"index is {by_name[index_name]['size']} bytes, more than the "
-                f"{MAX_INDEX_BYTES} we accept",
-            )
-        ipath = repo.download(index_name)
-        if os.path.getsize(ipath) > MAX_INDEX_BYTES:
-            raise WeightcheckError(f"{where}/{index_name}", "index is larger than we accept")
-        with open(ipath, "rb") as f:
-            obj = parse_json(f.read(), f"{where}/{index_name}", "index")
-        weight_map = parse_index(obj, f"{where}/{index_name}")
-        src.index, src.index_file = obj, f"{where}/{index_name}"
-        fnames = layout.shards(weight_map, only)
-        for f in fnames:
-            layout.check_member(f, f"{where}/{index_name}", "the repository")
-            if f not in by_name:
-                raise WeightcheckError(
-                    f"{where}/{index_name}",
-                    f"index names shard {f!r}, which is not in the repository",
-                )
-    for f in fnames:
-        if f.endswith(".safetensors"):
-            wf = weight_file(f, "safetensors")
-            blob = repo.header_bytes(f, wf.size)
-            header = parse_header(blob[8:], f"{where}/{f}", wf.size)
-            add_safetensors_file(src, wf, header)
-        else:
-            wf = weight_file(f, "pickle")
-            wf.local_path = repo.download(f)
-            add_pickled_file(src, wf)
+        where = f"{repo.where}/config.json"
+        size = by_name["config.json"].get("size")
+        _check_size(where, "config.json", size, MAX_CONFIG_BYTES)
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        config = pool.submit(_config, repo) if "config.json" in by_name else None
+        try:
+            chosen = layout.choose([n for n in sorted(by_name) if "/" not in n])
+            if chosen is None:
+                raise layout.not_a_checkpoint(repo.where)
+            src.layout, fnames, index_name = chosen.kind, list(chosen.files), chosen.index
+            weight_map = None
+            if index_name:
+                src.index, weight_map, fnames = _index(repo, by_name, index_name, only)
+                src.index_file = f"{repo.where}/{index_name}"
+            files = [pool.submit(_weight_file, repo, by_name, f) for f in fnames]
+        except WeightcheckError:
+            if config is not None:
+                config.result()  # read first: its error first
+            raise
+        if config is not None:
+            src.config = config.result()
+            src.config_file = f"{repo.where}/config.json"
+        for read in files:
+            wf, header = read.result()
+            if header is None:
+                add_pickled_file(src, wf)
+            else:
+                add_safetensors_file(src, wf, header)
     finish_index(src, weight_map, index_name, only)
     return src

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from weightcheck.engines import aux
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import load, output_for
 from weightcheck.errors import UsageError, WeightcheckError, json_value
 from weightcheck.model import config as config_mod
 
@@ -66,7 +66,7 @@ def flat_view(raw: dict) -> dict:
 def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     """The output config.json in the destination layout of mappings/engines/<to>.toml [output]."""
     src = plan.src
-    out_spec = engine_mod.output_for(plan.to, src.architecture)
+    out_spec = output_for(plan.to, src.architecture)
     norm = config_mod.normalize(base)
     flat = flat_view(base)
     if flat.get("tie_word_embeddings") is None and any(
@@ -194,7 +194,7 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
             }
         verifier.setdefault("name_or_path", None)
         if not verifier.get("architectures"):  # record the family, so the way back knows it
-            fam = engine_mod.load("speculators").output.family_architectures
+            fam = load("speculators").output.family_architectures
             verifier["architectures"] = [fam[model_type]] if model_type in fam else []
         cfg = {
             "architectures": list(out_spec.architectures),

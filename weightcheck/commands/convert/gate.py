@@ -19,7 +19,7 @@ import os
 import struct
 from typing import TYPE_CHECKING
 
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import load, newest, read_by
 from weightcheck.model.drafter import Drafter, from_source
 from weightcheck.rules import ERROR
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
@@ -98,12 +98,12 @@ def check_plan(p: Plan) -> dict:
     d = planned_drafter(p)
     maps = vocab_maps(p)
     runs = []
-    for engine in engine_mod.read_by(p.to):
+    for engine in read_by(p.to):
         _, findings = run(d, engine=engine, target=p.target, vocab_maps=maps)
         runs.append(
             {
                 "engine": engine,
-                "version": engine_mod.newest(engine_mod.load(engine)),
+                "version": newest(load(engine)),
                 "findings": [f.as_dict() for f in findings],
             }
         )
@@ -119,12 +119,12 @@ def check_source(d: Drafter, to: str, target=None) -> dict:
     from weightcheck.rules.apply import run
 
     runs = []
-    for engine in engine_mod.read_by(to):
+    for engine in read_by(to):
         _, findings = run(d, engine=engine, target=target)
         runs.append(
             {
                 "engine": engine,
-                "version": engine_mod.newest(engine_mod.load(engine)),
+                "version": newest(load(engine)),
                 "findings": [f.as_dict() for f in findings],
             }
         )

@@ -17,7 +17,7 @@ from typing import Literal
 from weightcheck import __version__, expr
 from weightcheck.commands.convert import config as config_out
 from weightcheck.engines import aux
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import load, output_for, replays
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model import compatibility, dialects
 from weightcheck.model import config as config_mod
@@ -172,14 +172,14 @@ def plan(
     if src.naming.duplicates:
         c, names = next(iter(src.naming.duplicates.items()))
         raise WeightcheckError(src.source.spec, f"{c} is given twice ({', '.join(names)})")
-    if not engine_mod.replays(src.architecture, to):
-        inv = engine_mod.load(to).engine.inventory
+    if not replays(src.architecture, to):
+        inv = load(to).engine.inventory
         raise WeightcheckError(
             src.source.spec,
             f"a {src.architecture.name} drafter: the {to} layout (mappings/engines/{to}.toml) "
             f"holds {inv} drafters only, so it is not converted",
         )
-    out_spec = engine_mod.output_for(to, src.architecture)
+    out_spec = output_for(to, src.architecture)
     base = src.config
     if config_from is not None:
         c = compatibility.judge(src, config_from, aux.same_aux_layers)

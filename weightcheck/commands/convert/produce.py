@@ -12,7 +12,7 @@ import zlib
 
 from weightcheck import __version__
 from weightcheck.commands.convert.plan import CARD_MARK, MARK, Item, Plan, origins
-from weightcheck.engines import view as engine_mod
+from weightcheck.engines.data import ENGINES, loader_for
 from weightcheck.errors import WeightcheckError
 from weightcheck.storage.header import itemsize
 
@@ -336,7 +336,7 @@ def write_config_and_card(plan: Plan, tmp: str) -> list:
     rev = f" at revision `{s.commit}`" if s.commit else ""
     archs = plan.config.get("architectures") or [None]
     layout = (  # the file of the loader that reads it: sglang_mla.toml for an MLA drafter
-        engine_mod.loader_for(plan.to, archs[0]) if plan.to in engine_mod.ENGINES else plan.to
+        loader_for(plan.to, archs[0]) if plan.to in ENGINES else plan.to
     )
     lines = [
         CARD_MARK,

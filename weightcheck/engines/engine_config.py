@@ -1,0 +1,212 @@
+"""The config as an engine reads it: the phase of the replay (view.py) that says, for every field
+of a loader's [[config]] data, the value the engine sees, where it comes from, the defaults it
+applies, and the fields it stops on (with the stage: config, build, load, bind)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from weightcheck import expr
+from weightcheck.engines.aux import is_speculators_format
+from weightcheck.engines.data import ConfigField, Engine, applies
+from weightcheck.engines.replay_types import Failure
+from weightcheck.model import config as config_mod
+
+
+def _toml_value(v):
+    return None if v == "null" else v
+
+
+def _type_ok(kind: str | None, v) -> bool:
+    if kind == "int":
+        return type(v) is int
+    if kind == "int_list":
+        return isinstance(v, list) and all(type(x) is int for x in v)
+    return True
+
+
+def _layer_config(data: Engine, raw: dict, spec: bool) -> dict:
+    """The dict the engine reads its fields from: the config itself, or for a speculators-format
+    config its transformer_layer_config with the adapter's overrides written in."""
+    adapter = data.speculators_adapter
+    if not (adapter and spec and isinstance(raw.get("transformer_layer_config"), dict)):
+        return raw
+    cfg = dict(raw["transformer_layer_config"])
+    for k, default in adapter.override.items():  # written whatever the layer config says
+        cfg[k] = raw[k] if k in raw else _toml_value(default)
+    for k in adapter.copy_if_set:
+        if raw.get(k) is not None:
+            cfg[k] = raw[k]
+    return cfg
+
+
+@dataclass
+class _Reader:
+    """What reading the config gives, field by field: ``values`` (what expressions compute with),
+    ``shown`` ({"value", "from"} by field), ``errors`` ((field, message)) and ``failures`` (the
+    same as Failure objects, with the stage)."""
+
+    cfg: dict
+    # vLLM's speculators adapter sets the layer config's values unvalidated: true/false read as
+    # an integer are Python's 1/0, not a failed build
+    as_int: bool
+    values: dict = field(default_factory=dict)
+    shown: dict = field(default_factory=dict)
+    errors: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
+
+    def lenient(self, path: str, v):
+        if self.as_int and isinstance(v, bool) and config_mod.path_type_expected(path) == "int":
+            return int(v)
+        return v
+
+    def fail(self, fld, msg, stage):
+        if (fld, msg) in self.errors:  # an object that is not one, read for several fields
+            return
+        self.errors.append((fld, msg))
+        self.failures.append(Failure(stage, msg, fld))
+
+    def read_field(self, item: ConfigField, target, base: dict) -> None:
+        fld = item.field
+        if item.from_target:
+            v = getattr(target, item.from_target, None) if target is not None else None
+            self.values[fld] = v
+            said = "the target's" if target is not None else "the target's (no --target)"
+            self.shown[fld] = {"value": v, "from": said}
+            return
+        found = self._from_paths(item) or self._from_length(item)
+        if not found:
+            self._absent(item, base)
+        elif isinstance(self.values[fld], str) and self.values[fld] in item.auto:
+            was = self.values[fld]
+            self.values[fld] = item.auto[was]
+            said = f"{self.shown[fld]['from']} ({was}, auto)"
+            self.shown[fld] = {"value": self.values[fld], "from": said}
+
+    def _from_paths(self, item: ConfigField) -> bool:
+        """The value at the first of the field's paths the config has; whether one was found."""
+        fld = item.field
+        for path in item.paths:
+            bad = config_mod.container_problem(self.cfg, path)
+            if bad is not None:  # an object it looks inside is not one (rule WC212)
+                self.fail(bad[0], bad[1], item.stage)
+                self.values[fld], self.shown[fld] = None, {"value": None, "from": bad[0]}
+                return True
+            v = config_mod.lookup(self.cfg, path)
+            if v is config_mod._MISSING:
+                continue
+            if v is None and item.null == "default":
+                return False  # read as absent: the default
+            self.values[fld], self.shown[fld] = v, {"value": v, "from": path}
+            self._judge(item, path, v)
+            return True
+        return False
+
+    def _judge(self, item: ConfigField, path: str, v) -> None:
+        """A value found at ``path``: null where the engine computes, the wrong JSON type, or a
+        type the engine fails on, stops it."""
+        fld = item.field
+        if v is None and item.null == "error":
+            self.fail(fld, f"`{fld}` is null: the engine uses it as a number and fails", item.stage)
+        elif self.lenient(path, v) is not v:
+            self.values[fld] = self.lenient(path, v)
+            self.shown[fld] = {"value": self.values[fld], "from": f"{path} ({json.dumps(v)})"}
+        elif v is not None and config_mod.path_type_problem(path, v):
+            # the JSON type mappings/config.toml gives the field (rule WC212): the engine does
+            # not build the config, and nothing computes with the value
+            self.fail(fld, config_mod.path_type_problem(path, v), item.stage)
+            self.values[fld] = None
+        elif v is not None and not _type_ok(item.type, v):
+            kind = "an integer" if item.type == "int" else "a list of integers"
+            said = f"`{fld}` is {json.dumps(v)}, not {kind}: the engine fails on it"
+            self.fail(fld, said, item.stage)
+
+    def _from_length(self, item: ConfigField) -> bool:
+        for path in item.length_of:
+            v = config_mod.lookup(self.cfg, path)
+            if isinstance(v, list):
+                self.values[item.field] = len(v)
+                self.shown[item.field] = {"value": len(v), "from": f"len({path})"}
+                return True
+        return False
+
+    def _absent(self, item: ConfigField, base: dict) -> None:
+        fld = item.field
+        if item.required:
+            self.fail(fld, f"the engine requires `{fld}` and fails when it is absent", item.stage)
+            self.values[fld], self.shown[fld] = None, {"value": None, "from": "absent: load fails"}
+            return
+        if not item.paths and not item.length_of:
+            self.values[fld], self.shown[fld] = None, {"value": None, "from": "not read"}
+            return
+        if item.default is None:
+            self.values[fld], self.shown[fld] = None, {"value": None, "from": "absent"}
+            return
+        try:
+            v = expr.evaluate(item.default, {**base, **self.values})
+        except expr.Undefined:  # it needs a value the config does not give
+            v = None
+        self.shown[fld] = {"value": v, "from": "engine default"}
+        if isinstance(v, str) and v in item.auto:
+            self.shown[fld] = {"value": item.auto[v], "from": f"engine default ({v}, auto)"}
+            v = item.auto[v]
+        self.values[fld] = v
+
+    def top_level(self, base: dict, read: frozenset[str]) -> None:
+        """The config's own top-level keys: flags the loader tests directly (e.g. use_aux_norm)."""
+        for k, v in base.items():
+            if k in self.values:
+                continue
+            v = self.lenient(k, v)
+            problem = config_mod.path_type_problem(k, v) if v is not None else None
+            if problem is None:
+                self.values[k] = v
+                continue
+            self.values[k] = None  # a value of the wrong JSON type: nothing computes with it
+            if k in read:
+                self.fail(k, problem, "build")
+
+    def declared_failures(self, data: Engine) -> None:
+        """The loader's [[fails]]: conditions over the values the engine stops on."""
+        for f in data.fails:
+            try:
+                hit = bool(expr.evaluate(f.when, self.values))
+            except (expr.ExprError, TypeError, ValueError):
+                hit = False
+            if hit:
+                self.errors.append((f.when, f.why))
+                self.failures.append(Failure(f.stage, f.why, f.when, f.cite))
+
+
+def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
+    """(values by field, {"value","from"} by field, errors, speculators_format, failures) as the
+    engine sees them. The values also hold the config's own top-level keys (flags the loader tests
+    directly, e.g. use_aux_norm): the names the data's conditions read. ``errors`` are
+    (field, message); ``failures`` the same as Failure objects, with the stage."""
+    spec = is_speculators_format(raw)
+    cfg = _layer_config(data, raw, spec)
+    adapter = data.speculators_adapter
+    reader = _Reader(
+        cfg, bool(spec and adapter is not None and adapter.bool_is_int and cfg is not raw)
+    )
+    base = {k: v for k, v in cfg.items() if isinstance(k, str)}
+    for item in data.config:
+        if applies(item, version):
+            reader.read_field(item, target, base)
+    reader.top_level(base, _reads(data))
+    reader.declared_failures(data)
+    return reader.values, reader.shown, reader.errors, spec, reader.failures
+
+
+def _reads(data: Engine) -> frozenset[str]:
+    """The config names a loader's expressions read (shapes, conditions, defaults, failures)."""
+    out: set[str] = set()
+    srcs = [p.shape for p in data.parameter] + [p.when for p in data.parameter]
+    srcs += [c.default for c in data.config] + [f.when for f in data.fails]
+    if data.layers is not None:
+        srcs.append(data.layers.count)
+    for src in srcs:
+        if src:
+            out |= expr.names(src)
+    return frozenset(out)
