@@ -16,6 +16,7 @@ import click
 
 from weightcheck import __version__
 from weightcheck.errors import UsageError, WeightcheckError
+from weightcheck.reports import RuleList
 
 _FORMAT_HELP = {
     "text": "text (default; fits the terminal)",
@@ -182,7 +183,7 @@ def inspect(src, revision, token, fmt, as_json, as_markdown):
 
     out = _output(fmt, as_json, as_markdown, REPORTS)
     r = api.inspect(src, revision=revision, token=token)
-    _echo(r.to_json() if out.fmt == "json" else render.inspect_text(r.report, out), out)
+    _echo(r.to_json() if out.fmt == "json" else render.inspect_text(r.to_dict(), out), out)
 
 
 @main.command()
@@ -222,7 +223,7 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json, a
         token=token,
         progress=True,
     )
-    _echo(r.to_json() if out.fmt == "json" else render.compare_text(r.report, out), out)
+    _echo(r.to_json() if out.fmt == "json" else render.compare_text(r.to_dict(), out), out)
     sys.exit(r.exit_status)
 
 
@@ -316,7 +317,7 @@ def check(
         progress=True,
         live=live,
     )
-    _echo(r.to_json() if out.fmt == "json" else render.check_text(r.report, out, explain), out)
+    _echo(r.to_json() if out.fmt == "json" else render.check_text(r.to_dict(), out, explain), out)
     sys.exit(r.exit_status)
 
 
@@ -472,7 +473,7 @@ def convert(
         progress=True,
         allow_errors=allow_errors,
     )
-    _echo(r.to_json() if o.fmt == "json" else render.convert_text(r.report, dry_run, o), o)
+    _echo(r.to_json() if o.fmt == "json" else render.convert_text(r.to_dict(), dry_run, o), o)
     if r.exit_status:
         sys.exit(r.exit_status)  # the gate refused: findings above, nothing written
 
@@ -495,9 +496,9 @@ def rule(code, show_all, fmt, as_json, as_markdown):
         raise UsageError(None, "give a rule CODE, or --all for the list")
     if code:
         p = rule_mod.page(code)
-        _echo(render.to_json(p) if out.fmt == "json" else render.rule_text(p, out), out)
+        _echo(p.to_json() if out.fmt == "json" else render.rule_text(p, out), out)
     elif out.fmt == "json":
-        _echo(render.to_json({"schema": "weightcheck.rules/1", "rules": rule_mod.pages()}), out)
+        _echo(RuleList(rules=rule_mod.pages()).to_json(), out)
     elif out.md:
         _echo(render.rules_document(rule_mod.document()).rstrip("\n"), out)
     else:
@@ -518,7 +519,7 @@ def clean(folder, fmt, as_json, as_markdown):
 
     out = _output(fmt, as_json, as_markdown, ("text", "json"))
     r = api.clean(folder)
-    _echo(r.to_json() if out.fmt == "json" else render.clean_text(r.report, out), out)
+    _echo(r.to_json() if out.fmt == "json" else render.clean_text(r.to_dict(), out), out)
 
 
 def run():

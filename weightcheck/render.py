@@ -143,8 +143,10 @@ def _finite(o):
     return o
 
 
-def to_json(report: dict) -> str:
-    return json.dumps(_finite(report), indent=2, sort_keys=False, default=str, allow_nan=False)
+def to_json(report) -> str:
+    from weightcheck.reports import to_json
+
+    return to_json(report)
 
 
 # =============================================================================================

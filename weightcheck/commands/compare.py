@@ -20,11 +20,21 @@ from weightcheck.model.compatibility import (
     presence,
     verdict,
 )
-from weightcheck.model.drafter import Drafter, Tensor, source_report
+from weightcheck.model.drafter import Drafter, Tensor
+from weightcheck.reports import (
+    ByteCounts,
+    CompareReport,
+    ConfigDifference,
+    DtypeMismatch,
+    OnlyIn,
+    PairedTensor,
+    ShapeMismatch,
+    Side,
+    VocabOverlap,
+    source_info,
+)
 from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS
 from weightcheck.storage.header import TORCH_NAMES, itemsize
-
-SCHEMA = "weightcheck.compare/1"
 
 
 def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
@@ -197,23 +207,25 @@ def vocab_meaning(v: dict) -> str:
     )
 
 
-def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
+def _side(d: Drafter) -> Side:
+    return Side(
+        source=source_info(d),
+        dialect=d.dialect,
+        architecture=d.architecture.name if d.architecture else None,
+        # the drafter architecture the config names (architectures[0]), if any
+        config_architecture=declared_architecture(d),
+    )
+
+
+def report(c: Comparison, values: bool = False, strict: bool = False) -> CompareReport:
     v = verdict(c)
     only_a = [
-        {
-            "canonical": p.label,
-            "name": p.a.name,
-            "presence": presence(c.b, p.canonical) or presence(c.a, p.canonical),
-        }
+        OnlyIn(p.label, p.a.name, presence(c.b, p.canonical) or presence(c.a, p.canonical))
         for p in c.pairs
         if p.b is None
     ]
     only_b = [
-        {
-            "canonical": p.label,
-            "name": p.b.name,
-            "presence": presence(c.a, p.canonical) or presence(c.b, p.canonical),
-        }
+        OnlyIn(p.label, p.b.name, presence(c.a, p.canonical) or presence(c.b, p.canonical))
         for p in c.pairs
         if p.a is None
     ]
@@ -225,60 +237,45 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
             f"bytes of {undecided} tensor(s) not compared (Hub sources without matching "
             "content hashes): pass --values to read and compare them"
         )
-    r = {
-        "schema": SCHEMA,
-        "verdict": v,
-        "exit_status": 1 if v == "incompatible" or (strict and c.strict_failures) else 0,
-        "strict": strict,
-        "reasons": list(c.reasons),
-        "strict_failures": list(c.strict_failures),
-        "a": {
-            "source": source_report(c.a),
-            "dialect": c.a.dialect,
-            "architecture": c.a.architecture.name if c.a.architecture else None,
-            # the drafter architecture A's config names (architectures[0]), if any
-            "config_architecture": declared_architecture(c.a),
-        },
-        "b": {
-            "source": source_report(c.b),
-            "dialect": c.b.dialect,
-            "architecture": c.b.architecture.name if c.b.architecture else None,
-            "config_architecture": declared_architecture(c.b),
-        },
-        "only_in_a": only_a,
-        "only_in_b": only_b,
-        "shape_mismatches": [
-            {"canonical": p.label, "a": list(p.a.shape), "b": list(p.b.shape)}
+    vocab = vocab_report(c.a, c.b)
+    return CompareReport(
+        verdict=v,
+        exit_status=1 if v == "incompatible" or (strict and c.strict_failures) else 0,
+        strict=strict,
+        reasons=tuple(c.reasons),
+        strict_failures=tuple(c.strict_failures),
+        a=_side(c.a),
+        b=_side(c.b),
+        only_in_a=only_a,
+        only_in_b=only_b,
+        shape_mismatches=[
+            ShapeMismatch(p.label, list(p.a.shape), list(p.b.shape))
             for p in both
             if tuple(p.a.shape) != tuple(p.b.shape)
         ],
-        "dtype_mismatches": [
-            {"canonical": p.label, "a": p.a.dtype, "b": p.b.dtype}
-            for p in both
-            if p.a.dtype != p.b.dtype
+        dtype_mismatches=[
+            DtypeMismatch(p.label, p.a.dtype, p.b.dtype) for p in both if p.a.dtype != p.b.dtype
         ],
-        "config_differences": c.config_differences,
-        "bytes": {
-            "equal": sum(1 for p in both if p.bytes_equal is True),
-            "different": sum(1 for p in both if p.bytes_equal is False),
-            "not_compared": undecided,
-        },
-        "tensors": [
-            {
-                "canonical": p.label,
-                "name_a": p.a.name,
-                "name_b": p.b.name,
-                "shape": list(p.a.shape),
-                "dtype_a": p.a.dtype,
-                "dtype_b": p.b.dtype,
-                "bytes_equal": p.bytes_equal,
-                "decided_by": p.how,
-            }
+        config_differences=[ConfigDifference(**d) for d in c.config_differences],
+        bytes=ByteCounts(
+            equal=sum(1 for p in both if p.bytes_equal is True),
+            different=sum(1 for p in both if p.bytes_equal is False),
+            not_compared=undecided,
+        ),
+        tensors=[
+            PairedTensor(
+                p.label,
+                p.a.name,
+                p.b.name,
+                list(p.a.shape),
+                p.a.dtype,
+                p.b.dtype,
+                p.bytes_equal,
+                p.how,
+            )
             for p in both
         ],
-        "notes": notes,
-        "vocab": vocab_report(c.a, c.b),
-    }
-    if values:
-        r["values"] = {p.label: p.values for p in both if p.values is not None}
-    return r
+        notes=notes,
+        vocab=VocabOverlap(**vocab) if vocab is not None else None,
+        values={p.label: p.values for p in both if p.values is not None} if values else None,
+    )

@@ -10,40 +10,38 @@ from __future__ import annotations
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
+from weightcheck.reports import Explains, RulePage
 from weightcheck.rules import RULES, causes
 
-SCHEMA = "weightcheck.rule/1"
 
-
-def pages() -> list[dict]:
+def pages() -> list[RulePage]:
     """Every rule's page, in code order."""
     text = mappings.load("rules.toml").get("rule", {})
     out = []
     for code, r in RULES.items():
         t = text.get(code, {})
         out.append(
-            {
-                "schema": SCHEMA,
-                "code": code,
-                "name": r.slug,
-                "severity": r.severity,
-                "severity_note": t.get("severity_note"),
-                "needs": r.needs,
-                "summary": r.summary,
-                "what": _flat(t.get("what", "")),
-                "why": _flat(t.get("why", "")),
-                "reported": _flat(t.get("reported", "")),
-                "fix": _flat(t.get("fix", "")),
-                "explains": causes.explained_by(code),
+            RulePage(
+                code=code,
+                name=r.slug,
+                severity=r.severity,
+                severity_note=t.get("severity_note"),
+                needs=r.needs,
+                summary=r.summary,
+                what=_flat(t.get("what", "")),
+                why=_flat(t.get("why", "")),
+                reported=_flat(t.get("reported", "")),
+                fix=_flat(t.get("fix", "")),
+                explains=[Explains(**e) for e in causes.explained_by(code)],
                 # why the finding depends on the layout the drafter is written in (the same
                 # drafter in another layout need not have it: docs/consistency.md), or ""
-                "layout_specific": _flat(t.get("layout_specific", "")),
-            }
+                layout_specific=_flat(t.get("layout_specific", "")),
+            )
         )
     return out
 
 
-def explains_text(page: dict) -> str:
+def explains_text(page: RulePage) -> str:
     """'WC206, WC703 on the same subject: why; ...' — the consequences a rule's finding lists
     under it (mappings/causes.toml)."""
     where = {
@@ -53,9 +51,9 @@ def explains_text(page: dict) -> str:
         "names_root": "whose messages name its subject",
     }
     parts = []
-    for e in page.get("explains", []):
-        rel = where.get(e["subject"], f"on subjects matching `{e['subject']}`")
-        parts.append(f"{', '.join(e['explains'])}{' ' + rel if rel else ''} ({e['why']})")
+    for e in page.explains:
+        rel = where.get(e.subject, f"on subjects matching `{e.subject}`")
+        parts.append(f"{', '.join(e.explains)}{' ' + rel if rel else ''} ({e.why})")
     return "; ".join(parts)
 
 
@@ -64,11 +62,11 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def page(code: str) -> dict:
+def page(code: str) -> RulePage:
     """The page of ``code`` (``WC101``, ``wc101`` or the rule's name, ``unknown-tensor-name``)."""
     want = code.strip()
     for p in pages():
-        if want.upper() == p["code"] or want.lower() == p["name"]:
+        if want.upper() == p.code or want.lower() == p.name:
             return p
     raise WeightcheckError(
         None, f"no rule {code!r}: `weightcheck rule --all` lists the codes (WC101 ... WC906)"
@@ -85,7 +83,7 @@ def document() -> dict:
             {
                 "title": g["title"],
                 "intro": g.get("intro", ""),
-                "pages": [p for p in ps if p["code"].startswith(g["prefix"])],
+                "pages": [p for p in ps if p.code.startswith(g["prefix"])],
             }
         )
     return {"title": data["title"], "intro": data["intro"], "groups": groups}
