@@ -21,9 +21,6 @@ from __future__ import annotations
 import os
 import sys
 
-from weightcheck.commands import check as check_mod
-from weightcheck.commands import compare as compare_mod
-from weightcheck.commands import convert as convert_mod
 from weightcheck.commands import inspect as inspect_mod
 from weightcheck.commands import rule as rule_mod
 from weightcheck.errors import UsageError, WeightcheckError
@@ -110,6 +107,8 @@ def compare(
     progress: bool = False,
 ) -> CompareResult:
     """Are two drafters the same model? ``verdict``: identical, compatible or incompatible."""
+    from weightcheck.commands import compare as compare_mod  # imports the engines
+
     if values:
         require_torch("--values")
     da = load_drafter(str(a), revision=revision_a, token=token)
@@ -149,6 +148,7 @@ def check(
     engine's own loader on meta tensors (engines/live.py): the report's ``live`` object.
     ``allow_partial_init``: with ``training_config``, another architecture than SRC's is a
     warning (WC905), not an error."""
+    from weightcheck.commands import check as check_mod  # imports the engines
     from weightcheck.engines import view as engine_mod
 
     name, version = None, None
@@ -229,6 +229,8 @@ def convert(
     Gated by check (``check=True``): the planned output goes through check's rules for each
     engine that reads ``to``; an error refuses (``refused``, exit status 1, nothing written)
     unless ``allow_errors``. ``check=False`` skips the gate (``report["check"]`` is None)."""
+    from weightcheck.commands import convert as convert_mod  # imports the engines
+
     out = str(out)
     shard_size = _convert_options(to, verifier, embeddings, max_shard_size, dtype)
     d = load_drafter(str(src), revision=revision, token=token, extra_dialects=_dialects(mapping))
@@ -287,6 +289,8 @@ def _convert_options(to, verifier, embeddings, max_shard_size, dtype) -> int:
         raise UsageError(None, "--verifier: empty; give the target's Hub id or path")
     if embeddings not in ("keep", "drop") and not embeddings.startswith("from="):
         raise UsageError(None, f"--embeddings {embeddings!r}: use keep, drop or from=TARGET")
+    from weightcheck.commands import convert as convert_mod  # imports the engines
+
     shard_size = (
         max_shard_size
         if isinstance(max_shard_size, int) and not isinstance(max_shard_size, bool)
@@ -304,12 +308,14 @@ def _convert_options(to, verifier, embeddings, max_shard_size, dtype) -> int:
 def _write(p, progress, force: bool, fsync: bool) -> dict:
     """Write the plan (publish.write), with a progress line on a terminal when ``progress`` is
     True (a callable is given the bytes written)."""
+    from weightcheck.commands.convert import publish  # imports the engines
+
     bar = None
     if progress is True:
         bar = Progress("convert", sum(it.nbytes for it in p.items))
         progress = bar.update if bar.enabled else None
     try:
-        return convert_mod.write(p, force=force, progress=progress or None, fsync=fsync)
+        return publish.write(p, force=force, progress=progress or None, fsync=fsync)
     finally:
         if bar is not None:
             bar.close()
@@ -318,10 +324,12 @@ def _write(p, progress, force: bool, fsync: bool) -> dict:
 def clean(folder: str | os.PathLike = ".") -> CleanReport:
     """Remove what killed converts left in ``folder`` (``.OUT.weightcheck-tmp-PID``), never a
     leftover of a process still alive; an OUT a killed ``--force`` had set aside is restored."""
+    from weightcheck.commands.convert import publish  # imports the engines
+
     folder = str(folder)
     if not os.path.isdir(folder):
         raise WeightcheckError(folder, "not a folder")
-    r = convert_mod.clean(folder)
+    r = publish.clean(folder)
     return CleanReport(
         folder=r["folder"],
         removed=tuple(r["removed"]),

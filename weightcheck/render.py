@@ -1128,23 +1128,13 @@ def clean_text(r: dict, out: Output) -> str:
 
 # =============================================================================================
 # exit 2: the error, as data
-def error_report(line: str, where: str | None, command: str | None) -> dict:
-    return {
-        "schema": "weightcheck.error/1",
-        "command": command,
-        "exit_status": 2,
-        "error": line,
-        "file": where,
-    }
-
-
-def error_text(report: dict, fmt: str) -> str | None:
+def error_text(report, fmt: str) -> str | None:
     """What stdout gets when a command could not be done: the error as JSON (``--json``), as a
     workflow command (``--format github``); nothing for the other formats (stderr has it)."""
     if fmt == "json":
-        return to_json(report)
+        return report.to_json()
     if fmt == "github":
-        return gh_command("error", "weightcheck: could not check", report["error"])
+        return gh_command("error", "weightcheck: could not check", report.error)
     return None
 
 

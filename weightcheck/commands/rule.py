@@ -11,14 +11,14 @@ from __future__ import annotations
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.reports import Explains, RulePage
-from weightcheck.rules import RULES, causes
+from weightcheck.rules import causes, registry
 
 
 def pages() -> list[RulePage]:
     """Every rule's page, in code order."""
     text = mappings.load("rules.toml").get("rule", {})
     out = []
-    for code, r in RULES.items():
+    for code, r in registry().items():
         t = text.get(code, {})
         out.append(
             RulePage(

@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 
 from weightcheck.rules.base import (
@@ -49,9 +50,11 @@ def _modules() -> tuple[ModuleType, ...]:
     return (naming, tensors, vocab, vocabmap, geometry, target, engine, values, training)
 
 
-def _collect(modules) -> dict[str, Rule]:
+@functools.cache
+def registry() -> dict[str, Rule]:
+    """Every rule, by code, in code order: collected from the rule modules on first use."""
     out: dict[str, Rule] = {}
-    for m in modules:
+    for m in _modules():
         for r in vars(m).values():
             if isinstance(r, Rule):
                 if r.code in out:
@@ -61,8 +64,7 @@ def _collect(modules) -> dict[str, Rule]:
 
 
 def __getattr__(name: str):
-    if name in ("RULES", "MODULES"):
-        globals()["MODULES"] = _modules()
-        globals()["RULES"] = _collect(globals()["MODULES"])
-        return globals()[name]
+    """``RULES``: :func:`registry`, read when first asked for (PEP 562)."""
+    if name == "RULES":
+        return registry()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
