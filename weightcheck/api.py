@@ -37,6 +37,7 @@ from weightcheck.reports import (
     ConvertReport,
     InspectReport,
     KeptEntry,
+    RuleList,
     RulePage,
 )
 from weightcheck.rules.base import Finding
@@ -249,7 +250,9 @@ def convert(
         # with check's findings on SRC (exit 1, as check SRC gives), --allow-errors or not
         gate = convert_mod.check_source(d, to, tgt)
         gate.why = "target" if d.looks_like_target else "config_types"
-        return convert_mod.refused_report(d, to, out, gate)
+        refused = convert_mod.refused_report(d, to, out, gate)
+        refused.dry = dry_run
+        return refused
     if any(f.format == "pickle" for f in d.source.files.values()):
         require_torch("converting a pickled checkpoint")
     p = convert_mod.plan(
@@ -267,6 +270,7 @@ def convert(
         verifier=None if verifier is None else str(verifier),
     )
     r = convert_mod.plan_report(p)
+    r.dry = dry_run
     r.check = convert_mod.check_plan(p) if check else None
     if r.check is not None and not r.check.ok and not allow_errors:
         r.refused, r.exit_status = True, 1
@@ -341,6 +345,11 @@ def rule(code: str) -> RulePage:
     """A rule's page: code, name, severity, needs, summary, what, why, reported, fix (read as
     attributes, or as a mapping: ``rule("WC305")["fix"]``)."""
     return rule_mod.page(code)
+
+
+def rule_list() -> RuleList:
+    """``rule --all``: every rule's page, and docs/rules.md's title, introduction and groups."""
+    return RuleList(rules=rule_mod.pages(), catalog=rule_mod.document())
 
 
 def rule_pages() -> list[RulePage]:

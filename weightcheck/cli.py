@@ -1,5 +1,5 @@
 """The ``weightcheck`` command line: each command calls the Python API (weightcheck/api.py) and
-renders its result (weightcheck/render.py) in the format asked for.
+draws its report (weightcheck/output/) in the format asked for.
 
 Exit status: 0 fine; 1 findings (check errors, compare incompatible); 2 could not do the job
 (bad input, unreachable Hub, refused operation, a usage error) — always one line on stderr, never a
@@ -14,10 +14,10 @@ import sys
 
 import click
 
-from weightcheck import __version__, api, render
-from weightcheck.commands import rule as rule_mod
+from weightcheck import __version__, api
 from weightcheck.errors import UsageError, WeightcheckError
-from weightcheck.reports import ErrorReport, RuleList
+from weightcheck.output import Output, emit
+from weightcheck.reports import ErrorReport
 
 _FORMAT_HELP = {
     "text": "text (default; fits the terminal)",
@@ -117,8 +117,8 @@ def _asked(e: Exception, argv: list[str]) -> tuple[str, str | None]:
 
 def _fail(line: str, where, fmt: str, command, prefix: str = "weightcheck: error: "):
     line = line.replace("\r", "\\r").replace("\n", "\\n")
-    out = render.error_text(ErrorReport(command=command, error=line, file=where), fmt)
-    if out is not None:
+    out = emit(ErrorReport(command=command, error=line, file=where), Output(fmt))
+    if out:
         click.echo(out)
     click.echo(prefix + line, err=True)
     sys.exit(2)
@@ -150,15 +150,16 @@ def output_options(*formats: str):
     return deco
 
 
-def _output(fmt, as_json) -> render.Output:
+def _output(fmt, as_json) -> Output:
     """The one format asked for (``--json`` is ``--format json``)."""
     if as_json and fmt not in (None, "json"):
         raise UsageError(None, f"--json and --format {fmt} ask for two output formats: choose one")
-    return render.Output.to("json" if as_json else fmt or "text")
+    return Output.to("json" if as_json else fmt or "text")
 
 
-def _echo(text: str, out) -> None:
-    click.echo(text, color=True if out.color else None)
+def _show(report, out: Output, **options) -> None:
+    """Print ``report`` in the format asked for (colour only where ``out`` says so)."""
+    click.echo(emit(report, out, **options), color=True if out.color else None)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -184,7 +185,7 @@ def inspect(src, revision, token, fmt, as_json):
     """What is in a checkpoint: dialect, architecture, config, tensors."""
     out = _output(fmt, as_json)
     r = api.inspect(src, revision=revision, token=token)
-    _echo(r.to_json() if out.fmt == "json" else render.inspect_text(r.to_dict(), out), out)
+    _show(r, out)
 
 
 @main.command()
@@ -222,7 +223,7 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
         token=token,
         progress=True,
     )
-    _echo(r.to_json() if out.fmt == "json" else render.compare_text(r.to_dict(), out), out)
+    _show(r, out)
     sys.exit(r.exit_status)
 
 
@@ -313,7 +314,7 @@ def check(
         progress=True,
         live=live,
     )
-    _echo(r.to_json() if out.fmt == "json" else render.check_text(r.to_dict(), out, explain), out)
+    _show(r, out, explain=explain)
     sys.exit(r.exit_status)
 
 
@@ -466,7 +467,7 @@ def convert(
         progress=True,
         allow_errors=allow_errors,
     )
-    _echo(r.to_json() if o.fmt == "json" else render.convert_text(r.to_dict(), dry_run, o), o)
+    _show(r, o)
     if r.exit_status:
         sys.exit(r.exit_status)  # the gate refused: findings above, nothing written
 
@@ -484,15 +485,7 @@ def rule(code, show_all, fmt, as_json):
     out = _output(fmt, as_json)
     if show_all == bool(code):
         raise UsageError(None, "give a rule CODE, or --all for the list")
-    if code:
-        p = rule_mod.page(code)
-        _echo(p.to_json() if out.fmt == "json" else render.rule_text(p, out), out)
-    elif out.fmt == "json":
-        _echo(RuleList(rules=rule_mod.pages()).to_json(), out)
-    elif out.md:
-        _echo(render.rules_document(rule_mod.document()).rstrip("\n"), out)
-    else:
-        _echo(render.rules_list(rule_mod.pages(), out), out)
+    _show(api.rule(code) if code else api.rule_list(), out)
 
 
 @main.command()
@@ -507,7 +500,7 @@ def clean(folder, fmt, as_json):
     """
     out = _output(fmt, as_json)
     r = api.clean(folder)
-    _echo(r.to_json() if out.fmt == "json" else render.clean_text(r.to_dict(), out), out)
+    _show(r, out)
 
 
 def run():

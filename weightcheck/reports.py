@@ -1,6 +1,6 @@
 """The reports the commands return: one dataclass per command (inspect, compare, check, convert,
 rule, clean, error), typed down to what a caller tests. The API returns them (weightcheck/api.py),
-the renderer draws them (weightcheck/render.py), :meth:`Report.to_dict` is ``--json``'s output
+the renderer draws them (weightcheck/output/), :meth:`Report.to_dict` is ``--json``'s output
 and weightcheck/schemas/*.json is generated from these classes (weightcheck/schema.py).
 
 How a field becomes JSON: under its name, or ``metadata["key"]`` where the name a caller reads
@@ -540,6 +540,9 @@ class RuleList(Report):
 
     schema: Literal["weightcheck.rules/1"] = field(default="weightcheck.rules/1")
     rules: list[RulePage]
+    # docs/rules.md's title, introduction and code groups (commands/rule.py document()), for
+    # the Markdown document; not in the JSON
+    catalog: dict | None = field(default=None, metadata={"skip": True})
 
     exit_status = 0
 

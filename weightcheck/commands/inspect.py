@@ -1,7 +1,7 @@
 """``weightcheck inspect SRC``: what is in a checkpoint.
 
 load -> normalize (weightcheck/model/drafter.py) -> :func:`report` (reports.InspectReport, schema
-``weightcheck.inspect/1``) -> render (weightcheck/render.py).
+``weightcheck.inspect/1``) -> render (weightcheck/output/).
 """
 
 from __future__ import annotations

@@ -41,22 +41,6 @@ def pages() -> list[RulePage]:
     return out
 
 
-def explains_text(page: RulePage) -> str:
-    """'WC206, WC703 on the same subject: why; ...' — the consequences a rule's finding lists
-    under it (mappings/causes.toml)."""
-    where = {
-        "same": "on the same subject",
-        "any": "",
-        "named": "on the tensors and fields its message names",
-        "names_root": "whose messages name its subject",
-    }
-    parts = []
-    for e in page.explains:
-        rel = where.get(e.subject, f"on subjects matching `{e.subject}`")
-        parts.append(f"{', '.join(e.explains)}{' ' + rel if rel else ''} ({e.why})")
-    return "; ".join(parts)
-
-
 def _flat(text: str) -> str:
     """TOML multi-line strings are wrapped for the file; a page is one paragraph per part."""
     return " ".join(text.split())
