@@ -12,7 +12,11 @@ are local or when ``--values`` asks for it.
 
 from __future__ import annotations
 
+import math
+
 from weightcheck.engines import aux
+from weightcheck.errors import WeightcheckError
+from weightcheck.model import vocab
 from weightcheck.model.compatibility import (
     Comparison,
     declared_architecture,
@@ -21,6 +25,7 @@ from weightcheck.model.compatibility import (
     verdict,
 )
 from weightcheck.model.drafter import Drafter, Tensor
+from weightcheck.progress import Progress
 from weightcheck.reports import (
     ByteCounts,
     CompareReport,
@@ -33,7 +38,7 @@ from weightcheck.reports import (
     VocabOverlap,
     source_info,
 )
-from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS
+from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks
 from weightcheck.storage.header import TORCH_NAMES, itemsize
 
 
@@ -50,8 +55,6 @@ def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
 
 
 def _bytes_equal(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
-    from weightcheck.sources.tensors import iter_chunks
-
     if ta.nbytes != tb.nbytes:
         return False
     for ca, cb in zip(iter_chunks(a.source, ta.name), iter_chunks(b.source, tb.name)):
@@ -66,11 +69,7 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
     Each chunk is converted once per side to float32 and reduced with BLAS dot products (blocked
     accumulation within a chunk of 4 M elements, float64 across chunks: relative error ~1e-6); the
     finiteness mask is only computed for a chunk whose sums come out non-finite."""
-    import math
-
     import torch
-
-    from weightcheck.sources.tensors import from_bytes, iter_chunks
 
     if ta.dtype not in TORCH_NAMES or tb.dtype not in TORCH_NAMES:
         return {"error": f"values of {ta.dtype}/{tb.dtype} are not supported"}
@@ -130,9 +129,7 @@ def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True)
     bar = None
     total = sum(p.a.nbytes + p.b.nbytes for p in paired)
     if (values or both_local) and progress and total > (256 << 20):
-        from huggingface_hub.utils import tqdm  # huggingface_hub's own tqdm: no new dependency
-
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc="compare", leave=False)
+        bar = Progress("compare", total)
     for p in paired:
         if _same_lfs_place(a, b, p.a, p.b):
             p.bytes_equal, p.how = True, "lfs-sha256"
@@ -157,9 +154,6 @@ def vocab_report(a: Drafter, b: Drafter) -> dict | None:
     """The ``vocab`` object: both draft vocabularies (d2t read by range; no d2t is the identity
     map) and how far they agree — target ids in both, draft ids standing for the same target id —
     with what that means for initializing one from the other."""
-    from weightcheck.errors import WeightcheckError
-    from weightcheck.model import vocab
-
     try:
         ma, mb = vocab.from_drafter(a), vocab.from_drafter(b)
     except (WeightcheckError, ValueError):  # a malformed d2t: check reports it (WC304, WC306)

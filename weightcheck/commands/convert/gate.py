@@ -23,7 +23,9 @@ from weightcheck.engines import view as engine_mod
 from weightcheck.model.drafter import Drafter, from_source
 from weightcheck.reports import Gate, GateRun
 from weightcheck.rules import ERROR
+from weightcheck.rules.apply import run
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
+from weightcheck.sources.tensors import read_small
 
 
 def planned_drafter(p: Plan) -> Drafter:
@@ -65,8 +67,6 @@ def _bytes_of(p: Plan, it: Item | None) -> bytes | None:
     if it.kind == "vocab-map":
         return bytes(it.data)
     if it.kind in ("copy", "pickle"):
-        from weightcheck.sources.tensors import read_small
-
         return read_small(p.src.source, it.src_name)
     return None  # cast or taken from a target: never a vocabulary map
 
@@ -103,8 +103,6 @@ def check_source(d: Drafter, to: str, target=None) -> Gate:
 
 
 def _gate(d: Drafter, to: str, target, **kw) -> Gate:
-    from weightcheck.rules.apply import run
-
     runs = []
     for engine in engine_mod.read_by(to):
         _, findings = run(d, engine=engine, target=target, **kw)
