@@ -220,8 +220,9 @@ def test_wc713_names_each_disagreement():
 
 
 def test_live_table_renders_with_the_explain_table_code():
-    from weightcheck.output import Output, draw
+    from weightcheck.output import Output
     from weightcheck.output.check import live_blocks
+    from weightcheck.output.drawing import draw
 
     _, rv = _replay()
     lv = _as_live(rv)
@@ -247,8 +248,9 @@ def test_a_parameter_only_live_loads_is_a_disagreement():
 
 
 def test_markdown_lists_the_disagreements():
-    from weightcheck.output import Output, draw
+    from weightcheck.output import Output
     from weightcheck.output.check import live_blocks
+    from weightcheck.output.drawing import draw
 
     _, rv = _replay()
     lv = _as_live(rv)

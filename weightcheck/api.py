@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
+from weightcheck import _API
 from weightcheck.commands import inspect as inspect_mod
 from weightcheck.commands import rule as rule_mod
 from weightcheck.errors import UsageError, WeightcheckError
@@ -40,24 +41,9 @@ from weightcheck.reports import (
     RuleList,
     RulePage,
 )
-from weightcheck.rules.base import Finding
+from weightcheck.rules.base import Finding  # noqa: F401 (exported: weightcheck.Finding)
 
-__all__ = [
-    "inspect",
-    "compare",
-    "check",
-    "convert",
-    "clean",
-    "rule",
-    "rule_pages",
-    "InspectResult",
-    "CompareResult",
-    "CheckResult",
-    "ConvertResult",
-    "CleanResult",
-    "Finding",
-    "WeightcheckError",
-]
+__all__ = [*_API, "WeightcheckError"]  # the names the package exports from here
 
 
 # the results are the reports (weightcheck/reports.py); these names are the API's since 0.1

@@ -1,8 +1,8 @@
 """Drawing reports: each report (weightcheck/reports.py) becomes a document of neutral blocks
-(output/blocks.py: key-value rows, tables, notes, verdicts, annotations) and one emitter per
-format draws it — text (output/text.py, fitted to the terminal, coloured on a terminal only),
-Markdown, concise and GitHub workflow commands (output/lines.py); JSON is the report's own
-``to_json()``. Commands never branch on the format.
+(output/blocks.py: key-value rows, tables, notes, verdicts, annotations; one module per command
+builds them) and one emitter per format draws it — text (output/text.py, fitted to the
+terminal, coloured on a terminal only), Markdown, concise and GitHub workflow commands
+(output/lines.py); JSON is the report's own ``to_json()``. Commands never branch on the format.
 """
 
 from __future__ import annotations
@@ -10,40 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from weightcheck.output.check import check_document
-from weightcheck.output.compare import compare_document
-from weightcheck.output.convert import convert_document
-from weightcheck.output.inspect import inspect_document
-from weightcheck.output.lines import ConciseEmitter, GithubEmitter
-from weightcheck.output.pages import clean_document, error_document, rule_document, rules_document
-from weightcheck.output.text import MarkdownEmitter, TextEmitter
-from weightcheck.reports import (
-    CheckReport,
-    CleanReport,
-    CompareReport,
-    ConvertReport,
-    ErrorReport,
-    InspectReport,
-    RuleList,
-    RulePage,
-)
 from weightcheck.terminal import terminal_width, use_color
-
-EMITTERS = {
-    "text": TextEmitter,
-    "markdown": MarkdownEmitter,
-    "concise": ConciseEmitter,
-    "github": GithubEmitter,
-}
-DOCUMENTS = {
-    InspectReport: inspect_document,
-    CompareReport: compare_document,
-    CheckReport: check_document,
-    ConvertReport: convert_document,
-    RulePage: rule_document,
-    CleanReport: clean_document,
-    ErrorReport: error_document,
-}
 
 
 @dataclass(frozen=True)
@@ -65,24 +32,16 @@ class Output:
         )
 
 
-def document(report) -> list:
-    """The blocks a report is drawn from."""
-    if isinstance(report, RuleList):
-        c = report.catalog or {}
-        return rules_document(report, c.get("title", ""), c.get("intro", ""), c.get("groups", ()))
-    return DOCUMENTS[type(report)](report)
-
-
-def draw(blocks: list, out: Output) -> str:
-    """A document in ``out``'s format (not JSON: that is the report's)."""
-    return EMITTERS[out.fmt](out.width, out.color)(blocks)
-
-
 def emit(report, out: Output, **options) -> str:
     """What a command prints: ``--json``'s report, or its document drawn in the format.
     ``options``: what the document shows besides (check: ``explain``)."""
     if out.fmt == "json":
         return report.to_json()
+    # the documents and emitters, loaded only to draw: JSON needs none of them, and they cost
+    # ~55 ms of a command's start-up (tabulate alone ~35 ms), more than inspect --json takes
+    from weightcheck.output.drawing import DOCUMENTS, document, draw
+
     if options:
         return draw(DOCUMENTS[type(report)](report, **options), out)
     return draw(document(report), out)
+
