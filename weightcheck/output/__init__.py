@@ -44,4 +44,3 @@ def emit(report, out: Output, **options) -> str:
     if options:
         return draw(DOCUMENTS[type(report)](report, **options), out)
     return draw(document(report), out)
-

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import textwrap
 
-from tabulate import tabulate
-
 from weightcheck.output.blocks import (
     Annotation,
     Blank,
@@ -126,6 +124,10 @@ def table(headers, rows, width: int | None, color: bool, prose=(), styles=None, 
             ]
             for r, wr in zip(rows, cells)
         ]
+    # imported when a table is drawn: tabulate costs ~35 ms of start-up (wcwidth,
+    # importlib.metadata), and convert's report after a write draws none
+    from tabulate import tabulate
+
     return tabulate(
         cells,
         headers=headers or (),
