@@ -58,3 +58,23 @@ def test_rule_and_error_outputs_validate(args):
     r = run_cli(*args, "--json")
     schema_check.validate(r.json)  # run_cli validated it too; said here for these kinds
     assert r.json["schema"].startswith("weightcheck.")
+
+
+def test_compare_reasons_are_structured_differences(make_drafter, tiny_cfg):
+    """The judge says each difference as data (kind, subject, A's and B's values) and its
+    sentence; the JSON keeps the sentences, the text view counts what a table lists by kind
+    (it no longer parses the sentences back)."""
+    import weightcheck
+
+    a = make_drafter("a", tiny_cfg, seed=1)
+    b = make_drafter("b", dict(tiny_cfg, hidden_size=96), seed=1, skip=("lm_head.weight",))
+    c = weightcheck.compare(a, b)
+    kinds = {d.kind for d in c.reasons}
+    assert {"only", "config"} <= kinds and c.verdict == "incompatible"
+    hidden = next(d for d in c.reasons if d.kind == "config" and d.subject == "hidden_size")
+    assert (hidden.a, hidden.b) == (128, 96)
+    lm = next(d for d in c.reasons if d.kind == "only")
+    assert lm.subject == "lm_head.weight" and lm.a == "lm_head.weight" and lm.b is None
+    assert c.to_dict()["reasons"] == [d.text for d in c.reasons]  # JSON: the sentences
+    text = run_cli("compare", a, b).stdout
+    assert "config field(s) differ (table below)" in text and hidden.text not in text
