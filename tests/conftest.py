@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import schema_check
 from click.testing import CliRunner
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -34,6 +35,7 @@ def run_cli(*args, env=None) -> Result:
 
     runner = CliRunner()
     r = runner.invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
+    schema_check.check_output(args, r.stdout)
     return Result(r.exit_code, r.stdout, r.stderr)
 
 
@@ -49,6 +51,7 @@ def run_subprocess(*args, env=None, timeout=120) -> Result:
         timeout=timeout,
         cwd=str(ROOT),
     )
+    schema_check.check_output(args, p.stdout)
     return Result(p.returncode, p.stdout, p.stderr)
 
 

@@ -1418,7 +1418,7 @@ def test_pickled_training_state_with_values_and_target():
 
 
 # =============================================================================================
-# 4. exit codes, JSON, conclusion, --explain, --markdown
+# 4. exit codes, JSON, conclusion, --explain, --format markdown
 def test_exit_0_json_and_all_clear(w):
     # ids where both engines read them (eagle_config for SGLang, the top level for vLLM)
     ids = w.cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
@@ -1516,14 +1516,16 @@ def test_explain_shows_what_is_dropped(w):
 
 
 def test_markdown_renders(w):
-    r = run_cli("check", PRODUCERS / "speculators-train", "--engine", "sglang", "--markdown")
+    r = run_cli(
+        "check", PRODUCERS / "speculators-train", "--engine", "sglang", "--format", "markdown"
+    )
     assert r.exit_code == 1
     out = r.stdout
     assert out.startswith("## weightcheck check `")
     assert re.search(r"^\| code\s+\| severity\s+\| subject\s+\| message", out, re.M)
     assert re.search(r"^\| WC701\s+\| error\s+\| architectures", out, re.M)
     assert "2 error(s)" in out
-    clean = run_cli("check", w.clean(), "--markdown")
+    clean = run_cli("check", w.clean(), "--format", "markdown")
     assert clean.exit_code == 0 and "chat template" in clean.stdout
 
 

@@ -186,7 +186,7 @@ def test_values_against_torch_reference_across_dtypes(make_drafter, tiny_cfg):
 def test_markdown_and_table_render(make_drafter, tiny_cfg):
     a = make_drafter("a", tiny_cfg, seed=1)
     b = make_drafter("b", tiny_cfg, seed=1, skip=("lm_head.weight",))
-    md = run_cli("compare", a, b, "--markdown").stdout
+    md = run_cli("compare", a, b, "--format", "markdown").stdout
     assert "**verdict: INCOMPATIBLE**" in md and "| lm_head.weight" in md
     txt = run_cli("compare", a, b).stdout
     assert "verdict: INCOMPATIBLE" in txt and "1 tensor(s) on one side only (table below)" in txt

@@ -75,17 +75,27 @@ def _header_len_and_json(path) -> tuple[int, bytes]:
 
 
 class SpyChecker(verify_mod.RangeChecker):
-    """The real checker; remembers its instances and signals the moment .error is set."""
+    """The real checker; remembers its instances, signals the moment .error is set, and counts
+    the bytes it reads back from the output (``out_read``: each range it checks, once)."""
 
     instances: list = []
     chunk = None
 
     def __init__(self, chunk=None):
         self.failed = threading.Event()
+        self.out_fd, self.out_read = None, 0
         SpyChecker.instances.append(self)
         if chunk is None:
             chunk = SpyChecker.chunk or verify_mod.CHECK_CHUNK
         super().__init__(chunk=chunk)
+
+    def _same(self, files, bufs, out_path, *rest):
+        self.out_fd = self._fd(files, out_path)
+        return super()._same(files, bufs, out_path, *rest)
+
+    def _crc(self, files, buf, out_path, *rest):
+        self.out_fd = self._fd(files, out_path)
+        return super()._crc(files, buf, out_path, *rest)
 
     @property
     def error(self):
@@ -103,6 +113,16 @@ def spy_checker(monkeypatch):
     monkeypatch.setattr(SpyChecker, "instances", [])
     monkeypatch.setattr(SpyChecker, "chunk", None)
     monkeypatch.setattr(verify_mod, "RangeChecker", SpyChecker)
+    real = verify_mod._read_at
+
+    def read_at(fd, view, offset):  # runs in a checker's thread
+        k = real(fd, view, offset)
+        for c in SpyChecker.instances:
+            if c._thread is threading.current_thread() and fd == c.out_fd:
+                c.out_read += k
+        return k
+
+    monkeypatch.setattr(verify_mod, "_read_at", read_at)
     return SpyChecker
 
 
@@ -245,7 +265,7 @@ def test_small_copy_chunks_give_the_same_bytes(tmp_path, src, monkeypatch, spy_c
     assert tensor_bytes(chunked) == tensor_bytes(default) == tensor_bytes(src)
     total = sum(t["bytes"] for t in r["tensors"])
     # the checker that ran re-read every byte of every tensor (the default run's checker too)
-    assert [c.checked for c in spy_checker.instances] == [total, total]
+    assert [c.out_read for c in spy_checker.instances] == [total, total]
     assert (chunked / "model.safetensors").read_bytes() == (
         default / "model.safetensors"
     ).read_bytes()
@@ -281,8 +301,8 @@ def test_corruption_mid_tensor_stops_the_copy_early(tmp_path, src, monkeypatch, 
     assert 3 <= len(calls) <= 4 < _chunks(plan, 4096)
     (checker,) = spy_checker.instances
     # checked in order: chunks 1 and 2, then chunk 3 up to the 1 KiB compare holding the bad byte
-    # (at 2048 of 4096); chunk 4, queued behind the failure, was not checked
-    assert checker.checked == 2 * 4096 + 2 * 1024
+    # (at 2048 of 4096, the compare read and failed); chunk 4, queued behind the failure, was not
+    assert checker.out_read == 2 * 4096 + 3 * 1024
     assert not out.exists() and leftovers(tmp_path) == []
     assert snapshot(src) == before
 

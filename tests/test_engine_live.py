@@ -24,6 +24,7 @@ import shutil
 import subprocess
 
 import pytest
+import schema_check
 from conftest import PRODUCERS, ROOT
 from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant
 
@@ -60,6 +61,7 @@ def live(engine: str, src, overlay: pathlib.Path, *args, spec=None) -> tuple[int
     cmd += ["--format", "json", *map(str, args)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=TIMEOUT)
     assert p.stdout.strip(), p.stderr[-3000:]
+    schema_check.check_output(cmd, p.stdout)
     return p.returncode, json.loads(p.stdout), p.stderr
 
 

@@ -222,14 +222,15 @@ def test_wc713_names_each_disagreement():
 
 
 def test_live_table_renders_with_the_explain_table_code():
-    from weightcheck import render
+    from weightcheck.output import Output
+    from weightcheck.output.check import live_blocks
+    from weightcheck.output.drawing import draw
 
     _, rv = _replay()
     lv = _as_live(rv)
     x = next(x for x in lv.landings if x.name == "norm.weight")
     x.fate, x.param = "dropped", None
-    rep = {"live": live_compare.report(lv, rv)}
-    text = "\n".join(render._live_lines(rep["live"], render.Output.to("text")))
+    text = draw(live_blocks(live_compare.report(lv, rv)), Output.to("text"))
     assert "norm.weight" in text and "dropped" in text
     assert "disagree on 1 point" in text
 
@@ -247,11 +248,13 @@ def test_a_parameter_only_live_loads_is_a_disagreement():
 
 
 def test_markdown_lists_the_disagreements():
-    from weightcheck import render
+    from weightcheck.output import Output
+    from weightcheck.output.check import live_blocks
+    from weightcheck.output.drawing import draw
 
     _, rv = _replay()
     lv = _as_live(rv)
     x = next(x for x in lv.landings if x.name == "norm.weight")
     x.fate, x.param = "dropped", None
-    text = "\n".join(render._live_lines(live_compare.report(lv, rv), render.Output.to("markdown")))
+    text = draw(live_blocks(live_compare.report(lv, rv)), Output.to("markdown"))
     assert "\n- norm.weight: live dropped" in text

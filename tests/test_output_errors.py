@@ -1,6 +1,6 @@
 """Issue #14, item 2: errors as data. A run that exits 2 with ``--json`` prints one JSON object on
 stdout (``error``, ``file``) beside its one stderr line, so ``jq`` in CI never reads nothing;
-``--json`` with ``--markdown`` is a usage error; usage errors are one line too."""
+``--json`` with another ``--format`` is a usage error; usage errors are one line too."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_a_refused_convert_is_data_too(tmp_path, make_drafter):
 @pytest.mark.parametrize(
     "args",
     [
-        ["check", "{src}", "--json", "--markdown"],
+        ["check", "{src}", "--json", "--format", "markdown"],
         ["check", "{src}", "--format", "markdown", "--json"],
         ["inspect", "{src}", "--json", "--format", "text"],
     ],
@@ -89,6 +89,7 @@ def test_json_and_the_same_format_twice_is_fine(make_drafter):
         (["inspect", "{src}", "--format", "concise"], "'concise' is not one of"),
         (["convert", "{src}", "{src}-out"], "Missing option '--to'"),
         (["rule"], "give a rule CODE"),
+        (["check", "{src}", "--markdown"], "No such option '--markdown'"),  # --format markdown
     ],
 )
 def test_usage_errors_are_one_line(make_drafter, args, text):

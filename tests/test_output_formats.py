@@ -22,7 +22,9 @@ import termios
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 
-from weightcheck import render
+from weightcheck import api, progress, terminal
+from weightcheck.output import lines as out_lines
+from weightcheck.output import text as out_text
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SPEC_TRAIN = PRODUCERS / "speculators-train"  # 3 errors, a warning and an info with sglang
@@ -95,14 +97,24 @@ def test_text_fits_the_terminal(make_drafter, tiny_cfg, cols):
     ):
         code, text, _ = run_tty(*args, cols=cols)
         assert code in (0, 1), text
-        widest = max(len(ANSI.sub("", line)) for line in text.splitlines())
-        assert widest <= cols, (args[0], widest, text)
+        assert_fits(text, cols)
+
+
+def assert_fits(drawn: str, cols: int) -> None:
+    """Every line fits ``cols``, but in a table (a block between blank lines) holding a word too
+    long for its cell (a path, a tensor name, a JSON key): never split, it makes the table
+    overflow."""
+    for block in ANSI.sub("", drawn).split("\n\n"):
+        lines = block.splitlines()
+        if any(len(line) > cols for line in lines):
+            assert max(len(w) for line in lines for w in line.split()) >= 25, (cols, block)
 
 
 def test_columns_overrides_the_terminal_width(make_drafter, tiny_cfg):
     d = _long_config_drafter(make_drafter, tiny_cfg)
     _, text, _ = run_tty("inspect", d, cols=200, env={"COLUMNS": "90"})
-    assert max(len(ANSI.sub("", line)) for line in text.splitlines()) <= 90
+    assert_fits(text, 90)
+    assert max(len(ANSI.sub("", line)) for line in text.splitlines()) > 90  # the path, whole
 
 
 def test_a_pipe_gets_whole_lines(make_drafter, tiny_cfg):
@@ -112,15 +124,48 @@ def test_a_pipe_gets_whole_lines(make_drafter, tiny_cfg):
     assert '"mscale_all_dim": 1.0' in row and row.rstrip().endswith("rope_scaling")
 
 
-def test_wrapped_cells_break_names_between_their_parts():
-    out = render.Output("text", width=50)
-    rows = [("WC101", "error", "midlayer.self_attn.q_proj.weight: " + "word " * 30)]
-    text = render.table(["code", "severity", "message"], rows, out, prose=(2,))
-    assert max(map(len, text.splitlines())) <= 50
-    assert render.wrap_cell("midlayer.self_attn.q_proj.weight", 20).splitlines() == [
-        "midlayer.self_attn.",
-        "q_proj.weight",
+def test_wrapped_cells_never_split_a_word():
+    """Cells wrap at spaces only: a tensor name or a fix command longer than its cell overflows
+    it whole (copy-paste still runs), and the table is as narrow as its longest words allow."""
+    name = "midlayer.self_attn.q_proj.weight"
+    fix = "weightcheck convert SRC OUT --to sglang --lm-head-from=org/some-target-model"
+    rows = [("WC101", "error", f"{name}: " + "word " * 30 + f"(fix: {fix})")]
+    drawn = out_text.table(["code", "severity", "message"], rows, 60, False, prose=(2,))
+    words = drawn.split()
+    assert name + ":" in words and "--lm-head-from=org/some-target-model)" in words
+    assert max(map(len, drawn.splitlines())) <= 60  # every word fits a 60-column table
+    assert len(drawn.splitlines()) > 5  # the message wrapped
+    assert out_text.wrap_cell(name, 20) == name  # longer than its cell: whole, not split
+    assert out_text.wrap_cell("a b c " + name, 10).splitlines() == ["a b c", name]
+
+
+@pytest.mark.parametrize("cols", [60, 80])
+def test_tables_fit_the_terminal(cols):
+    """A table whose longest words fit is drawn within the width: its prose columns wrap first,
+    then the others, each down to its longest word (60 columns came out 72-79 wide)."""
+    rows = [
+        ("WC%03d" % i, "warning", "subject_%d" % i, "a message of several words " * 4)
+        for i in range(5)
     ]
+    drawn = out_text.table(
+        ["code", "severity", "subject", "message"], rows, cols, False, prose=(3, 2)
+    )
+    assert max(map(len, drawn.splitlines())) <= cols
+    assert drawn.count("WC00") == 5 and "subject_4" in drawn
+
+
+def test_commands_fit_60_columns_but_for_words_longer_than_a_cell():
+    code, drawn, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang", cols=60)
+    assert code == 1
+    assert_fits(drawn, 60)
+
+
+def test_a_terminal_of_no_size_is_80_columns():
+    """A pty that reports 0x0 (some CI runners): 80 columns, not the 40 of a narrow terminal."""
+    code, drawn, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang", cols=0)
+    widths = [len(line) for line in ANSI.sub("", drawn).splitlines()]
+    assert code == 1 and 60 < max(widths) <= 80
+    assert terminal.terminal_width(io.StringIO()) is None  # a pipe: no limit
 
 
 # =============================================================================================
@@ -157,13 +202,13 @@ def test_use_color_rules(monkeypatch):
 
     for k in ("NO_COLOR", "FORCE_COLOR", "TERM"):
         monkeypatch.delenv(k, raising=False)
-    assert render.use_color(Tty()) and not render.use_color(io.StringIO())
+    assert terminal.use_color(Tty()) and not terminal.use_color(io.StringIO())
     monkeypatch.setenv("FORCE_COLOR", "0")
-    assert not render.use_color(io.StringIO())
+    assert not terminal.use_color(io.StringIO())
     monkeypatch.setenv("FORCE_COLOR", "1")
-    assert render.use_color(io.StringIO())
+    assert terminal.use_color(io.StringIO())
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not render.use_color(Tty())
+    assert not terminal.use_color(Tty())
 
 
 # =============================================================================================
@@ -192,7 +237,7 @@ def _tables(md: str):
     "args",
     [
         ["check", SPEC_TRAIN, "--engine", "sglang", "--explain"],
-        ["check", SPEC_TRAIN, "--markdown"],
+        ["check", SPEC_TRAIN],
         ["inspect", SPEC_TRAIN],
         ["compare", SPEC_TRAIN, PRODUCERS / "modelopt"],
         ["convert", SPEC_TRAIN, "/nonexistent/out", "--to", "vllm", "--dry-run"],
@@ -200,7 +245,7 @@ def _tables(md: str):
     ],
 )
 def test_markdown_tables_are_valid(args, make_drafter, tiny_cfg):
-    r = run_cli(*args, *([] if "--markdown" in args else ["--format", "markdown"]))
+    r = run_cli(*args, "--format", "markdown")
     assert r.exit_code in (0, 1), r
     for t in _tables(r.stdout):
         assert len(t) >= 2 and all(set(c.strip()) <= {"-"} for c in t[1]), t[:2]
@@ -208,7 +253,7 @@ def test_markdown_tables_are_valid(args, make_drafter, tiny_cfg):
 
 
 def test_markdown_cells_escape_pipes_and_line_breaks():
-    md = render.md_table(["a", "b"], [["x | y", "one\ntwo"], ["only one"]])
+    md = out_text.md_table(["a", "b"], [["x | y", "one\ntwo"], ["only one"]])
     rows = [_cells(line) for line in md.splitlines()]
     assert all(len(r) == 2 for r in rows)
     assert "x \\| y" in md and "one<br>two" in md
@@ -250,7 +295,7 @@ def test_github_workflow_commands_annotate_each_finding():
 
 
 def test_github_escapes_what_would_end_a_command():
-    line = render.gh_command("warning", "WC1: a,b", "50% done\nnext line")
+    line = out_lines.gh_command("warning", "WC1: a,b", "50% done\nnext line")
     assert line == "::warning title=WC1%3A a%2Cb::50%25 done%0Anext line"
 
 
@@ -276,43 +321,39 @@ class _Tty(io.StringIO):
 
 def test_progress_draws_on_a_terminal_only():
     tty = _Tty()
-    p = render.Progress("convert", 1000, stream=tty, delay=0)
+    p = progress.Progress("convert", 1000, stream=tty, delay=0)
     p.update(500)
     p.close()
-    assert tty.getvalue().startswith("\rconvert:  50% 500 B of 1.00 KB")
-    assert tty.getvalue().endswith("\r\x1b[K")  # the line is cleared when done
+    drawn = tty.getvalue()
+    assert drawn.startswith("\rconvert:") and "1.00k" in drawn  # of 1000 bytes
+    assert drawn.endswith("\r") and drawn.split("\r")[-2].strip() == ""  # cleared when done
     pipe = io.StringIO()
-    q = render.Progress("convert", 1000, stream=pipe, delay=0)
+    q = progress.Progress("convert", 1000, stream=pipe, delay=0)
     q.update(500)
-    q.watch_io()
     q.close()
-    assert pipe.getvalue() == "" and not q.enabled
+    assert pipe.getvalue() == "" and not q.enabled and q.done == 500
 
 
 def test_progress_waits_before_drawing_a_short_job():
     tty = _Tty()
-    p = render.Progress("check", 10, stream=tty, delay=3600)
+    p = progress.Progress("check", 10, stream=tty, delay=3600)
     p.update(10)
     p.close()
     assert tty.getvalue() == ""
 
 
 class _Recorder:
-    """render.Progress, recording how a command uses it (and drawing nothing)."""
+    """progress.Progress, recording how a command uses it (and drawing nothing)."""
 
     made: list = []
 
     def __init__(self, desc, total=None, stream=None, enabled=None, delay=0.5):
-        self.desc, self.total, self.done, self.watched, self.closed = desc, total, 0, False, False
+        self.desc, self.total, self.done, self.closed = desc, total, 0, False
         self.enabled = True
         _Recorder.made.append(self)
 
     def update(self, n):
         self.done += n
-
-    def watch_io(self):
-        self.watched = True
-        return self
 
     def close(self):
         self.closed = True
@@ -321,11 +362,11 @@ class _Recorder:
 def test_every_command_that_reads_weights_has_progress(make_drafter, tmp_path, monkeypatch):
     pytest.importorskip("torch")
     src = make_drafter("src")
-    monkeypatch.setattr(render, "Progress", _Recorder)
+    monkeypatch.setattr(api, "Progress", _Recorder)
     _Recorder.made = []
     assert run_cli("check", src, "--values").exit_code in (0, 1)
     (bar,) = _Recorder.made
-    assert bar.desc.startswith("check --values") and bar.watched and bar.closed
+    assert bar.desc.startswith("check --values") and bar.done == bar.total > 0 and bar.closed
     _Recorder.made = []
     assert run_cli("convert", src, tmp_path / "out", "--to", "sglang").exit_code == 0
     (bar,) = _Recorder.made

@@ -12,6 +12,7 @@ import os
 import sys
 
 import pytest
+import schema_check
 from click.testing import CliRunner
 
 from weightcheck.cli import main
@@ -39,6 +40,7 @@ def served(tmp_path_factory):
             args += ["--target", corpus.TARGET] if target else []
             r = CliRunner().invoke(main, args, catch_exceptions=False)
             assert r.exit_code in (0, 1), r.output
+            schema_check.check_output(args, r.stdout)
             cache[key] = json.loads(r.stdout)["engine"]
         return cache[key]
 

@@ -403,7 +403,7 @@ def test_source_is_never_modified(tmp_path, tiny_cfg, kind):
     target = _make(kind, tmp_path / "src", tiny_cfg)
     root = target if target.is_dir() else target.parent
     before = tree_digest(root)
-    for args in ((), ("--json",), ("--markdown",)):
+    for args in ((), ("--json",), ("--format", "markdown")):
         r = run_cli("inspect", target, *args)
         assert r.exit_code == 0, r
     assert tree_digest(root) == before  # same files, same bytes, same mtimes, nothing added
@@ -470,7 +470,7 @@ def test_inspect_default_table(make_drafter, tiny_cfg):
 
 def test_inspect_markdown(make_drafter, tiny_cfg):
     d = make_drafter(cfg=tiny_cfg)
-    r = run_cli("inspect", d, "--markdown")
+    r = run_cli("inspect", d, "--format", "markdown")
     assert r.exit_code == 0 and r.stderr == "", r
     lines = r.stdout.splitlines()
     assert lines[0] == f"## weightcheck inspect `{d}`"
@@ -514,7 +514,7 @@ def _harness(*args):
     return last[1] == "True", int(last[2]), p
 
 
-@pytest.mark.parametrize("fmt", [(), ("--json",), ("--markdown",)])
+@pytest.mark.parametrize("fmt", [(), ("--json",), ("--format", "markdown")])
 def test_safetensors_inspect_never_imports_torch(make_drafter, tiny_cfg, fmt):
     d = make_drafter(cfg=tiny_cfg)
     torch_loaded, code, p = _harness("inspect", d, *fmt)

@@ -1,13 +1,15 @@
 """weightcheck: inspect, compare, check and convert EAGLE-3 drafter checkpoints.
 
-The Python API (weightcheck/api.py) is the command line's, as functions returning typed results —
-the same reports ``--json`` prints::
+The Python API (weightcheck/api.py) is the command line's, as functions returning the commands'
+typed reports (weightcheck/reports.py) — the same reports ``--json`` prints. Run from the
+repository's root (tests/test_packaging.py runs this example)::
 
-    import weightcheck
-
-    r = weightcheck.check("./drafter", engine="sglang", target="org/target")
-    if not r.ok:
-        raise SystemExit([f"{f.code} {f.message}" for f in r.errors])
+    >>> import weightcheck
+    >>> r = weightcheck.check("tests/fixtures/producers/speculators-train", engine="sglang")
+    >>> r.ok, [f.code for f in r.errors]
+    (False, ['WC701', 'WC706'])
+    >>> r.to_dict()["summary"]
+    {'errors': 2, 'warnings': 0, 'info': 0}
 
 ``inspect``, ``compare``, ``check``, ``convert``, ``clean``, ``rule`` and ``rule_pages``; bad input
 raises :class:`WeightcheckError`. The names are loaded on first use: ``import weightcheck`` itself
@@ -15,9 +17,10 @@ imports nothing else (no torch, no huggingface_hub, no tabulate).
 
 The pipeline underneath is load -> normalize -> (compare | check | plan+write) -> render::
 
-    from weightcheck.model.drafter import load_drafter
-    d = load_drafter("org/name@main")      # or a folder, or a file
-    d.dialect, d.config.normalized, d.tensors
+    >>> from weightcheck.model.drafter import load_drafter
+    >>> d = load_drafter("tests/fixtures/producers/specforge-sglang")  # or a file, or org/name
+    >>> d.dialect, d.architecture.name, d.normalized.values["hidden_size"], len(d.tensors)
+    ('specforge', 'llama_eagle3', 64, 15)
 """
 
 # The one place the version is written: pyproject.toml reads it from here ([tool.setuptools.dynamic]).

@@ -1,5 +1,5 @@
 """The ``weightcheck`` command line: each command calls the Python API (weightcheck/api.py) and
-renders its result (weightcheck/render.py) in the format asked for.
+draws its report (weightcheck/output/) in the format asked for.
 
 Exit status: 0 fine; 1 findings (check errors, compare incompatible); 2 could not do the job
 (bad input, unreachable Hub, refused operation, a usage error) — always one line on stderr, never a
@@ -14,8 +14,10 @@ import sys
 
 import click
 
-from weightcheck import __version__
+from weightcheck import __version__, api
 from weightcheck.errors import UsageError, WeightcheckError
+from weightcheck.output import Output, emit
+from weightcheck.reports import ErrorReport
 
 _FORMAT_HELP = {
     "text": "text (default; fits the terminal)",
@@ -26,50 +28,69 @@ _FORMAT_HELP = {
 }
 
 
-def _asked_format(args: list[str]) -> str:
-    """The output format the command line asks for, read before click parses it, so that an
-    error in parsing itself is still reported in that format (json and github matter: a
-    pipeline parses them)."""
-    asked = set()
-    for i, a in enumerate(args):
-        if a == "--":
-            break
-        if a == "--json":
-            asked.add("json")
-        elif a == "--markdown":
-            asked.add("markdown")
-        elif a.startswith("--format="):
-            asked.add(a.split("=", 1)[1])
-        elif a == "--format" and i + 1 < len(args):
-            asked.add(args[i + 1])
-    for f in ("json", "github"):
-        if f in asked:
-            return f
-    return "text"
+def _format_of(params: dict) -> str:
+    """The output format options ask for, as far as click parsed them: json and github matter
+    for an error (a pipeline parses them); anything else is reported as text."""
+    if params.get("as_json") or params.get("fmt") == "json":
+        return "json"
+    return "github" if params.get("fmt") == "github" else "text"
 
 
-def _command_of(args: list[str]) -> str | None:
-    return next((a for a in args if not a.startswith("-")), None)
+_PROBE = click.Command(
+    None,
+    params=[click.Option(["--format", "fmt"]), click.Option(["--json", "as_json"], is_flag=True)],
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+
+
+def _probe(args: list[str]) -> tuple[str, str | None]:
+    """(format, command) of a command line click stopped parsing before it reached the format
+    options (an unknown command or option): click's parser, told to pass over what it does not
+    know and to raise nothing."""
+    ctx = _PROBE.make_context("weightcheck", list(args), resilient_parsing=True)
+    return _format_of(ctx.params), next((a for a in ctx.args if not a.startswith("-")), None)
+
+
+class _Command(click.Command):
+    """A weightcheck command: an error, from click's parsing or from the work, carries the
+    output format asked for and the command's name, so that :class:`_Group` reports it in that
+    format (the error report, weightcheck/reports.py ErrorReport)."""
+
+    def parse_args(self, ctx, args):
+        given = list(args)  # click's parser consumes the list
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            fmt = _format_of(ctx.params)
+            e.weightcheck = (fmt if fmt != "text" else _probe(given)[0], ctx.info_name)
+            raise
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except WeightcheckError as e:
+            e.weightcheck = (_format_of(ctx.params), ctx.info_name)
+            raise
 
 
 class _Group(click.Group):
+    command_class = _Command
+
     def main(self, args=None, *rest, **kwargs):  # one line, exit 2, for everything we raise
         argv = list(sys.argv[1:] if args is None else args)
-        fmt, command = _asked_format(argv), _command_of(argv)
         try:
             return super().main(argv, *rest, **{**kwargs, "standalone_mode": False})
         except WeightcheckError as e:
-            _fail(e.line(), e.where, fmt, command)
+            _fail(e.line(), e.where, *_asked(e, argv))
         except click.exceptions.NoArgsIsHelpError as e:
             e.show()
             sys.exit(2)
         except click.ClickException as e:
+            fmt, command = _asked(e, argv)
             hint = f" (see: weightcheck {command} --help)" if command in self.commands else ""
             _fail(" ".join(e.format_message().split()) + hint, None, fmt, command)
-        except click.exceptions.Abort:
-            click.echo("weightcheck: interrupted", err=True)
-            sys.exit(130)
-        except KeyboardInterrupt:
+        except (click.exceptions.Abort, KeyboardInterrupt):
             click.echo("weightcheck: interrupted", err=True)
             sys.exit(130)
         except click.exceptions.Exit as e:
@@ -83,18 +104,21 @@ class _Group(click.Group):
                 f"internal error: {type(e).__name__}: {e} "
                 "(set WEIGHTCHECK_DEBUG=1 for a traceback; please report it)",
                 None,
-                fmt,
-                command,
+                *_asked(e, argv),
                 prefix="weightcheck: ",
             )
 
 
-def _fail(line: str, where, fmt: str, command, prefix: str = "weightcheck: error: "):
-    from weightcheck import render
+def _asked(e: Exception, argv: list[str]) -> tuple[str, str | None]:
+    """The format and command an error is reported in: as the command saw them
+    (:class:`_Command`), else as click's parser reads the command line (:func:`_probe`)."""
+    return getattr(e, "weightcheck", None) or _probe(argv)
 
+
+def _fail(line: str, where, fmt: str, command, prefix: str = "weightcheck: error: "):
     line = line.replace("\r", "\\r").replace("\n", "\\n")
-    out = render.error_text(render.error_report(line, where, command), fmt)
-    if out is not None:
+    out = emit(ErrorReport(command=command, error=line, file=where), Output(fmt))
+    if out:
         click.echo(out)
     click.echo(prefix + line, err=True)
     sys.exit(2)
@@ -111,50 +135,31 @@ def token_option(f):
 
 
 def output_options(*formats: str):
-    """``--format`` (the formats this command renders) and its aliases ``--json`` and
-    ``--markdown``."""
+    """``--format`` (the formats this command renders) and its alias ``--json``."""
 
     def deco(f):
-        if "markdown" in formats:
-            f = click.option(
-                "--markdown", "as_markdown", is_flag=True, help="Same as --format markdown."
-            )(f)
-        else:
-            f = click.option("--markdown", "as_markdown", is_flag=True, hidden=True)(f)
         f = click.option("--json", "as_json", is_flag=True, help="Same as --format json.")(f)
-        f = click.option(
+        return click.option(
             "--format",
             "fmt",
             type=click.Choice(formats),
             default=None,
             help="Output: " + ", ".join(_FORMAT_HELP[x] for x in formats) + ".",
         )(f)
-        return f
 
     return deco
 
 
-def _output(fmt, as_json, as_markdown, formats):
-    """The one format asked for (``--json`` and ``--markdown`` are aliases of ``--format``)."""
-    from weightcheck import render
-
-    asked = []
-    for name, on in ((fmt, fmt is not None), ("json", as_json), ("markdown", as_markdown)):
-        if on and name not in asked:
-            asked.append(name)
-    if len(asked) > 1:
-        flags = " and ".join(
-            "--" + a if a in ("json", "markdown") else f"--format {a}" for a in asked
-        )
-        raise UsageError(None, f"{flags} ask for two output formats: choose one")
-    chosen = asked[0] if asked else "text"
-    if chosen not in formats:
-        raise UsageError(None, f"--{chosen}: this command writes {', '.join(formats)}")
-    return render.Output.to(chosen)
+def _output(fmt, as_json) -> Output:
+    """The one format asked for (``--json`` is ``--format json``)."""
+    if as_json and fmt not in (None, "json"):
+        raise UsageError(None, f"--json and --format {fmt} ask for two output formats: choose one")
+    return Output.to("json" if as_json else fmt or "text")
 
 
-def _echo(text: str, out) -> None:
-    click.echo(text, color=True if out.color else None)
+def _show(report, out: Output, **options) -> None:
+    """Print ``report`` in the format asked for (colour only where ``out`` says so)."""
+    click.echo(emit(report, out, **options), color=True if out.color else None)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -176,13 +181,11 @@ FINDINGS = ("text", "json", "markdown", "concise", "github")
 @click.option("--revision", default=None, help="Hub branch, tag or commit (same as SRC@REV).")
 @token_option
 @output_options(*REPORTS)
-def inspect(src, revision, token, fmt, as_json, as_markdown):
+def inspect(src, revision, token, fmt, as_json):
     """What is in a checkpoint: dialect, architecture, config, tensors."""
-    from weightcheck import api, render
-
-    out = _output(fmt, as_json, as_markdown, REPORTS)
+    out = _output(fmt, as_json)
     r = api.inspect(src, revision=revision, token=token)
-    _echo(r.to_json() if out.fmt == "json" else render.inspect_text(r.report, out), out)
+    _show(r, out)
 
 
 @main.command()
@@ -203,15 +206,13 @@ def inspect(src, revision, token, fmt, as_json, as_markdown):
 )
 @token_option
 @output_options(*FINDINGS)
-def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json, as_markdown):
+def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
     """Are two drafters the same model? identical / compatible / incompatible.
 
     Exit 0 for identical or compatible, 1 for incompatible (or any difference with --strict),
     2 when a source cannot be read.
     """
-    from weightcheck import api, render
-
-    out = _output(fmt, as_json, as_markdown, FINDINGS)
+    out = _output(fmt, as_json)
     r = api.compare(
         a,
         b,
@@ -222,7 +223,7 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json, a
         token=token,
         progress=True,
     )
-    _echo(r.to_json() if out.fmt == "json" else render.compare_text(r.report, out), out)
+    _show(r, out)
     sys.exit(r.exit_status)
 
 
@@ -293,16 +294,13 @@ def check(
     token,
     fmt,
     as_json,
-    as_markdown,
 ):
     """The gate before training or serving: every rule, and the engine's own view.
 
     Exit 0 when no finding is an error, 1 when one is, 2 when SRC could not be checked.
     `weightcheck rule CODE` explains a finding.
     """
-    from weightcheck import api, render
-
-    out = _output(fmt, as_json, as_markdown, FINDINGS)
+    out = _output(fmt, as_json)
     r = api.check(
         src,
         engine=engine_spec,
@@ -316,7 +314,7 @@ def check(
         progress=True,
         live=live,
     )
-    _echo(r.to_json() if out.fmt == "json" else render.check_text(r.report, out, explain), out)
+    _show(r, out, explain=explain)
     sys.exit(r.exit_status)
 
 
@@ -435,7 +433,6 @@ def convert(
     token,
     fmt,
     as_json,
-    as_markdown,
 ):
     """Write SRC in the names and config layout an engine reads, verified, never half-written.
 
@@ -448,9 +445,7 @@ def convert(
     re-read and checked against its source before OUT appears. Missing parent folders of OUT are
     made; a killed run's leftovers in OUT's folder are removed.
     """
-    from weightcheck import api, render
-
-    o = _output(fmt, as_json, as_markdown, REPORTS)
+    o = _output(fmt, as_json)
     r = api.convert(
         src,
         out,
@@ -472,7 +467,7 @@ def convert(
         progress=True,
         allow_errors=allow_errors,
     )
-    _echo(r.to_json() if o.fmt == "json" else render.convert_text(r.report, dry_run, o), o)
+    _show(r, o)
     if r.exit_status:
         sys.exit(r.exit_status)  # the gate refused: findings above, nothing written
 
@@ -481,59 +476,36 @@ def convert(
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
 @output_options(*REPORTS)
-def rule(code, show_all, fmt, as_json, as_markdown):
+def rule(code, show_all, fmt, as_json):
     """A check rule's page: what it checks, why, the report behind it, the fix.
 
     CODE is a code (WC305) or a rule's name (d2t-missing). `--all` lists every rule;
     `--all --format markdown` is docs/rules.md.
     """
-    from weightcheck import render
-    from weightcheck.commands import rule as rule_mod
-
-    out = _output(fmt, as_json, as_markdown, REPORTS)
+    out = _output(fmt, as_json)
     if show_all == bool(code):
         raise UsageError(None, "give a rule CODE, or --all for the list")
-    if code:
-        p = rule_mod.page(code)
-        _echo(render.to_json(p) if out.fmt == "json" else render.rule_text(p, out), out)
-    elif out.fmt == "json":
-        _echo(render.to_json({"schema": "weightcheck.rules/1", "rules": rule_mod.pages()}), out)
-    elif out.md:
-        _echo(render.rules_document(rule_mod.document()).rstrip("\n"), out)
-    else:
-        _echo(render.rules_list(rule_mod.pages(), out), out)
+    _show(api.rule(code) if code else api.rule_list(), out)
 
 
 @main.command()
 @click.argument("folder", required=False, default=".", metavar="[DIR]")
 @output_options("text", "json")
-def clean(folder, fmt, as_json, as_markdown):
+def clean(folder, fmt, as_json):
     """Remove what killed converts left in DIR (default: here).
 
     A killed convert leaves a hidden .OUT.weightcheck-tmp-PID folder beside OUT; any later convert
     into the same folder removes it too. A leftover of a process still running is kept; an OUT a
     killed --force had set aside is put back when OUT is missing.
     """
-    from weightcheck import api, render
-
-    out = _output(fmt, as_json, as_markdown, ("text", "json"))
+    out = _output(fmt, as_json)
     r = api.clean(folder)
-    _echo(r.to_json() if out.fmt == "json" else render.clean_text(r.report, out), out)
+    _show(r, out)
 
 
 def run():
-    """The ``weightcheck`` program (the console script, ``python -m weightcheck``): :func:`main`,
-    then ``gc.freeze()`` on the way out, however it ends. The process is exiting, so nothing left
-    needs collecting; without it the interpreter's last garbage collection walks every object
-    (numpy's too, once convert has re-opened its output with the safetensors library): 16 ms of a
-    150 ms conversion of a small drafter (BENCHMARKS.md, convert). Only here, not in :func:`main`,
-    which tests and other programs call in a process that goes on."""
-    import gc
-
-    try:
-        return main()
-    finally:
-        gc.freeze()
+    """The ``weightcheck`` program (the console script, ``python -m weightcheck``)."""
+    return main()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,6 +84,7 @@ import corpus  # noqa: E402
 
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+import schema_check  # noqa: E402
 from engine_helpers import side_python_path  # noqa: E402
 
 ENGINES = ("sglang", "vllm")
@@ -211,10 +212,12 @@ def replay(path: str, engine: str) -> dict:
     args = ["check", path, "--engine", engine, "--target", corpus.TARGET, "--explain", "--json"]
     r = CliRunner().invoke(main, args, catch_exceptions=True)
     try:
-        return json.loads(r.stdout)
+        report = json.loads(r.stdout)
     except ValueError:
         err = getattr(r, "stderr", "") or repr(r.exception)
         return {"_cli_failed": r.exit_code, "_stderr": err.strip().splitlines()[-1:]}
+    schema_check.validate(report)  # every --json output of the suite: its schema
+    return report
 
 
 # --- normalization ---------------------------------------------------------------------------------

@@ -12,7 +12,11 @@ are local or when ``--values`` asks for it.
 
 from __future__ import annotations
 
+import math
+
 from weightcheck.engines import aux
+from weightcheck.errors import WeightcheckError
+from weightcheck.model import vocab
 from weightcheck.model.compatibility import (
     Comparison,
     declared_architecture,
@@ -20,11 +24,23 @@ from weightcheck.model.compatibility import (
     presence,
     verdict,
 )
-from weightcheck.model.drafter import Drafter, Tensor, source_report
-from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS
+from weightcheck.model.drafter import Drafter, Tensor
+from weightcheck.progress import Progress
+from weightcheck.reports import (
+    ByteCounts,
+    CompareReport,
+    ConfigDifference,
+    DtypeMismatch,
+    OnlyIn,
+    PairedTensor,
+    ShapeMismatch,
+    Side,
+    VocabOverlap,
+    source_info,
+)
+from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks
+from weightcheck.sources.together import at_once
 from weightcheck.storage.header import TORCH_NAMES, itemsize
-
-SCHEMA = "weightcheck.compare/1"
 
 
 def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
@@ -40,8 +56,6 @@ def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
 
 
 def _bytes_equal(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
-    from weightcheck.sources.tensors import iter_chunks
-
     if ta.nbytes != tb.nbytes:
         return False
     for ca, cb in zip(iter_chunks(a.source, ta.name), iter_chunks(b.source, tb.name)):
@@ -56,11 +70,7 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
     Each chunk is converted once per side to float32 and reduced with BLAS dot products (blocked
     accumulation within a chunk of 4 M elements, float64 across chunks: relative error ~1e-6); the
     finiteness mask is only computed for a chunk whose sums come out non-finite."""
-    import math
-
     import torch
-
-    from weightcheck.sources.tensors import from_bytes, iter_chunks
 
     if ta.dtype not in TORCH_NAMES or tb.dtype not in TORCH_NAMES:
         return {"error": f"values of {ta.dtype}/{tb.dtype} are not supported"}
@@ -120,9 +130,7 @@ def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True)
     bar = None
     total = sum(p.a.nbytes + p.b.nbytes for p in paired)
     if (values or both_local) and progress and total > (256 << 20):
-        from huggingface_hub.utils import tqdm  # huggingface_hub's own tqdm: no new dependency
-
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc="compare", leave=False)
+        bar = Progress("compare", total)
     for p in paired:
         if _same_lfs_place(a, b, p.a, p.b):
             p.bytes_equal, p.how = True, "lfs-sha256"
@@ -147,10 +155,6 @@ def vocab_report(a: Drafter, b: Drafter) -> dict | None:
     """The ``vocab`` object: both draft vocabularies (d2t read by range; no d2t is the identity
     map) and how far they agree — target ids in both, draft ids standing for the same target id —
     with what that means for initializing one from the other."""
-    from weightcheck.errors import WeightcheckError
-    from weightcheck.model import vocab
-    from weightcheck.sources.together import at_once
-
     try:
         remote = "hub" in (a.source.kind, b.source.kind)
         ma, mb = at_once(
@@ -201,23 +205,25 @@ def vocab_meaning(v: dict) -> str:
     )
 
 
-def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
+def _side(d: Drafter) -> Side:
+    return Side(
+        source=source_info(d),
+        dialect=d.dialect,
+        architecture=d.architecture.name if d.architecture else None,
+        # the drafter architecture the config names (architectures[0]), if any
+        config_architecture=declared_architecture(d),
+    )
+
+
+def report(c: Comparison, values: bool = False, strict: bool = False) -> CompareReport:
     v = verdict(c)
     only_a = [
-        {
-            "canonical": p.label,
-            "name": p.a.name,
-            "presence": presence(c.b, p.canonical) or presence(c.a, p.canonical),
-        }
+        OnlyIn(p.label, p.a.name, presence(c.b, p.canonical) or presence(c.a, p.canonical))
         for p in c.pairs
         if p.b is None
     ]
     only_b = [
-        {
-            "canonical": p.label,
-            "name": p.b.name,
-            "presence": presence(c.a, p.canonical) or presence(c.b, p.canonical),
-        }
+        OnlyIn(p.label, p.b.name, presence(c.a, p.canonical) or presence(c.b, p.canonical))
         for p in c.pairs
         if p.a is None
     ]
@@ -229,60 +235,45 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> dict:
             f"bytes of {undecided} tensor(s) not compared (Hub sources without matching "
             "content hashes): pass --values to read and compare them"
         )
-    r = {
-        "schema": SCHEMA,
-        "verdict": v,
-        "exit_status": 1 if v == "incompatible" or (strict and c.strict_failures) else 0,
-        "strict": strict,
-        "reasons": list(c.reasons),
-        "strict_failures": list(c.strict_failures),
-        "a": {
-            "source": source_report(c.a),
-            "dialect": c.a.dialect,
-            "architecture": c.a.architecture.name if c.a.architecture else None,
-            # the drafter architecture A's config names (architectures[0]), if any
-            "config_architecture": declared_architecture(c.a),
-        },
-        "b": {
-            "source": source_report(c.b),
-            "dialect": c.b.dialect,
-            "architecture": c.b.architecture.name if c.b.architecture else None,
-            "config_architecture": declared_architecture(c.b),
-        },
-        "only_in_a": only_a,
-        "only_in_b": only_b,
-        "shape_mismatches": [
-            {"canonical": p.label, "a": list(p.a.shape), "b": list(p.b.shape)}
+    vocab = vocab_report(c.a, c.b)
+    return CompareReport(
+        verdict=v,
+        exit_status=1 if v == "incompatible" or (strict and c.strict_failures) else 0,
+        strict=strict,
+        reasons=tuple(c.reasons),
+        strict_failures=tuple(c.strict_failures),
+        a=_side(c.a),
+        b=_side(c.b),
+        only_in_a=only_a,
+        only_in_b=only_b,
+        shape_mismatches=[
+            ShapeMismatch(p.label, list(p.a.shape), list(p.b.shape))
             for p in both
             if tuple(p.a.shape) != tuple(p.b.shape)
         ],
-        "dtype_mismatches": [
-            {"canonical": p.label, "a": p.a.dtype, "b": p.b.dtype}
-            for p in both
-            if p.a.dtype != p.b.dtype
+        dtype_mismatches=[
+            DtypeMismatch(p.label, p.a.dtype, p.b.dtype) for p in both if p.a.dtype != p.b.dtype
         ],
-        "config_differences": c.config_differences,
-        "bytes": {
-            "equal": sum(1 for p in both if p.bytes_equal is True),
-            "different": sum(1 for p in both if p.bytes_equal is False),
-            "not_compared": undecided,
-        },
-        "tensors": [
-            {
-                "canonical": p.label,
-                "name_a": p.a.name,
-                "name_b": p.b.name,
-                "shape": list(p.a.shape),
-                "dtype_a": p.a.dtype,
-                "dtype_b": p.b.dtype,
-                "bytes_equal": p.bytes_equal,
-                "decided_by": p.how,
-            }
+        config_differences=[ConfigDifference(**d) for d in c.config_differences],
+        bytes=ByteCounts(
+            equal=sum(1 for p in both if p.bytes_equal is True),
+            different=sum(1 for p in both if p.bytes_equal is False),
+            not_compared=undecided,
+        ),
+        tensors=[
+            PairedTensor(
+                p.label,
+                p.a.name,
+                p.b.name,
+                list(p.a.shape),
+                p.a.dtype,
+                p.b.dtype,
+                p.bytes_equal,
+                p.how,
+            )
             for p in both
         ],
-        "notes": notes,
-        "vocab": vocab_report(c.a, c.b),
-    }
-    if values:
-        r["values"] = {p.label: p.values for p in both if p.values is not None}
-    return r
+        notes=notes,
+        vocab=VocabOverlap(**vocab) if vocab is not None else None,
+        values={p.label: p.values for p in both if p.values is not None} if values else None,
+    )

@@ -1,14 +1,24 @@
 """``weightcheck inspect SRC``: what is in a checkpoint.
 
-load -> normalize (weightcheck/model/drafter.py) -> :func:`report` (a JSON-able dict, the documented
-schema ``weightcheck.inspect/1`` in README.md) -> render (weightcheck/render.py).
+load -> normalize (weightcheck/model/drafter.py) -> :func:`report` (reports.InspectReport, schema
+``weightcheck.inspect/1``) -> render (weightcheck/output/).
 """
 
 from __future__ import annotations
 
-from weightcheck.model.drafter import Drafter, source_report
-
-SCHEMA = "weightcheck.inspect/1"
+from weightcheck.model import config as config_mod
+from weightcheck.model import inventory
+from weightcheck.model.drafter import Drafter
+from weightcheck.reports import (
+    ArchitectureInfo,
+    DialectInfo,
+    InspectConfig,
+    InspectReport,
+    InspectTensor,
+    MissingTensor,
+    Totals,
+    source_info,
+)
 
 # the config fields inspect shows besides the dimensions the architecture's tensor shapes read
 # (Architecture.shape_fields: mappings/architectures/*.toml): the aux capture, rope and dtype
@@ -18,9 +28,6 @@ OTHER_FIELDS = ("aux_layer_ids", "rope_theta", "rope_scaling", "max_position_emb
 def key_fields(d: Drafter) -> list[str]:
     """The config fields inspect shows for ``d``, in mappings/config.toml's order: those of its
     architecture (the default one when nothing names it), then OTHER_FIELDS."""
-    from weightcheck.model import config as config_mod
-    from weightcheck.model import inventory
-
     arch = d.architecture or inventory.default()
     shown = arch.shape_fields() | set(OTHER_FIELDS)
     return [s.name for s in config_mod.field_specs() if s.name in shown]
@@ -44,63 +51,50 @@ def tensor_status(d: Drafter, t) -> str:
     return "ok"
 
 
-def report(d: Drafter) -> dict:
+def report(d: Drafter) -> InspectReport:
     norm = d.normalized
     tensors = []
     for t in sorted(d.tensors, key=lambda t: (t.canonical is None, t.canonical or t.name, t.name)):
         exp = d.inventory.tensors.get(t.canonical) if (d.inventory and t.canonical) else None
         tensors.append(
-            {
-                "name": t.name,
-                "canonical": t.canonical,
-                "dtype": t.dtype,
-                "shape": list(t.shape),
-                "parameters": t.numel,
-                "bytes": t.nbytes,
-                "file": t.file,
-                "via": t.via,
-                "expected_shape": list(exp.shape) if exp and exp.shape is not None else None,
-                "status": tensor_status(d, t),
-            }
+            InspectTensor(
+                name=t.name,
+                canonical=t.canonical,
+                dtype=t.dtype,
+                shape=list(t.shape),
+                parameters=t.numel,
+                bytes=t.nbytes,
+                file=t.file,
+                via=t.via,
+                expected_shape=list(exp.shape) if exp and exp.shape is not None else None,
+                status=tensor_status(d, t),
+            )
         )
     present = {t.canonical for t in d.tensors if t.canonical}
-    missing = []
-    if d.inventory:
-        for name, e in d.inventory.tensors.items():
-            if name not in present:
-                missing.append(
-                    {
-                        "canonical": name,
-                        "presence": e.presence,
-                        "shape": list(e.shape) if e.shape is not None else None,
-                        "note": e.note,
-                    }
-                )
-    return {
-        "schema": SCHEMA,
-        "source": source_report(d),
-        "dialect": {
-            "name": d.naming.dialect,
-            "wrappers": d.naming.wrappers,
-            "evidence": d.naming.evidence,
-        },
-        "architecture": {
-            "name": d.architecture.name if d.architecture else None,
-            "evidence": d.architecture_evidence,
-        },
-        "looks_like_target": d.looks_like_target,
-        "config": {
-            "raw": d.config,
-            "normalized": {k: norm.values.get(k) for k in norm.values},
-            "provenance": dict(norm.provenance),
-            "problems": [f"{f}: {m}" for f, m in norm.problems],
-            "key_fields": key_fields(d),
-        },
-        "tensors": tensors,
-        "unknown": list(d.naming.unknown),
-        "other_dialect": dict(d.naming.foreign),
-        "duplicates": {k: v for k, v in d.naming.duplicates.items()},
-        "missing": missing,
-        "totals": {"tensors": len(d.tensors), "parameters": d.total_params, "bytes": d.total_bytes},
-        "notes": list(d.source.notes) + list(d.notes),
-    }
+    missing = [
+        MissingTensor(name, e.presence, list(e.shape) if e.shape is not None else None, e.note)
+        for name, e in (d.inventory.tensors.items() if d.inventory else ())
+        if name not in present
+    ]
+    return InspectReport(
+        source_info=source_info(d),
+        dialect_info=DialectInfo(d.naming.dialect, d.naming.wrappers, d.naming.evidence),
+        architecture_info=ArchitectureInfo(
+            d.architecture.name if d.architecture else None, d.architecture_evidence
+        ),
+        looks_like_target=d.looks_like_target,
+        config_info=InspectConfig(
+            raw=d.config,
+            normalized={k: norm.values.get(k) for k in norm.values},
+            provenance=dict(norm.provenance),
+            problems=[f"{f}: {m}" for f, m in norm.problems],
+            key_fields=key_fields(d),
+        ),
+        tensor_rows=tensors,
+        unknown_names=list(d.naming.unknown),
+        other_dialect=dict(d.naming.foreign),
+        duplicates={k: v for k, v in d.naming.duplicates.items()},
+        missing_tensors=missing,
+        totals=Totals(len(d.tensors), d.total_params, d.total_bytes),
+        notes=list(d.source.notes) + list(d.notes),
+    )

@@ -9,54 +9,36 @@ Markdown of every page (``weightcheck rule --all --format markdown``), kept equa
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
-from weightcheck.rules import RULES, causes
+from weightcheck.reports import Explains, RulePage
+from weightcheck.rules import causes, registry
 from weightcheck.rules.base import page as rule_page
 from weightcheck.rules.base import rules_file
 
-SCHEMA = "weightcheck.rule/1"
 
-
-def pages() -> list[dict]:
+def pages() -> list[RulePage]:
     """Every rule's page, in code order."""
     out = []
-    for code, r in RULES.items():
+    for code, r in registry().items():
         t = rule_page(code)
         out.append(
-            {
-                "schema": SCHEMA,
-                "code": code,
-                "name": r.slug,
-                "severity": r.severity,
-                "severity_note": t.severity_note,
-                "needs": r.needs,
-                "summary": r.summary,
-                "what": _flat(t.what),
-                "why": _flat(t.why),
-                "reported": _flat(t.reported),
-                "fix": _flat(t.fix),
-                "explains": causes.explained_by(code),
+            RulePage(
+                code=code,
+                name=r.slug,
+                severity=r.severity,
+                severity_note=t.severity_note,
+                needs=r.needs,
+                summary=r.summary,
+                what=_flat(t.what),
+                why=_flat(t.why),
+                reported=_flat(t.reported),
+                fix=_flat(t.fix),
+                explains=[Explains(**e) for e in causes.explained_by(code)],
                 # why the finding depends on the layout the drafter is written in (the same
                 # drafter in another layout need not have it: docs/consistency.md), or ""
-                "layout_specific": _flat(t.layout_specific),
-            }
+                layout_specific=_flat(t.layout_specific),
+            )
         )
     return out
-
-
-def explains_text(page: dict) -> str:
-    """'WC206, WC703 on the same subject: why; ...' — the consequences a rule's finding lists
-    under it (its [[rule.WCnnn.explains]] in mappings/rules.toml)."""
-    where = {
-        "same": "on the same subject",
-        "any": "",
-        "named": "on the tensors and fields its message names",
-        "names_root": "whose messages name its subject",
-    }
-    parts = []
-    for e in page.get("explains", []):
-        rel = where.get(e["subject"], f"on subjects matching `{e['subject']}`")
-        parts.append(f"{', '.join(e['explains'])}{' ' + rel if rel else ''} ({e['why']})")
-    return "; ".join(parts)
 
 
 def _flat(text: str) -> str:
@@ -64,11 +46,11 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def page(code: str) -> dict:
+def page(code: str) -> RulePage:
     """The page of ``code`` (``WC101``, ``wc101`` or the rule's name, ``unknown-tensor-name``)."""
     want = code.strip()
     for p in pages():
-        if want.upper() == p["code"] or want.lower() == p["name"]:
+        if want.upper() == p.code or want.lower() == p.name:
             return p
     raise WeightcheckError(
         None, f"no rule {code!r}: `weightcheck rule --all` lists the codes (WC101 ... WC906)"
@@ -85,7 +67,7 @@ def document() -> dict:
             {
                 "title": g.title,
                 "intro": g.intro,
-                "pages": [p for p in ps if p["code"].startswith(g.prefix)],
+                "pages": [p for p in ps if p.code.startswith(g.prefix)],
             }
         )
     return {"title": data.title, "intro": data.intro, "groups": groups}

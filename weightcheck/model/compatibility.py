@@ -24,6 +24,42 @@ from weightcheck.model.drafter import Drafter, Tensor
 Decided = Literal["lfs-sha256", "bytes", "dtype"]
 
 
+# what a difference is about: a side that is a target model, the architectures, the drafter
+# classes the configs build, a tensor on one side only, a tensor's shape or dtype, a config field
+Kind = Literal["target", "architecture", "declared", "only", "shape", "dtype", "config"]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One reason compare gives (incompatible) or one difference ``--strict`` fails on:
+    ``kind``, ``subject`` (the tensor or config field, if one), the values in A and B, and
+    ``text``, the sentence the report says (``--json``'s reasons are these sentences)."""
+
+    kind: Kind
+    subject: str | None
+    a: object
+    b: object
+    text: str
+
+    # the kinds a compare report also lists in a table of their own (only in one, shape
+    # mismatch, dtype mismatch, config field): its text view counts them instead of saying each
+    TABLED = ("only", "shape", "dtype", "config")
+
+    @property
+    def tabled(self) -> bool:
+        return self.kind in self.TABLED
+
+    def __str__(self) -> str:
+        return self.text
+
+    def to_json_value(self) -> str:
+        return self.text
+
+    @classmethod
+    def json_schema(cls) -> dict:
+        return {"type": "string"}
+
+
 @dataclass
 class Pair:
     canonical: str | None  # None: a name no dialect explains, paired by the name itself
@@ -44,8 +80,8 @@ class Comparison:
     a: Drafter
     b: Drafter
     pairs: list[Pair] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
-    strict_failures: list[str] = field(default_factory=list)
+    reasons: list[Difference] = field(default_factory=list)
+    strict_failures: list[Difference] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     config_differences: list[dict] = field(default_factory=list)
 
@@ -159,50 +195,9 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
     """Pair the tensors and judge shapes, presence and configs: everything but the bytes.
     ``equivalent`` says when two config values differ in spelling only (see Equivalence)."""
     c = Comparison(a, b, pairs=pair_tensors(a, b))
-    for label, d in (("A", a), ("B", b)):
-        if d.looks_like_target:
-            c.reasons.append(d.target_said(label))
-        if d.architecture is None:
-            c.notes.append(f"{label}: {d.architecture_evidence}")
-    if a.architecture and b.architecture and a.architecture.name != b.architecture.name:
-        c.reasons.append(
-            f"architectures differ: A is {a.architecture.name}, B is {b.architecture.name}"
-        )
-    else:
-        # what each config builds (its architectures[0]), as the training gate reads a training
-        # config: a config that names another drafter class than the other's is another model,
-        # whatever its weights look like (rules/training.py uses the same two facts)
-        da, db = declared_architecture(a), declared_architecture(b)
-        if da is not None and db is not None and da != db:
-            c.reasons.append(f"the configs build different architectures: A's {da}, B's {db}")
-
+    _judge_models(c)
     for p in c.pairs:
-        if p.a is None or p.b is None:
-            have, lack, lack_label = (p.a, b, "B") if p.b is None else (p.b, a, "A")
-            has_label = "A" if lack_label == "B" else "B"
-            theirs = presence(lack, p.canonical)  # the lacking side's own config
-            how = theirs or presence(a if lack is b else b, p.canonical)
-            if p.canonical is None:
-                c.reasons.append(f"{have.name} (a name no dialect explains) only in {has_label}")
-            elif theirs == "required":
-                c.reasons.append(f"{p.canonical} missing in {lack_label} (its config requires it)")
-            elif how == "required":  # only the side that has it requires it (another layer count)
-                c.reasons.append(
-                    f"{p.canonical} only in {has_label} ({has_label}'s config requires it, "
-                    f"{lack_label}'s has no such tensor)"
-                )
-            else:
-                c.strict_failures.append(
-                    f"{p.canonical} ({how or 'not expected'}) only in "
-                    f"{'A' if lack_label == 'B' else 'B'}"
-                )
-            continue
-        if tuple(p.a.shape) != tuple(p.b.shape):
-            c.reasons.append(f"{p.canonical}: shape {list(p.a.shape)} in A, {list(p.b.shape)} in B")
-            continue
-        if p.a.dtype != p.b.dtype:
-            c.strict_failures.append(f"{p.canonical}: dtype {p.a.dtype} in A, {p.b.dtype} in B")
-
+        _judge_pair(c, p)
     if a.source.config is None or b.source.config is None:
         diffs = []
         c.notes.append(
@@ -216,17 +211,70 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
     else:
         diffs = config_differences(a, b, equivalent)
     for dif in diffs:
+        f, va, vb = dif["field"], dif["a"], dif["b"]
         if dif["category"] == "architecture":
-            c.reasons.append(
-                f"config {dif['field']}: {json_value(dif['a'])} in A, {json_value(dif['b'])} in B"
-            )
+            said = f"config {f}: {json_value(va)} in A, {json_value(vb)} in B"
+            c.reasons.append(Difference("config", f, va, vb, said))
         elif dif["category"] == "serving":
-            c.strict_failures.append(
-                f"config {dif['field']} (serving): {json_value(dif['a'])} in A, "
-                f"{json_value(dif['b'])} in B"
-            )
+            said = f"config {f} (serving): {json_value(va)} in A, {json_value(vb)} in B"
+            c.strict_failures.append(Difference("config", f, va, vb, said))
     c.config_differences = diffs
     return c
+
+
+def _judge_models(c: Comparison) -> None:
+    """A side that is a target model; the architectures, or the classes the configs build."""
+    a, b = c.a, c.b
+    for label, d in (("A", a), ("B", b)):
+        if d.looks_like_target:
+            c.reasons.append(Difference("target", label, None, None, d.target_said(label)))
+        if d.architecture is None:
+            c.notes.append(f"{label}: {d.architecture_evidence}")
+    if a.architecture and b.architecture and a.architecture.name != b.architecture.name:
+        na, nb = a.architecture.name, b.architecture.name
+        said = f"architectures differ: A is {na}, B is {nb}"
+        c.reasons.append(Difference("architecture", None, na, nb, said))
+    else:
+        # what each config builds (its architectures[0]), as the training gate reads a training
+        # config: a config that names another drafter class than the other's is another model,
+        # whatever its weights look like (rules/training.py uses the same two facts)
+        da, db = declared_architecture(a), declared_architecture(b)
+        if da is not None and db is not None and da != db:
+            said = f"the configs build different architectures: A's {da}, B's {db}"
+            c.reasons.append(Difference("declared", None, da, db, said))
+
+
+def _judge_pair(c: Comparison, p: Pair) -> None:
+    """A tensor on one side only (a reason when a config requires it), or its shape or dtype."""
+    a, b = c.a, c.b
+    if p.a is None or p.b is None:
+        have, lack, lack_label = (p.a, b, "B") if p.b is None else (p.b, a, "A")
+        has_label = "A" if lack_label == "B" else "B"
+        theirs = presence(lack, p.canonical)  # the lacking side's own config
+        how = theirs or presence(a if lack is b else b, p.canonical)
+        va, vb = (have.name, None) if p.b is None else (None, have.name)
+        if p.canonical is None:
+            said = f"{have.name} (a name no dialect explains) only in {has_label}"
+        elif theirs == "required":
+            said = f"{p.canonical} missing in {lack_label} (its config requires it)"
+        elif how == "required":  # only the side that has it requires it (another layer count)
+            said = (
+                f"{p.canonical} only in {has_label} ({has_label}'s config requires it, "
+                f"{lack_label}'s has no such tensor)"
+            )
+        else:
+            said = f"{p.canonical} ({how or 'not expected'}) only in {has_label}"
+            c.strict_failures.append(Difference("only", p.label, va, vb, said))
+            return
+        c.reasons.append(Difference("only", p.label, va, vb, said))
+        return
+    if tuple(p.a.shape) != tuple(p.b.shape):
+        sa, sb = list(p.a.shape), list(p.b.shape)
+        said = f"{p.canonical}: shape {sa} in A, {sb} in B"
+        c.reasons.append(Difference("shape", p.label, sa, sb, said))
+    elif p.a.dtype != p.b.dtype:
+        said = f"{p.canonical}: dtype {p.a.dtype} in A, {p.b.dtype} in B"
+        c.strict_failures.append(Difference("dtype", p.label, p.a.dtype, p.b.dtype, said))
 
 
 def verdict(c: Comparison) -> str:

@@ -164,30 +164,6 @@ def from_source(src: Source, extra_dialects=()) -> Drafter:
     return d
 
 
-def source_report(d: Drafter) -> dict:
-    s = d.source
-    return {
-        "spec": s.spec,
-        "kind": s.kind,
-        "location": s.location,
-        "layout": s.layout,
-        "revision": s.revision,
-        "commit": s.commit,
-        "config_file": s.config_file,
-        "index_file": s.index_file,
-        "files": [
-            {
-                "name": f.name,
-                "format": f.format,
-                "size": f.size,
-                "sha256": f.sha256,
-                **({"pickle_key": f.pickle_key} if f.pickle_key else {}),
-            }
-            for f in s.files.values()
-        ],
-    }
-
-
 def load_drafter(
     spec: str, revision: str | None = None, token: str | None = None, extra_dialects=()
 ) -> Drafter:

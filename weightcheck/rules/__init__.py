@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 
 from weightcheck import mappings
@@ -53,7 +54,14 @@ def _modules() -> tuple[ModuleType, ...]:
     return (naming, tensors, vocab, vocabmap, geometry, target, engine, values, training)
 
 
+@functools.cache
+def registry() -> dict[str, Rule]:
+    """Every rule, by code, in code order: collected from the rule modules on first use."""
+    return _collect(_modules())
+
+
 def _collect(modules) -> dict[str, Rule]:
+    """The rules of ``modules``, each checked against its page in mappings/rules.toml."""
     out: dict[str, Rule] = {}
     for m in modules:
         for r in vars(m).values():
@@ -70,8 +78,7 @@ def _collect(modules) -> dict[str, Rule]:
 
 
 def __getattr__(name: str):
-    if name in ("RULES", "MODULES"):
-        globals()["MODULES"] = _modules()
-        globals()["RULES"] = _collect(globals()["MODULES"])
-        return globals()[name]
+    """``RULES``: :func:`registry`, read when first asked for (PEP 562)."""
+    if name == "RULES":
+        return registry()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

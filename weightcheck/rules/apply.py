@@ -71,10 +71,12 @@ def run(
     vocab_maps: tuple | None = None,
     live: bool = False,
     allow_partial_init: bool = False,
+    progress=None,
 ) -> tuple[Context, list]:
     """Run every rule whose inputs are there. ``vocab_maps``: (d2t list, t2d bytes) when the
     caller has them already (convert's gate: the output is not written yet). Without ``engine``
-    every engine's own run is merged in (module docstring); ``ctx.engine_runs`` keeps them."""
+    every engine's own run is merged in (module docstring); ``ctx.engine_runs`` keeps them.
+    ``progress``: given the bytes ``values`` reads, as it reads them."""
     ctx = Context(drafter=d, rules=rules.RULES, target=target, engine=engine)
     if vocab_maps is not None:
         ctx.set_vocab_maps(*vocab_maps)
@@ -92,7 +94,7 @@ def run(
             d, read_training_config(training_config), allow_partial_init
         )
     if values:
-        ctx.values = values_mod.value_stats(d)
+        ctx.values = values_mod.value_stats(d, progress=progress)
         if target is not None:
             ctx.lm_head_equals_target = values_mod.lm_head_is_target_slice(ctx)
     findings = apply(ctx)

@@ -43,8 +43,9 @@ def head_slice(ctx, finding):
         )
 
 
-def value_stats(d: Drafter, only: set | None = None) -> dict:
-    """Per canonical tensor: min, max, non-finite count, numel — streamed with torch."""
+def value_stats(d: Drafter, only: set | None = None, progress=None) -> dict:
+    """Per canonical tensor: min, max, non-finite count, numel — streamed with torch.
+    ``progress``: given the bytes of each chunk read."""
     import torch
 
     from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks
@@ -57,6 +58,8 @@ def value_stats(d: Drafter, only: set | None = None) -> dict:
         isz = itemsize(t.dtype)
         lo, hi, bad, n = None, None, 0, 0
         for chunk in iter_chunks(d.source, t.name, VALUES_CHUNK_ELEMS * isz, isz):
+            if progress is not None:
+                progress(len(chunk))
             x = from_bytes(chunk, t.dtype)  # every step below makes a new tensor: no writes
             if x.dtype == torch.bool:
                 x = x.to(torch.uint8)

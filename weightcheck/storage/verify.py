@@ -62,7 +62,6 @@ class RangeChecker:
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._stop = threading.Event()
         self.error: BaseException | None = None
-        self.checked = 0  # bytes checked so far
         self._thread = threading.Thread(target=self._run, name="weightcheck-verify", daemon=True)
         self._thread.start()
 
@@ -161,7 +160,6 @@ class RangeChecker:
             if (ba != bb) if k == len(ba) else (va[:k] != vb[:k]):
                 raise _differs(out_path, name)
             done += k
-            self.checked += k
 
     def _crc(self, files, buf, out_path, header, name, expected) -> None:
         t = header.tensors[name]
@@ -174,7 +172,6 @@ class RangeChecker:
                 raise _differs(out_path, name)
             crc = zlib.crc32(view[:k], crc)
             pos += k
-            self.checked += k
         if crc != expected:
             raise _differs(out_path, name)
 

@@ -15,7 +15,6 @@ from weightcheck.commands.convert.plan import (
     Plan,
     parse_size,
     plan,
-    plan_report,
 )
 from weightcheck.commands.convert.publish import (
     TMP_MARK,
@@ -25,6 +24,7 @@ from weightcheck.commands.convert.publish import (
     not_replaceable,
     write,
 )
+from weightcheck.commands.convert.report import plan_report, refused_report
 
 __all__ = [
     "DESTINATIONS",
@@ -35,6 +35,7 @@ __all__ = [
     "parse_size",
     "plan",
     "plan_report",
+    "refused_report",
     "TMP_MARK",
     "check_paths",
     "clean",

@@ -4,15 +4,11 @@ convention."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from weightcheck.commands.convert.items import Plan
 from weightcheck.engines import aux
 from weightcheck.engines.data import load, output_for
 from weightcheck.errors import UsageError, WeightcheckError, json_value
 from weightcheck.model import config as config_mod
-
-if TYPE_CHECKING:
-    from weightcheck.commands.convert.plan import Plan
 
 CONFIG_NAME = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import TYPE_CHECKING
 
+from weightcheck.commands.convert.items import Item, Plan
 from weightcheck.engines.data import load, newest, read_by
 from weightcheck.model.drafter import Drafter, from_source
+from weightcheck.reports import Gate, GateRun
 from weightcheck.rules import ERROR
+from weightcheck.rules.apply import run
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
-
-if TYPE_CHECKING:
-    from weightcheck.commands.convert.plan import Item, Plan
+from weightcheck.sources.tensors import read_small
 
 
 def planned_drafter(p: Plan) -> Drafter:
@@ -67,8 +67,6 @@ def _bytes_of(p: Plan, it: Item | None) -> bytes | None:
     if it.kind == "vocab-map":
         return bytes(it.data)
     if it.kind in ("copy", "pickle"):
-        from weightcheck.sources.tensors import read_small
-
         return read_small(p.src.source, it.src_name)
     return None  # cast or taken from a target: never a vocabulary map
 
@@ -88,45 +86,26 @@ def vocab_maps(p: Plan) -> tuple[list[int] | None, bytes | None]:
     return d2t, t2d
 
 
-def check_plan(p: Plan) -> dict:
-    """Run check's rules on the planned output for each engine that reads the layout.
-
-    Returns the ``check`` part of the convert report: ``{"ok", "engines": [{"engine",
-    "version", "findings": [...]}]}``; ``ok`` is False when any finding is an error."""
-    from weightcheck.rules.apply import run
-
-    d = planned_drafter(p)
-    maps = vocab_maps(p)
-    runs = []
-    for engine in read_by(p.to):
-        _, findings = run(d, engine=engine, target=p.target, vocab_maps=maps)
-        runs.append(
-            {
-                "engine": engine,
-                "version": newest(load(engine)),
-                "findings": [f.as_dict() for f in findings],
-            }
-        )
-    ok = all(f["severity"] != ERROR for r in runs for f in r["findings"])
-    return {"ok": ok, "engines": runs}
+def check_plan(p: Plan) -> Gate:
+    """Run check's rules on the planned output for each engine that reads the layout: the
+    ``check`` part of the convert report; ``ok`` is False when any finding is an error."""
+    return _gate(planned_drafter(p), p.to, p.target, vocab_maps=vocab_maps(p))
 
 
-def check_source(d: Drafter, to: str, target=None) -> dict:
+def check_source(d: Drafter, to: str, target=None) -> Gate:
     """A SRC that is a target model, not a drafter (``Drafter.looks_like_target``): no plan can
     be made of it, so check's rules run on SRC itself for each engine that reads ``to`` — the
     same findings ``check SRC --engine E`` gives — and the conversion is refused with them (exit
     1, like check), not stopped as unreadable input (exit 2: the files read fine)."""
-    from weightcheck.rules.apply import run
+    g = _gate(d, to, target)
+    g.on = "source"
+    return g
 
+
+def _gate(d: Drafter, to: str, target, **kw) -> Gate:
     runs = []
     for engine in read_by(to):
-        _, findings = run(d, engine=engine, target=target)
-        runs.append(
-            {
-                "engine": engine,
-                "version": newest(load(engine)),
-                "findings": [f.as_dict() for f in findings],
-            }
-        )
-    ok = all(f["severity"] != ERROR for r in runs for f in r["findings"])
-    return {"ok": ok, "engines": runs, "on": "source"}
+        _, findings = run(d, engine=engine, target=target, **kw)
+        runs.append(GateRun(engine, newest(load(engine)), list(findings)))
+    ok = all(f.severity != ERROR for r in runs for f in r.findings)
+    return Gate(ok=ok, engines=runs)

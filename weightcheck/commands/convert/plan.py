@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Literal
 
 from weightcheck import __version__, expr
 from weightcheck.commands.convert import config as config_out
+from weightcheck.commands.convert.items import Item, Plan
 from weightcheck.engines import aux
 from weightcheck.engines.data import load, output_for, replays
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model import compatibility, dialects
 from weightcheck.model import config as config_mod
 from weightcheck.model.drafter import Drafter
-from weightcheck.storage.header import tensor_nbytes
 
 DESTINATIONS = ("sglang", "vllm", "speculators")
 DTYPE_ARG = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
@@ -83,58 +81,6 @@ def parse_size(text: str) -> int:
     return int(num * scale)
 
 
-# where an output tensor's bytes come from: copied as a byte range, cast, read from a pickle, or
-# the target's embedding / lm_head
-ItemKind = Literal[
-    "copy", "cast", "pickle", "embed-from-target", "head-from-target", "reindex", "vocab-map"
-]
-
-
-@dataclass
-class Item:
-    """One output tensor and where its bytes come from."""
-
-    out_name: str
-    canonical: str
-    dtype: str
-    shape: tuple
-    kind: ItemKind
-    src_name: str | None = None  # name in the source (drafter or target)
-    src_dtype: str | None = None
-    shard: int = 0
-    data: object = None  # vocab-map: the bytes; reindex: where each row comes from (model/vocab.py)
-
-    @property
-    def nbytes(self) -> int:
-        return tensor_nbytes(self.dtype, self.shape)
-
-
-@dataclass
-class Plan:
-    src: Drafter
-    to: str
-    out: str
-    items: list = field(default_factory=list)
-    shards: int = 1
-    config: dict = field(default_factory=dict)
-    config_changes: list = field(default_factory=list)  # human-readable lines
-    notes: list = field(default_factory=list)
-    target: object | None = None  # --target: the model the drafter serves (aux-id family)
-    embed_target: object | None = None  # --embeddings from=TARGET
-    head_target: object | None = None  # --lm-head-from TARGET
-    metadata: dict = field(default_factory=dict)
-    target_family: str | None = None  # the target model type the aux ids were written for
-    verifier: str | None = None  # --verifier: speculators_config.verifier.name_or_path, as given
-    reindex: dict | None = None  # --vocab-from: the map and the rows kept, moved, from the target
-
-    def shard_name(self, i: int) -> str:
-        return (
-            "model.safetensors"
-            if self.shards == 1
-            else f"model-{i + 1:05d}-of-{self.shards:05d}.safetensors"
-        )
-
-
 def plan(
     src: Drafter,
     to: str,
@@ -186,7 +132,8 @@ def plan(
         if compatibility.verdict(c) == "incompatible":
             raise WeightcheckError(
                 config_from.source.spec,
-                "--config-from refused: compare says incompatible: " + "; ".join(c.reasons),
+                "--config-from refused: compare says incompatible: "
+                + "; ".join(map(str, c.reasons)),
             )
         base = config_from.config
         p.notes.append(
@@ -544,32 +491,3 @@ def verifier_name(p: Plan) -> None:
         f"verifier.name_or_path left empty: {why}; {NULL_VERIFIER_FAILS}, while the serving "
         "engines take the target from their own command line: pass --verifier ID_OR_PATH"
     )
-
-
-def plan_report(p: Plan) -> dict:
-    return {
-        "schema": "weightcheck.convert/1",
-        "source": p.src.source.spec,
-        "source_dialect": p.src.dialect,
-        "to": p.to,
-        "out": p.out,
-        "shards": [p.shard_name(i) for i in range(p.shards)],
-        "tensors": [
-            {
-                "source": it.src_name,
-                "canonical": it.canonical,
-                "output": it.out_name,
-                "shard": p.shard_name(it.shard),
-                "dtype": it.dtype,
-                "source_dtype": it.src_dtype,
-                "shape": list(it.shape),
-                "how": it.kind,
-                "bytes": it.nbytes,
-            }
-            for it in p.items
-        ],
-        "config_changes": p.config_changes,
-        "notes": p.notes,
-        "config": p.config,
-        **({"reindex": p.reindex} if p.reindex is not None else {}),
-    }

@@ -1,0 +1,206 @@
+"""check's document: the source and what each engine does with it, the findings, with
+``--explain`` the engine's key-by-key tables, with ``--live`` the installed loader's; and one
+annotation per finding for the one-line formats."""
+
+from __future__ import annotations
+
+import os
+
+from weightcheck.output.blocks import (
+    Annotation,
+    Blank,
+    Fields,
+    Item,
+    Line,
+    Span,
+    Table,
+    Title,
+    source_line,
+    value_str,
+)
+from weightcheck.output.findings import explains, finding_message, findings_table
+from weightcheck.output.lines import repo_file
+from weightcheck.reports import CheckReport
+from weightcheck.rules.grouping import group
+
+
+def engine_verdicts(r: CheckReport) -> list[tuple[str, str]]:
+    """Plain check's verdict of each engine (``sglang 0.5.23``, what it does with the drafter),
+    and the training gate's answer (how much SRC initializes), as the text format's header lists
+    them; the one-line formats print the same."""
+    out = [(f"{e} {v['version']}", v["says"]) for e, v in (r.engines or {}).items()]
+    if r.training:
+        out.append(("training", r.training["says"]))
+    return out
+
+
+def check_document(r: CheckReport, explain: bool = False) -> list:
+    findings = group([f.as_dict() for f in r.findings])  # near-identical ones once
+    head = [
+        ("source", source_line(r.source_info)),
+        ("dialect", r.dialect or "-"),
+        ("architecture", r.architecture or "-"),
+    ]
+    if r.engine:
+        e = r.engine
+        head.append(("engine", f"{e['name']} {e['version']} (replayed from {e['loader']})"))
+    if r.target:
+        t = r.target
+        head.append(
+            (
+                "target",
+                f"{t['spec']} ({t['model_type']}, hidden {t['hidden_size']}, vocab "
+                f"{t['vocab_size']}, {t['num_hidden_layers']} layers)",
+            )
+        )
+    head += engine_verdicts(r)  # plain check: each engine in a line
+    blocks = [Title(f"weightcheck check `{r.source}`"), Fields(head), Blank()]
+    if findings:
+        blocks += [findings_table(findings), Blank()]
+    if explain and r.engine:
+        blocks += _explain(r.engine)
+    if r.live:
+        blocks += live_blocks(r.live)
+    blocks.append(Line(_summary(r), wrap=True))
+    return blocks + _annotations(r, findings)
+
+
+def _explain(e: dict) -> list:
+    rows = [(k, value_str(v["value"]), v["from"]) for k, v in e["config"].items()]
+    aux = e["aux_layers"]
+    said = f"aux layer ids: {aux['ids']} (from {aux['from'] or 'nowhere: engine default ' + str(aux['default'])})"
+    if aux.get("captures_output_of_layers") is not None:
+        said += f"; capture the outputs of target layers {aux['captures_output_of_layers']}"
+    return key_tables(e) + [
+        Table(["config the engine reads", "value", "from"], rows, prose=(1, 2)),
+        Blank(),
+        Line(said, wrap=True),
+        Blank(),
+    ]
+
+
+def key_tables(e: dict, looked_up: bool = True) -> list:
+    """The key-by-key table (what each checkpoint tensor becomes) and the parameters' table, of
+    the replay (report["engine"]) or of the live run (report["live"])."""
+    if looked_up:
+        rows = [
+            (x["name"], x["engine_name"] or "", x["param"] or "", x["fate"], x["why"])
+            for x in e["tensors"]
+        ]
+        heads = ["checkpoint tensor", "looked up as", "engine parameter", "fate", "why"]
+    else:  # the live run sees the parameter written, not the name it was looked up as
+        rows = [(x["name"], x["param"] or "", x["fate"], x["why"]) for x in e["tensors"]]
+        heads = ["checkpoint tensor", "engine parameter", "fate", "why"]
+    fate = len(heads) - 2
+    out = [
+        Table(
+            heads,
+            rows,
+            prose=(len(heads) - 1,),
+            styles={fate: lambda c: "error" if c in ("dropped", "error") else None},
+        ),
+        Blank(),
+    ]
+    rows = [
+        (p["param"], p["canonical"], p["state"], ", ".join(p["sources"]), p["note"])
+        for p in e["parameters"]
+    ]
+    if rows:
+        out += [
+            Table(
+                ["engine parameter", "canonical", "state", "from", "note"],
+                rows,
+                prose=(4, 3),
+                styles={2: lambda c: "error" if c == "random" else None},
+            ),
+            Blank(),
+        ]
+    return out
+
+
+def live_blocks(lv: dict) -> list:
+    """--live: the installed engine's own loader, its key-by-key table, and how it compares with
+    the replay."""
+    head = (
+        f"{lv['engine']} {lv['version']} installed: its own loader run on meta tensors"
+        + (f" ({lv['architecture']})" if lv["architecture"] else "")
+        + (f"; the replay above is of {lv['replay_version']}" if lv.get("replay_version") else "")
+    )
+    out = [Line((Span("live: ", "bold"), head), wrap=True), Blank()]
+    f = lv["fails"]
+    if f:
+        on = f" on {f['subject']}" if f["subject"] else ""
+        out += [
+            Line(f"live: {lv['engine']} stops at {f['stage']}{on}: {f['why']}", wrap=True),
+            Blank(),
+        ]
+    out += key_tables(lv, looked_up=False)
+    out += [Line(f"live: {n}", wrap=True) for n in lv["notes"]]
+    if lv.get("replay_version") is None:
+        out.append(Line("live: no replay to compare with", wrap=True))
+    elif lv["disagreements"]:
+        n = len(lv["disagreements"])
+        out.append(
+            Line((Span(f"live and replay disagree on {n} point(s) (WC713):", "error"),), wrap=True)
+        )
+        out += [Item(x["says"]) for x in lv["disagreements"]]
+    else:
+        c = lv.get("compared") or {}
+        said = f"live and replay agree on the {c.get('tensors', 0)} tensor(s) both saw"
+        said += (
+            " and on every parameter"
+            if c.get("parameters")
+            else " (parameters not compared: the load stops)"
+        )
+        out.append(Line(said, wrap=True))
+    return out + [Blank()]
+
+
+def _summary(r: CheckReport) -> tuple:
+    s = r.summary
+    return (
+        Span(f"{s.errors} error(s)", "error" if s.errors else "ok"),
+        ", ",
+        Span(f"{s.warnings} warning(s)", "warning" if s.warnings else None),
+        f", {s.info} info — {r.conclusion}",
+    )
+
+
+def _config_file(r: CheckReport) -> str | None:
+    """SRC's config.json as GitHub names it in the repository, for annotations on it."""
+    src = r.source_info
+    if src.kind == "hub" or not src.config_file:
+        return None
+    base = src.location if src.kind == "folder" else os.path.dirname(src.location)
+    return repo_file(os.path.join(base, src.config_file))
+
+
+def _annotations(r: CheckReport, findings: list[dict]) -> list:
+    """The one-line formats: a line per finding (with the codes it explains), each engine's
+    verdict, then the summary."""
+    spec, file = r.source, _config_file(r)
+    out = []
+    for f in findings:
+        said = finding_message(f) + explains(f)
+        subject = f["subject"] if f["subject"] and f["subject"] not in f["message"] else None
+        message = f"{spec}: " + (f"{subject}: " if subject else "") + said
+        title = f"{f['code']} {f['rule'] or ''}".strip()
+        concise = (f"{spec}: ", Span(f["code"], f["severity"]), f" {said}")
+        out.append(Annotation(f["severity"], title, message, concise, file))
+    for e, says in engine_verdicts(r):
+        out.append(
+            Annotation(
+                "info", f"weightcheck check: {e}", f"{spec}: {says}", f"{spec}: {e}: {says}", file
+            )
+        )
+    s = r.summary
+    counted = f"{s.errors} error(s), {s.warnings} warning(s), {s.info} info"
+    concise = (
+        f"Found {counted} in {spec} — {r.conclusion}"
+        if findings
+        else f"All checks passed: {spec} — {r.conclusion}"
+    )
+    out.append(
+        Annotation(None, "", f"weightcheck check {spec}: {counted} — {r.conclusion}", concise)
+    )
+    return out
