@@ -254,6 +254,7 @@ def check(
     token: str | None = None,
     progress: bool = False,
     live: bool = False,
+    trainer: str | None = None,
 ) -> CheckResult:
     """The gate: every rule, and with ``engine`` (``"sglang"``, ``"vllm"``,
     ``"sglang==0.5.11"``) the engine's own view. ``result.ok`` is False when a finding is an
@@ -286,8 +287,20 @@ def check(
         raise UsageError(None, "--allow-partial-init qualifies --training-config: give both")
     if values:
         require_torch("--values")
+    if trainer is not None and training_config is None:
+        raise UsageError(None, "--trainer qualifies --training-config: give both")
+    if trainer is not None:
+        from weightcheck import trainers
+
+        trainers.load(trainer)  # an unknown name: one line, exit 2, before reading anything
     tc = training_config_file(training_config) if training_config is not None else None
     d = load_drafter(str(src), revision=revision, token=token)
+    if tc is not None:
+        from weightcheck import trainers
+        from weightcheck.rules.apply import read_training_config
+
+        # a SpecForge run checkpoint has no config.json: the training config stands in for it
+        d = trainers.with_training_config(d, read_training_config(tc), tc)
     t = load_target(str(target), token=token) if target is not None else None
     tv = None
     if training_vocab is not None:
@@ -310,6 +323,7 @@ def check(
             training_vocab=tv,
             live=live,
             allow_partial_init=allow_partial_init,
+            trainer=trainer,
         )
     finally:
         if bar is not None:

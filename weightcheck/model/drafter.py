@@ -175,6 +175,7 @@ def source_report(d: Drafter) -> dict:
         "commit": s.commit,
         "config_file": s.config_file,
         "index_file": s.index_file,
+        "picked": s.picked,
         "files": [
             {
                 "name": f.name,

@@ -70,6 +70,8 @@ class Source:
     index: dict | None = None
     index_file: str | None = None
     notes: list[str] = field(default_factory=list)  # non-fatal findings (index drift, ...)
+    # a SpecForge run output folder: which checkpoint was picked and how (sources/local.py)
+    picked: str | None = None
     hub: Remote | None = None  # sources/hub.py's HubRepo for hub sources
     # a partial read (a target: only the shards holding the tensors asked for) keeps the index's
     # map, so a later read can find a tensor in a shard not read yet

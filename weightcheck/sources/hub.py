@@ -353,7 +353,12 @@ def _manifest_path(repo_id: str, commit: str) -> str:
 
 
 def open_hub(
-    spec: str, repo_id: str, revision: str | None, token: str | None, only: set[str] | None = None
+    spec: str,
+    repo_id: str,
+    revision: str | None,
+    token: str | None,
+    only: set[str] | None = None,
+    config_only: bool = False,
 ) -> Source:
     check_revision(repo_id, revision)
     repo = HubRepo(repo_id, revision, None, token)
@@ -444,6 +449,9 @@ def open_hub(
         )
 
     chosen = layout.choose([n for n in names if "/" not in n])
+    if chosen is None and config_only and src.config is not None:
+        src.layout = "config only"
+        return src
     if chosen is None:
         raise layout.not_a_checkpoint(where)
     src.layout, fnames, index_name = chosen.kind, list(chosen.files), chosen.index
