@@ -217,3 +217,54 @@ def test_speculators_verifier_hidden_from_a_config_only_target(tmp_path):
 def test_trainer_needs_training_config():
     r = run_cli("check", PRODUCERS / "specforge-sglang", "--trainer", "specforge")
     assert r.exit_code == 2 and "--training-config" in r.stderr
+
+
+# --- item 4: --target accepts a config-only target wherever only its config is read --------------
+def _config_only_target(tmp_path):
+    t = tmp_path / "target-config"
+    t.mkdir()
+    shutil.copy(PRODUCERS / "target-llama" / "config.json", t / "config.json")
+    return t
+
+
+def test_check_with_a_config_only_target_answers_as_with_the_weights(tmp_path):
+    """On main a target folder without weights was exit 2 (not a checkpoint)."""
+    t = _config_only_target(tmp_path)
+    src = PRODUCERS / "specforge-sglang"
+    code, rep = check(src, "--target", t, "--engine", "vllm")
+    full_code, full = check(src, "--target", PRODUCERS / "target-llama", "--engine", "vllm")
+    assert rep["target"]["config_only"] is True and rep["target"]["embed"] is None
+    assert code == full_code
+    assert sorted(f["code"] for f in rep["findings"]) == sorted(f["code"] for f in full["findings"])
+    assert "config only" in run_cli("check", src, "--target", t).stdout
+
+
+def test_convert_with_a_config_only_target(tmp_path):
+    t = _config_only_target(tmp_path)
+    r = run_cli(
+        "convert", PRODUCERS / "specforge-sglang", tmp_path / "o", "--to", "vllm", "--target", t
+    )
+    assert r.exit_code == 0, r.stdout + r.stderr
+    # the embedding taken from a target needs its weights: a config-only one is refused
+    r = run_cli(
+        "convert",
+        PRODUCERS / "specforge-sglang",
+        tmp_path / "e",
+        "--to",
+        "sglang",
+        "--embeddings",
+        f"from={t}",
+    )
+    assert r.exit_code == 2 and "not a checkpoint" in r.stderr
+
+
+def test_a_config_only_hub_target(tmp_path, monkeypatch):
+    from hubserver import HubServer, patch_hf_hub
+
+    with HubServer() as hub:
+        patch_hf_hub(monkeypatch, hub.url, tmp_path / "hf_home")
+        t = _config_only_target(tmp_path)
+        hub.add_repo("org/target", {"config.json": t / "config.json"})
+        code, rep = check(PRODUCERS / "specforge-sglang", "--target", "org/target")
+        assert rep["target"]["config_only"] is True
+        assert rep["target"]["num_hidden_layers"] == read_config(t)["num_hidden_layers"]

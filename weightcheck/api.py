@@ -400,8 +400,17 @@ def convert(
         convert_mod.check_paths(d, out, force)
     ref = load_drafter(str(config_from), token=token) if config_from is not None else None
     tgt = load_target(str(target), token=token) if target is not None else None
-    emb = load_target(embeddings[5:], token=token) if embeddings.startswith("from=") else None
-    head = load_target(str(lm_head_from), token=token) if lm_head_from is not None else None
+    # the embedding and the head are read from the target: its weights are needed
+    emb = (
+        load_target(embeddings[5:], token=token, config_only=False)
+        if embeddings.startswith("from=")
+        else None
+    )
+    head = (
+        load_target(str(lm_head_from), token=token, config_only=False)
+        if lm_head_from is not None
+        else None
+    )
     vmap = None
     if vocab_from is not None:
         from weightcheck.model import vocab

@@ -631,7 +631,9 @@ def check_text(r: dict, out: Output, explain: bool = False) -> str:
             (
                 "target",
                 f"{t['spec']} ({t['model_type']}, hidden {t['hidden_size']}, vocab "
-                f"{t['vocab_size']}, {t['num_hidden_layers']} layers)",
+                f"{t['vocab_size']}, {t['num_hidden_layers']} layers"
+                + ("; config only" if t.get("config_only") else "")
+                + ")",
             )
         )
     head += _engine_verdicts(r)  # plain check: each engine in a line

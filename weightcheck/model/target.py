@@ -64,6 +64,8 @@ class Target:
             "vocab_size": self.vocab_size,
             "num_hidden_layers": self.num_layers,
             "dtype": self.dtype,
+            # a folder or repo with config.json and no weights (read where only its config is)
+            "config_only": self.source.layout == "config only",
             "embed": {
                 "name": self.embed.name,
                 "shape": list(self.embed.shape),
