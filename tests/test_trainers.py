@@ -95,6 +95,54 @@ def test_a_draft_model_prefixed_training_state_raises(tmp_path):
     assert "not its own" in f["message"] and "draft_model.*" in f["message"]
 
 
+def test_a_training_state_of_another_strategy_raises(tmp_path):
+    torch = pytest.importorskip("torch")
+    ck = tmp_path / "run-step1"
+    ck.mkdir()
+    state = torch.load(RUN / "tiny-step2" / "training_state.pt", weights_only=True)
+    state["strategy"] = "dflash"
+    torch.save(state, ck / "training_state.pt")
+    code, rep = check(ck, "--training-config", SF_CFG)
+    (f,) = by_code(rep, "WC908")
+    assert "'dflash'" in f["message"] and "'eagle3'" in f["message"]
+
+
+def test_a_run_checkpoint_is_read_without_torch():
+    """Header-level: training_state.pt's tensors are read from its zip without torch, their
+    bytes as ranges of the file (sources/torchzip.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from weightcheck import api; "
+        f"r = api.check({str(RUN)!r}, training_config={str(SF_CFG)!r}); "
+        "assert r.ok, r.findings; assert 'torch' not in sys.modules; print('ok')"
+    )
+    env = dict(os.environ, PYTHONPATH=str(PRODUCERS.parents[2]), WEIGHTCHECK_CACHE_DIR="")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_torchzip_reads_what_torch_reads():
+    torch = pytest.importorskip("torch")
+    from weightcheck.sources import open_source
+    from weightcheck.sources.pickled import load_pickled
+    from weightcheck.sources.tensors import read_range, torch_tensor_bytes
+
+    p = RUN / "tiny-step2" / "training_state.pt"
+    flat, key = load_pickled(str(p))
+    s = open_source(str(p))
+    assert set(s.tensors) == set(flat) and s.files["training_state.pt"].pickle_key == key
+    for n, t in flat.items():
+        rec = s.tensors[n]
+        assert rec.shape == tuple(t.shape) and rec.begin is not None
+        assert read_range(s, n, 0, rec.nbytes) == torch_tensor_bytes(t)
+    assert (
+        torch.load(p, weights_only=True)["strategy"]
+        == s.files["training_state.pt"].pickle_meta["strategy"]
+    )
+
+
 # --- Why 2: a run checkpoint folder checks with the training config --------------------------------
 def test_why2_run_checkpoint_takes_its_config_from_the_training_config():
     code, rep = check(RUN / "tiny-step2", "--training-config", SF_CFG)

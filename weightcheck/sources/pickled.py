@@ -1,5 +1,8 @@
-"""Pickled checkpoints (``.bin``, ``.pt``, a SpecForge ``training_state.pt``), read only with
-``torch.load(..., weights_only=True)`` and only when torch is installed; never unpickled otherwise.
+"""Pickled checkpoints (``.bin``, ``.pt``, a SpecForge ``training_state.pt``). A torch zip file
+(what ``torch.save`` writes) is first read statically for its tensors' names, dtypes, shapes and
+byte ranges (sources/torchzip.py: its opcodes walked, nothing unpickled, no torch); anything else,
+or a zip that reader does not follow, only with ``torch.load(..., weights_only=True)`` and only
+when torch is installed; never unpickled otherwise.
 """
 
 from __future__ import annotations
@@ -77,6 +80,19 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
 
 
 def add_pickled_file(src: Source, wf: WeightFile) -> None:
+    from weightcheck.sources import torchzip
+
+    got = torchzip.read(wf.local_path)
+    if got is not None and got[0]:
+        metas, wf.pickle_key, wf.pickle_meta = got
+        src.files[wf.name] = wf
+        for name, m in metas.items():
+            if name in src.tensors:
+                note_duplicate(src, name, wf.name)
+            src.tensors[name] = TensorRecord(
+                name, m.dtype, m.shape, m.nbytes, wf.name, m.begin, m.end
+            )
+        return
     tensors, key = load_pickled(wf.local_path)
     wf.pickle_key = key
     src.files[wf.name] = wf

@@ -353,6 +353,16 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
             f["cite_shape"],
             None,
         )
+    if tr.name == "specforge" and r.source_kind == "training_state":
+        strategy = _state_meta(d).get("strategy")
+        want = tr.load.get("strategy")
+        if strategy is not None and strategy != want:
+            return (
+                f"the checkpoint was written by strategy {strategy!r}; this run trains {want!r}",
+                "strategy",
+                f["cite_state"],
+                None,
+            )
     if tr.name == "specforge":
         fix = None
         renamable = _renamable(d, r.missing)
@@ -425,6 +435,14 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
             "weightcheck convert SRC OUT --to vllm",
         )
     return None, None, None, None
+
+
+def _state_meta(d) -> dict:
+    """training_state.pt's top-level scalars (strategy, run_id, ...), as sources read them."""
+    for wf in d.source.files.values():
+        if wf.pickle_meta:
+            return wf.pickle_meta
+    return {}
 
 
 def _verifier(cfg: dict | None):
