@@ -316,3 +316,33 @@ def test_a_config_only_hub_target(tmp_path, monkeypatch):
         code, rep = check(PRODUCERS / "specforge-sglang", "--target", "org/target")
         assert rep["target"]["config_only"] is True
         assert rep["target"]["num_hidden_layers"] == read_config(t)["num_hidden_layers"]
+
+
+# --- what agreed before (issue #23): keep it so -------------------------------------------------
+def test_a_missing_lm_head_raises_in_specforge(tmp_path):
+    out = edit(PRODUCERS / "specforge-sglang", tmp_path / "nohead", drop={"lm_head.weight"})
+    code, rep = check(out, "--training-config", SF_CFG)
+    assert code == 1
+    (f,) = by_code(rep, "WC908")
+    assert "lm_head.weight" in f["message"] and "convert" not in f["message"]
+    assert "lm_head.weight" in rep["training"]["trainer"]["missing"]
+
+
+def test_a_wrong_fc_width_is_one_error_not_two(tmp_path):
+    """WC901 says the shape; the trainer's raise on it is not said again (WC908 quiet)."""
+    fc = tensor_map(PRODUCERS / "specforge-sglang")["fc.weight"]
+
+    def narrow(m):
+        m["fc.weight"] = OutTensor("fc.weight", fc.dtype, (fc.shape[0], fc.shape[1] // 3 * 2), b"")
+        m["fc.weight"].data = bytes(m["fc.weight"].nbytes)
+
+    out = edit(PRODUCERS / "specforge-sglang", tmp_path / "narrow", tensors=narrow)
+    code, rep = check(out, "--training-config", SF_CFG)
+    assert code == 1 and rep["training"]["trainer"]["raises"]
+    assert not by_code(rep, "WC908")
+
+
+def test_a_given_map_is_loaded_over_the_buffers_whatever_the_sizes(tmp_path):
+    src = PRODUCERS / "specforge-sglang"
+    r = trainers.replay_training(src, SF_CFG, training_vocab=src)
+    assert r.params["d2t"] == "data" and r.raises is None

@@ -46,6 +46,7 @@ class Param:
     for_each: str | None = None
     buffer: bool = False
     data_when: str | None = None
+    data_if_map: bool = False  # a run's map given (--training-vocab) is loaded whatever the sizes
     cite: str = ""
 
 
@@ -293,7 +294,9 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
     allowed = set(ld.get("allowed_missing", ()))
     for n, (_, p) in model.items():
         loaded = n in src and n not in bad
-        if p.origin == "data" and _holds(p.data_when, sym):
+        if p.origin == "data" and (
+            _holds(p.data_when, sym) or (p.data_if_map and training_vocab is not None)
+        ):
             r.params[n] = "data"
         elif p.origin == "target":
             r.params[n] = "target"
