@@ -22,6 +22,8 @@ LAYERS = [
     ("sources", ["weightcheck.sources"]),
     ("model", ["weightcheck.model"]),
     ("engines", ["weightcheck.engines"]),
+    # the trainers' initialization replayed (mappings/trainers/): read by the training gate
+    ("trainers", ["weightcheck.trainers"]),
     ("rules", ["weightcheck.rules"]),
     ("commands", ["weightcheck.commands"]),
     (

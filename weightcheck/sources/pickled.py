@@ -8,6 +8,7 @@ when torch is installed; never unpickled otherwise.
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.sources import torchzip
 from weightcheck.sources.base import Source, TensorRecord, WeightFile, note_duplicate
 from weightcheck.storage.header import TORCH_NAMES
 
@@ -15,7 +16,7 @@ PICKLE_EXT = (".bin", ".pt", ".pth")
 _TORCH_DTYPES = {f"torch.{name}": st for st, name in TORCH_NAMES.items()}
 
 # where trainers keep the drafter's tensors inside a pickled dict, in order of preference
-_STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")
+_STATE_KEYS = torchzip.STATE_KEYS
 
 
 def load_pickled(path: str) -> tuple[dict, str | None]:
@@ -80,8 +81,6 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
 
 
 def add_pickled_file(src: Source, wf: WeightFile) -> None:
-    from weightcheck.sources import torchzip
-
     got = torchzip.read(wf.local_path)
     if got is not None and got[0]:
         metas, wf.pickle_key, wf.pickle_meta = got

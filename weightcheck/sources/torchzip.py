@@ -37,6 +37,9 @@ _REBUILD = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_t
 _ALLOWED = _REBUILD | {("collections", "OrderedDict"), ("torch._utils", "_rebuild_parameter")}
 MAX_PICKLE = 256 << 20
 
+# where trainers keep the drafter's tensors inside a pickled dict, in order of preference
+STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")
+
 
 class NotStatic(Exception):
     """Something this reader does not follow: the caller uses torch instead."""
@@ -226,8 +229,6 @@ def _data_start(f, zi: zipfile.ZipInfo) -> int:
 def read(path: str):
     """(flat name -> TensorMeta, the dict key holding the state, top-level scalars) of a torch
     zip checkpoint, or None when it is not one this reader follows."""
-    from weightcheck.sources.pickled import _STATE_KEYS
-
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError):
@@ -248,7 +249,7 @@ def read(path: str):
             key = None
             top = obj
             if isinstance(obj, dict):
-                for k in _STATE_KEYS:
+                for k in STATE_KEYS:
                     if isinstance(obj.get(k), dict):
                         obj, key = obj[k], k
                         break

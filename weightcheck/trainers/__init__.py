@@ -493,13 +493,16 @@ def _numel(shape) -> int:
 def replay_training(src, training_config, trainer=None, target=None, training_vocab=None) -> Replay:
     """The API the trainer oracles call: paths in, :class:`Replay` out. ``trainer`` None: detected
     from the training config (exit 2-style WeightcheckError when it cannot be)."""
-    from weightcheck.api import training_config_file
     from weightcheck.model.drafter import load_drafter
     from weightcheck.model.target import load_target
-    from weightcheck.rules.apply import read_training_config
+    from weightcheck.sources.base import read_json_file
 
-    path = training_config_file(training_config)
-    cfg = read_training_config(path)
+    path = str(training_config)
+    if os.path.isdir(path):  # a folder holding the config, as --training-config takes it
+        path = os.path.join(path, "config.json")
+    cfg = read_json_file(path, "training config", 10_000_000)
+    if not isinstance(cfg, dict):
+        raise WeightcheckError(path, "training config is not a JSON object")
     name = trainer or detect(cfg)
     if name is None:
         raise WeightcheckError(
