@@ -172,7 +172,7 @@ def trainer_raises(ctx):
         return
     if r.kind == "mismatch" and _all_said(ctx.training, r):
         return  # WC901 says these shapes already (an error too)
-    fix = f"; {r.fix} first" if r.fix else ""
+    fix = f"; {r.fix}" if r.fix else ""
     yield ctx.f(
         "WC908",
         f"{r.pretty} raises at init: {r.raises} ({r.cite}){fix}",

@@ -35,6 +35,10 @@ __all__ = [
 TRAINERS = ("specforge", "speculators")
 ORIGINS = ("src", "target", "init", "data")
 _PRETTY = {"specforge": "SpecForge", "speculators": "speculators"}
+HIDDEN_FIX = (
+    "it is a drafter for SpecForge or the engines (weightcheck convert SRC OUT --to vllm), not "
+    "for a speculators fine-tune"
+)
 
 
 @dataclass(frozen=True)
@@ -330,7 +334,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
                 "speculators builds its drafter from one only",
                 "config",
                 f["cite_config"],
-                "weightcheck convert SRC OUT --to speculators --verifier TARGET",
+                "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
         if d.source.config is None or "speculators_model_type" not in d.source.config:
             said = "has no config.json" if d.source.config is None else "is no speculators config"
@@ -339,14 +343,14 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
                 "(only DFlash checkpoints are converted on the fly)",
                 "config",
                 f["cite_config"],
-                "weightcheck convert SRC OUT --to speculators --verifier TARGET",
+                "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
     if r.mismatched:
         hold = (
             speculators_cannot_hold_reason(r.mismatched, sym) if tr.name == "speculators" else None
         )
         if hold:
-            return hold, "hidden", f["cite_hidden"], "weightcheck convert SRC OUT --to vllm"
+            return hold, "hidden", f["cite_hidden"], HIDDEN_FIX
         n, a, b = r.mismatched[0]
         more = f" (and {len(r.mismatched) - 1} more)" if len(r.mismatched) > 1 else ""
         return (
@@ -368,9 +372,15 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
             )
     if tr.name == "specforge":
         fix = None
-        renamable = _renamable(d, r.missing)
-        if renamable:
-            fix = "weightcheck convert SRC OUT --to sglang (writes the midlayer.* names it loads)"
+        if _renamable(d, r.missing):
+            extras = [t.name for t in d.tensors if t.canonical not in r.params]
+            fix = (
+                "weightcheck convert SRC OUT --to sglang first: it writes the midlayer.* names "
+                "SpecForge loads fully"
+                if not extras
+                else f"its model has no place for {_few(extras)} under any name: SpecForge "
+                "cannot fine-tune this drafter as it is"
+            )
         if r.source_kind == "training_state" and r.unexpected:
             return (
                 f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}): "
@@ -426,7 +436,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
             "AutoConfig.from_pretrained(None)",
             "verifier",
             f["cite_verifier"],
-            "weightcheck convert SRC OUT --to speculators --verifier TARGET",
+            "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
         )
     th = getattr(target, "hidden_size", None) if target is not None else None
     if type(th) is int and type(sym.get("H")) is int and th != sym["H"]:
@@ -435,7 +445,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
             "them equal (its fc reads the draft hidden size)",
             "hidden",
             f["cite_hidden"],
-            "weightcheck convert SRC OUT --to vllm",
+            HIDDEN_FIX,
         )
     return None, None, None, None
 
