@@ -200,7 +200,8 @@ def said(g: TrainingGate) -> str:
 
 
 def _said(g: TrainingGate) -> str:
-    head = f"SRC initializes {_share(g)} of {g.architectures[1] if g.architectures else 'it'}"
+    what = g.architectures[1] if g.architectures else ("its model" if g.replay else "it")
+    head = f"SRC initializes {_share(g)} of {what}"
     return head + (f"; from scratch: {_scratch(g)}" if g.from_scratch else "")
 
 
