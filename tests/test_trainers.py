@@ -161,7 +161,8 @@ def test_why2_run_checkpoint_takes_its_config_from_the_training_config():
 
 def test_a_run_checkpoint_without_training_config_still_has_no_config():
     code, rep = check(RUN / "tiny-step2")
-    assert code == 1 and by_code(rep, "WC201")
+    (f,) = by_code(rep, "WC201")
+    assert code == 1 and "--training-config" in f["message"]
 
 
 # --- Why 3: a run output folder resolves as SpecForge does -----------------------------------------

@@ -11,7 +11,15 @@ from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 )
 def no_config(ctx):
     if ctx.d.source.config is None:
-        yield ctx.f("WC201", "no config.json beside the weights", "config.json")
+        from weightcheck.trainers import is_training_state
+
+        said = "no config.json beside the weights"
+        if is_training_state(ctx.d.source):  # SpecForge builds from the run's draft config
+            said += (
+                " (a SpecForge checkpoint has none: --training-config, the run's draft config, "
+                "stands in for it)"
+            )
+        yield ctx.f("WC201", said, "config.json")
 
 
 @rule(
