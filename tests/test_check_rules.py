@@ -653,7 +653,22 @@ def t_training_architecture(w):
 
 @trigger("WC906", "training")
 def t_training_partial_init(w):
-    return _training(w, dict(w.cfg, norm_before_fc=True))
+    """speculators 0.9.0 (the training config is a speculators config) leaves what SRC lacks at
+    init: a training config with fc_norm builds fc_norm.* SRC does not hold (SpecForge would
+    raise instead: WC908)."""
+    src = PRODUCERS / "speculators-train"
+    cfg = dict(read_config(src), fc_norm=True, norm_before_fc=False)
+    return src, ["--training-config", w.json_file("train.json", cfg)]
+
+
+@trigger("WC908", "trainer")
+def t_trainer_raises(w):
+    """issue #23 Why 1: a speculators-layout drafter under SpecForge 0.2.0 (which never
+    renames)."""
+    return PRODUCERS / "speculators-convert", [
+        "--training-config",
+        PRODUCERS / "specforge-sglang" / "config.json",
+    ]
 
 
 @trigger("WC907", "--training-vocab")

@@ -32,6 +32,8 @@ LAYERS = [
     ("sources", ["weightcheck.sources"]),
     ("model", ["weightcheck.model"]),
     ("engines", ["weightcheck.engines"]),
+    # the trainers' initialization replayed (mappings/trainers/): read by the training gate
+    ("trainers", ["weightcheck.trainers"]),
     ("rules", ["weightcheck.rules"]),
     ("reports", ["weightcheck.reports"]),  # what the commands return
     ("commands", ["weightcheck.commands"]),

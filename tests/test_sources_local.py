@@ -534,10 +534,15 @@ def test_sharded_and_bad_safetensors_never_import_torch(tmp_path, tiny_cfg):
 
 @torch_needed
 def test_harness_does_see_torch_for_a_pickle(tmp_path, tiny_cfg):
-    """Control: the same harness reports torch when inspecting a .bin, so the check can fail."""
+    """Control: the same harness reports torch when inspecting a .bin, so the check can fail. A
+    legacy (non-zip) pickle: a torch zip file is read without torch (sources/torchzip.py)."""
     import torch
 
-    torch.save(torch_state_dict(tiny_cfg), tmp_path / "pytorch_model.bin")
+    torch.save(
+        torch_state_dict(tiny_cfg),
+        tmp_path / "pytorch_model.bin",
+        _use_new_zipfile_serialization=False,
+    )
     torch_loaded, code, p = _harness("inspect", tmp_path)
     assert code == 0, p.stderr
     assert torch_loaded
@@ -571,10 +576,14 @@ def test_python_m_weightcheck_importtime(make_drafter, tmp_path, tiny_cfg):
     mods = _imported_modules(p.stderr)
     assert "weightcheck.storage.header" in mods  # the parse worked
     assert not {m for m in mods if m == "torch" or m.startswith("torch.")}
-    if importlib.util.find_spec("torch") is not None:  # control: a .bin does import torch
+    if importlib.util.find_spec("torch") is not None:  # control: a legacy .bin imports torch
         import torch
 
-        torch.save({"fc.weight": torch.zeros(2, 2)}, tmp_path / "x.bin")
+        torch.save(
+            {"fc.weight": torch.zeros(2, 2)},
+            tmp_path / "x.bin",
+            _use_new_zipfile_serialization=False,
+        )
         p = subprocess.run(
             [
                 sys.executable,

@@ -133,6 +133,7 @@ def check(
     token: str | None = None,
     progress: bool = False,
     live: bool = False,
+    trainer: str | None = None,
 ) -> CheckResult:
     """The gate: every rule, and with ``engine`` (``"sglang"``, ``"vllm"``,
     ``"sglang==0.5.11"``) the engine's own view. ``result.ok`` is False when a finding is an
@@ -163,8 +164,20 @@ def check(
         raise UsageError(None, "--allow-partial-init qualifies --training-config: give both")
     if values:
         require_torch("--values")
+    if trainer is not None and training_config is None:
+        raise UsageError(None, "--trainer qualifies --training-config: give both")
+    if trainer is not None:
+        from weightcheck import trainers
+
+        trainers.load(trainer)  # an unknown name: one line, exit 2, before reading anything
     tc = training_config_file(training_config) if training_config is not None else None
     d = load_drafter(str(src), revision=revision, token=token)
+    if tc is not None:
+        from weightcheck import trainers
+        from weightcheck.rules.apply import read_training_config
+
+        # a SpecForge run checkpoint has no config.json: the training config stands in for it
+        d = trainers.with_training_config(d, read_training_config(tc), tc)
     t = load_target(str(target), token=token) if target is not None else None
     tv = None
     if training_vocab is not None:
@@ -184,6 +197,7 @@ def check(
             live=live,
             allow_partial_init=allow_partial_init,
             progress=bar.update if bar is not None and bar.enabled else None,
+            trainer=trainer,
         )
     finally:
         if bar is not None:
@@ -232,8 +246,17 @@ def convert(
         convert_mod.check_paths(d, out, force)
     ref = load_drafter(str(config_from), token=token) if config_from is not None else None
     tgt = load_target(str(target), token=token) if target is not None else None
-    emb = load_target(embeddings[5:], token=token) if embeddings.startswith("from=") else None
-    head = load_target(str(lm_head_from), token=token) if lm_head_from is not None else None
+    # the embedding and the head are read from the target: its weights are needed
+    emb = (
+        load_target(embeddings[5:], token=token, config_only=False)
+        if embeddings.startswith("from=")
+        else None
+    )
+    head = (
+        load_target(str(lm_head_from), token=token, config_only=False)
+        if lm_head_from is not None
+        else None
+    )
     vmap = vocab.load_map(str(vocab_from), token=token) if vocab_from is not None else None
     if (d.looks_like_target or d.normalized.mistyped) and check:
         # a target model, not a drafter, or a config with values of the wrong JSON type (WC212):

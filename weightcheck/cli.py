@@ -257,6 +257,13 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
     "(WC905), for a warm start that initializes only part of the model on purpose.",
 )
 @click.option(
+    "--trainer",
+    default=None,
+    type=click.Choice(["specforge", "speculators"]),
+    help="With --training-config: the trainer whose initialization is replayed (SpecForge "
+    "0.2.0, speculators 0.9.0; default: the one the training config belongs to).",
+)
+@click.option(
     "--training-vocab",
     default=None,
     metavar="MAP",
@@ -286,6 +293,7 @@ def check(
     target,
     training_config,
     allow_partial_init,
+    trainer,
     training_vocab,
     values,
     explain,
@@ -313,6 +321,7 @@ def check(
         token=token,
         progress=True,
         live=live,
+        trainer=trainer,
     )
     _show(r, out, explain=explain)
     sys.exit(r.exit_status)

@@ -116,6 +116,9 @@ class SourceInfo:
     config_file: str | None
     index_file: str | None
     files: list[SourceFile]
+    picked: str | None = (
+        None  # a SpecForge run folder: the checkpoint read and why (sources/local.py)
+    )
 
 
 def source_info(d) -> SourceInfo:
@@ -134,6 +137,7 @@ def source_info(d) -> SourceInfo:
             SourceFile(f.name, f.format, f.size, f.sha256, f.pickle_key or None)
             for f in s.files.values()
         ],
+        s.picked,
     )
 
 

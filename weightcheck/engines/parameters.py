@@ -277,6 +277,8 @@ def _equals_target(drafter, t, p: Parameter, target, dtype) -> tuple[bool | None
         return None, unknown
     theirs = target.lm_head if p.canonical == "lm_head.weight" else target.embed
     if theirs is None:
+        if getattr(target.source, "layout", "") == "config only":
+            return None, "loaded, or the target's when equal to it (--target is config only)"
         return None, unknown
     if tuple(theirs.shape) != tuple(t.shape):
         return False, "not the target's: the shapes differ"

@@ -64,6 +64,8 @@ class Target:
             "vocab_size": self.vocab_size,
             "num_hidden_layers": self.num_layers,
             "dtype": self.dtype,
+            # a folder or repo with config.json and no weights (read where only its config is)
+            "config_only": self.source.layout == "config only",
             "embed": {
                 "name": self.embed.name,
                 "shape": list(self.embed.shape),
@@ -81,8 +83,13 @@ class Target:
         }
 
 
-def load_target(spec: str, token: str | None = None) -> Target:
-    src = open_source(spec, token=token, only=set(EMBED_NAMES) | set(HEAD_NAMES))
+def load_target(spec: str, token: str | None = None, config_only: bool = True) -> Target:
+    """``config_only``: a target folder or repo holding config.json and no weights is read for
+    its config (embed/lm_head None): every use but the embedding's and head's shapes needs only
+    the config (issue #23)."""
+    src = open_source(
+        spec, token=token, only=set(EMBED_NAMES) | set(HEAD_NAMES), config_only=config_only
+    )
     if src.config is None:
         raise WeightcheckError(spec, "target has no config.json")
     cfg = src.config

@@ -166,6 +166,8 @@ def value_str(v) -> str:
 
 
 def source_line(src) -> str:
-    """A source in a line: location, Hub revision and commit, kind and layout."""
+    """A source in a line: location, Hub revision and commit, kind and layout (and, for a run
+    folder, the checkpoint picked)."""
     rev = f" @ {src.revision} (commit {src.commit})" if src.kind == "hub" else ""
-    return f"{src.location}{rev} [{src.kind}, {src.layout}]"
+    picked = f"; {src.picked}" if getattr(src, "picked", None) else ""
+    return f"{src.location}{rev} [{src.kind}, {src.layout}{picked}]"

@@ -31,7 +31,42 @@ def engine_verdicts(r: CheckReport) -> list[tuple[str, str]]:
     out = [(f"{e} {v['version']}", v["says"]) for e, v in (r.engines or {}).items()]
     if r.training:
         out.append(("training", r.training["says"]))
+        tr = r.training.get("trainer")
+        if tr and not tr["raises"]:
+            out.append(("trainer takes", trainer_origins(tr)))
     return out
+
+
+_ORIGIN_WORDS = {
+    "src": "from SRC",
+    "target": "from the target",
+    "data": "from the run's vocabulary map",
+    "init": "at init",
+}
+
+
+def trainer_origins(tr: dict) -> str:
+    """The trainer's parameters by where their first value comes from, in a line: 'from SRC: 13
+    (fc.weight, lm_head.weight, midlayer.*, norm.weight); from the target: embed_tokens.weight;
+    ...'."""
+    groups: dict[str, list[str]] = {}
+    for name, origin in tr["parameters"].items():
+        groups.setdefault(origin, []).append(name)
+    said = []
+    for origin in ("src", "target", "data", "init"):
+        names = groups.get(origin)
+        if not names:
+            continue
+        fams = []
+        for n in names:
+            parts = n.split(".")
+            fam = f"{parts[0]}.*" if parts[0] == "midlayer" else n
+            if parts[0] == "layers" and len(parts) > 2:
+                fam = f"layers.{parts[1]}.*"
+            if fam not in fams:
+                fams.append(fam)
+        said.append(f"{_ORIGIN_WORDS[origin]}: {len(names)} ({', '.join(fams)})")
+    return f"{tr['name']} {tr['version']}, by its own names: " + "; ".join(said)
 
 
 def check_document(r: CheckReport, explain: bool = False) -> list:
@@ -50,7 +85,9 @@ def check_document(r: CheckReport, explain: bool = False) -> list:
             (
                 "target",
                 f"{t['spec']} ({t['model_type']}, hidden {t['hidden_size']}, vocab "
-                f"{t['vocab_size']}, {t['num_hidden_layers']} layers)",
+                f"{t['vocab_size']}, {t['num_hidden_layers']} layers"
+                + ("; config only" if t.get("config_only") else "")
+                + ")",
             )
         )
     head += engine_verdicts(r)  # plain check: each engine in a line

@@ -72,6 +72,7 @@ def run(
     live: bool = False,
     allow_partial_init: bool = False,
     progress=None,
+    trainer: str | None = None,
 ) -> tuple[Context, list]:
     """Run every rule whose inputs are there. ``vocab_maps``: (d2t list, t2d bytes) when the
     caller has them already (convert's gate: the output is not written yet). Without ``engine``
@@ -91,7 +92,12 @@ def run(
         ctx.live = live_compare.report(live_mod.run(d, engine, target), ctx.engine_view)
     if training_config:
         ctx.training = training.training_gate(
-            d, read_training_config(training_config), allow_partial_init
+            d,
+            read_training_config(training_config),
+            allow_partial_init,
+            trainer=trainer,
+            target=target,
+            training_vocab=training_vocab,
         )
     if values:
         ctx.values = values_mod.value_stats(d, progress=progress)

@@ -147,9 +147,14 @@ class TrainingGate:
     initialized: dict[str, int] = field(default_factory=dict)
     from_scratch: dict[str, int] = field(default_factory=dict)
     allow_partial_init: bool = False  # --allow-partial-init: WC905 is a warning
+    # the trainer the config belongs to, replayed (weightcheck/trainers/): None when no trainer
+    # was given or detected
+    replay: object | None = None
 
     @property
     def fraction(self) -> float:
+        if self.replay is not None:
+            return self.replay.fraction
         total = sum(self.initialized.values()) + sum(self.from_scratch.values())
         return sum(self.initialized.values()) / total if total else 0.0
 
@@ -168,6 +173,7 @@ class TrainingGate:
             "initialized": sorted(self.initialized),
             "from_scratch": sorted(self.from_scratch),
             "allow_partial_init": self.allow_partial_init,
+            "trainer": self.replay.report() if self.replay is not None else None,
         }
 
 

@@ -9,7 +9,15 @@ from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 @rule("WC201")
 def no_config(ctx, finding):
     if ctx.drafter.source.config is None:
-        yield finding("no config.json beside the weights", "config.json")
+        from weightcheck.trainers import is_training_state
+
+        said = "no config.json beside the weights"
+        if is_training_state(ctx.drafter.source):  # SpecForge builds from the run's draft config
+            said += (
+                " (a SpecForge checkpoint has none: --training-config, the run's draft config, "
+                "stands in for it)"
+            )
+        yield finding(said, "config.json")
 
 
 @rule("WC202")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from weightcheck import trainers
 from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
@@ -80,6 +81,8 @@ def training_architecture(ctx, finding):
 @rule("WC906", needs="training")
 def training_init(ctx, finding):
     g = ctx.training
+    if g.replay is not None and g.replay.raises:  # WC908 says what happens instead
+        return
     if not g.from_scratch:  # all of it: the report's training section says so
         return
     yield finding(
@@ -104,9 +107,39 @@ def training_vocab_unmapped(ctx, finding):
     )
 
 
+@rule("WC908", needs="training")
+def trainer_raises(ctx, finding):
+    r = ctx.training.replay
+    if r is None or not r.raises:
+        return
+    if r.kind == "mismatch" and _all_said(ctx.training, r):
+        return  # WC901 says these shapes already (an error too)
+    fix = f"; {r.fix}" if r.fix else ""
+    yield finding(f"{r.pretty} raises at init: {r.raises} ({r.cite}){fix}", "trainer")
+
+
+def _all_said(g: TrainingGate, r) -> bool:
+    said = {c for c, _, _ in g.mismatch}
+    return all(_canonical(n) in said for n, _, _ in r.mismatched)
+
+
+def _canonical(own: str) -> str:
+    return "midlayer." + own[len("layers.0.") :] if own.startswith("layers.0.") else own
+
+
 def said(g: TrainingGate) -> str:
     """The gate's answer in a line (check's header, the JSON's training.says)."""
-    head = f"SRC initializes {_share(g)} of {g.architectures[1] if g.architectures else 'it'}"
+    r = g.replay
+    if r is not None and r.raises:
+        return f"{r.pretty} raises at init: {r.raises}"
+    if r is not None:
+        return f"{r.pretty}: " + _said(g)
+    return _said(g)
+
+
+def _said(g: TrainingGate) -> str:
+    what = g.architectures[1] if g.architectures else ("its model" if g.replay else "it")
+    head = f"SRC initializes {_share(g)} of {what}"
     return head + (f"; from scratch: {_scratch(g)}" if g.from_scratch else "")
 
 
@@ -137,8 +170,32 @@ def _scratch(g: TrainingGate) -> str:
     return ", ".join(said) if said else "nothing"
 
 
-def training_gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = False) -> TrainingGate:
-    """The WC9xx rules' input: can SRC initialize exactly that architecture?"""
+def training_gate(
+    d: Drafter,
+    training_cfg: dict,
+    allow_partial_init: bool = False,
+    trainer: str | None = None,
+    target=None,
+    training_vocab=None,
+) -> TrainingGate:
+    """The WC9xx rules' input: can SRC initialize exactly that architecture? ``trainer``
+    (specforge | speculators; None: detected from the training config) is replayed
+    (weightcheck/trainers/): what it loads, takes, leaves at init, or that it raises."""
+    g = _gate(d, training_cfg, allow_partial_init)
+    name = trainer or trainers.detect(training_cfg)
+    if name is not None:
+        g.replay = r = trainers.replay(d, training_cfg, name, target, training_vocab)
+        # N of M: the trainer's own parameters (buffers and what it takes elsewhere left out)
+        g.initialized = {
+            n: r.numel[n] for n, o in r.params.items() if o == "src" and n not in r.buffers
+        }
+        g.from_scratch = {
+            n: r.numel[n] for n, o in r.params.items() if o == "init" and n not in r.buffers
+        }
+    return g
+
+
+def _gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = False) -> TrainingGate:
     norm = config_mod.normalize(training_cfg)
     arch = inventory.named_by(training_cfg) or d.architecture or inventory.default()
     # the decoder layers that architecture builds: num_hidden_layers (SRC's, when the training

@@ -21,9 +21,15 @@ def is_local(spec: str) -> bool:
 
 
 def open_source(
-    spec: str, revision: str | None = None, token: str | None = None, only: set[str] | None = None
+    spec: str,
+    revision: str | None = None,
+    token: str | None = None,
+    only: set[str] | None = None,
+    config_only: bool = False,
 ) -> Source:
-    """Resolve SRC: an existing local path first, else a Hub repo id."""
+    """Resolve SRC: an existing local path first, else a Hub repo id. ``config_only``: a folder or
+    repo with config.json and no weight file is a source without tensors (a target read for its
+    config), not an error."""
     if not spec:
         raise WeightcheckError(None, "empty source")
     expanded = os.path.expanduser(spec)
@@ -32,7 +38,7 @@ def open_source(
             raise WeightcheckError(spec, "a revision was given for a local path")
         from weightcheck.sources.local import open_local
 
-        return open_local(spec, expanded, only)
+        return open_local(spec, expanded, only, config_only)
     m = HUB_ID.match(spec)
     # a missing `dir/model.safetensors` is a mistyped path, not a Hub repo id
     looks_like_file = spec.endswith((".safetensors", ".json") + PICKLE_EXT)
@@ -44,7 +50,7 @@ def open_source(
             open_hub,  # huggingface_hub is imported only for a Hub id
         )
 
-        return open_hub(spec, m.group("repo"), rev or revision, token, only)
+        return open_hub(spec, m.group("repo"), rev or revision, token, only, config_only)
     raise WeightcheckError(
         spec, "path not found (and not a Hub repo id of the form org/name[@revision])"
     )

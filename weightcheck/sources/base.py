@@ -42,6 +42,9 @@ class WeightFile:
     sha256: str | None = None  # content hash, when the Hub gives one (LFS)
     header: Header | None = None
     pickle_key: str | None = None  # e.g. "draft_state_dict" for training_state.pt
+    # a pickled dict's top-level scalars beside the state (training_state.pt: strategy, run_id,
+    # global_step): read without torch (sources/torchzip.py) when the file allows
+    pickle_meta: dict | None = None
 
 
 @dataclass
@@ -51,7 +54,8 @@ class TensorRecord:
     shape: tuple[int, ...]
     nbytes: int
     file: str  # WeightFile.name
-    begin: int | None = None  # absolute byte range in the file (safetensors only)
+    # absolute byte range in the file (safetensors; a torch zip's stored, contiguous tensor)
+    begin: int | None = None
     end: int | None = None
 
 
@@ -70,6 +74,8 @@ class Source:
     index: dict | None = None
     index_file: str | None = None
     notes: list[str] = field(default_factory=list)  # non-fatal findings (index drift, ...)
+    # a SpecForge run output folder: which checkpoint was picked and how (sources/local.py)
+    picked: str | None = None
     hub: Remote | None = None  # sources/hub.py's HubRepo for hub sources
     # a partial read (a target: only the shards holding the tensors asked for) keeps the index's
     # map, so a later read can find a tensor in a shard not read yet

@@ -501,7 +501,12 @@ def _weight_file(repo: HubRepo, by_name: dict, fname: str) -> tuple[WeightFile, 
 
 
 def open_hub(
-    spec: str, repo_id: str, revision: str | None, token: str | None, only: set[str] | None = None
+    spec: str,
+    repo_id: str,
+    revision: str | None,
+    token: str | None,
+    only: set[str] | None = None,
+    config_only: bool = False,
 ) -> Source:
     """A Hub repo as a Source: the file list (one request), then at once, on threads, config.json
     and the index (when sharded) and then every weight file's header. An error is the one the
@@ -531,6 +536,11 @@ def open_hub(
         config = pool.submit(_config, repo) if "config.json" in by_name else None
         try:
             chosen = layout.choose([n for n in sorted(by_name) if "/" not in n])
+            if chosen is None and config_only and config is not None:
+                src.config = config.result()  # a target's config is all --target needs
+                src.config_file = f"{repo.where}/config.json"
+                src.layout = "config only"
+                return src
             if chosen is None:
                 raise layout.not_a_checkpoint(repo.where)
             src.layout, fnames, index_name = chosen.kind, list(chosen.files), chosen.index

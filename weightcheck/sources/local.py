@@ -20,6 +20,13 @@ from weightcheck.sources.pickled import PICKLE_EXT, add_pickled_file
 from weightcheck.storage.header import read_local_header
 
 
+def _files(root: str) -> list[str]:
+    try:
+        return [n for n in os.listdir(root) if os.path.isfile(os.path.join(root, n))]
+    except OSError:
+        return []
+
+
 def _member_path(root: str, fname: object, where: str) -> str:
     """A file named by an index must stay inside the checkpoint folder: no absolute paths, no
     ``..``, no symlink leading out. Returns its path."""
@@ -52,7 +59,57 @@ def _in_hf_blobs(real_root: str, real: str) -> bool:
         d = parent
 
 
-def _choose(root: str) -> layout.Layout:
+STATE_FILE = "training_state.pt"
+
+
+def resolve_run_dir(root: str) -> tuple[str, str] | None:
+    """A SpecForge run output folder -> (the checkpoint folder SpecForge resumes or warm-starts
+    from, how it was picked), or None when ``root`` is none. As SpecForge 0.2.0 resolves it
+    (specforge/training/checkpoint.py:322-375 CheckpointManager.resolve_resume_dir, called by
+    specforge/training/model_loading.py:334-344): the one complete ``*-latest`` pointer; else the
+    highest complete ``<run-id>-stepN`` of a single run; several runs are refused as SpecForge
+    refuses them. A pointer leading out of the folder is refused."""
+    import glob
+    import re
+
+    real_root = os.path.realpath(root)
+    latest: dict[str, str] = {}
+    for cand in sorted(glob.glob(os.path.join(glob.escape(root), "*-latest"))):
+        real = os.path.realpath(cand)
+        if os.path.commonpath([real_root, real]) != real_root:
+            raise WeightcheckError(
+                cand, f"a run pointer leading out of the folder (to {real}): refused"
+            )
+        if os.path.isfile(os.path.join(real, STATE_FILE)):
+            latest.setdefault(real, os.path.basename(cand))
+    if len(latest) > 1:
+        raise WeightcheckError(
+            root,
+            f"a SpecForge run folder with {len(latest)} complete *-latest runs "
+            f"({', '.join(sorted(latest.values()))}): SpecForge refuses to choose; give one "
+            "checkpoint folder",
+        )
+    if latest:
+        real, ptr = next(iter(latest.items()))
+        return real, f"{ptr} -> {os.path.basename(real)}"
+    by_run: dict[str, list[tuple[int, str]]] = {}
+    for cand in glob.glob(os.path.join(glob.escape(root), "*-step*")):
+        m = re.match(r"^(.+)-step(\d+)$", os.path.basename(cand))
+        if m and os.path.isfile(os.path.join(cand, STATE_FILE)):
+            by_run.setdefault(m.group(1), []).append((int(m.group(2)), cand))
+    if not by_run:
+        return None
+    if len(by_run) > 1:
+        raise WeightcheckError(
+            root,
+            f"a SpecForge run folder with checkpoints of {len(by_run)} runs "
+            f"({', '.join(sorted(by_run))}): SpecForge refuses to choose; give one checkpoint folder",
+        )
+    step, path = max(next(iter(by_run.values())))
+    return path, f"the highest step ({os.path.basename(path)}; no *-latest pointer)"
+
+
+def _choose(root: str, config_only: bool = False) -> layout.Layout | None:
     try:
         names = sorted(os.listdir(root))
     except OSError as e:  # e.g. a folder we may not list (another user's)
@@ -60,6 +117,8 @@ def _choose(root: str) -> layout.Layout:
     chosen = layout.choose([n for n in names if os.path.isfile(os.path.join(root, n))])
     if chosen is not None:
         return chosen
+    if config_only and "config.json" in names:
+        return None
 
     def _listing(sub):  # a hint only: a subfolder we may not list is skipped, not an error
         try:
@@ -80,12 +139,27 @@ def _choose(root: str) -> layout.Layout:
     raise layout.not_a_checkpoint(root, hint)
 
 
-def open_local(spec: str, path: str, only: set[str] | None = None) -> Source:
+def open_local(
+    spec: str, path: str, only: set[str] | None = None, config_only: bool = False
+) -> Source:
     path = os.path.abspath(path)
+    picked = None
+    if os.path.isdir(path) and layout.choose(_files(path)) is None:
+        run = resolve_run_dir(path)
+        if run is not None:  # a SpecForge run output folder: the checkpoint SpecForge picks
+            path, how = run
+            picked = f"SpecForge run folder: checkpoint {os.path.basename(path)} ({how})"
     if os.path.isdir(path):
         src = Source(spec=spec, kind="folder", location=path)
+        if picked:
+            src.notes.append(picked)
+            src.picked = picked
         root = path
-        chosen = _choose(root)
+        chosen = _choose(root, config_only)
+        if chosen is None:  # config only (a target read for its config)
+            cfg_path = os.path.join(root, "config.json")
+            src.config, src.config_file, src.layout = read_config(cfg_path), cfg_path, "config only"
+            return src
         src.layout, fnames, index_name = chosen.kind, list(chosen.files), chosen.index
     else:
         if not os.path.isfile(path):  # a FIFO or a device would block open() or never end

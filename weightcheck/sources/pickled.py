@@ -1,10 +1,14 @@
-"""Pickled checkpoints (``.bin``, ``.pt``, a SpecForge ``training_state.pt``), read only with
-``torch.load(..., weights_only=True)`` and only when torch is installed; never unpickled otherwise.
+"""Pickled checkpoints (``.bin``, ``.pt``, a SpecForge ``training_state.pt``). A torch zip file
+(what ``torch.save`` writes) is first read statically for its tensors' names, dtypes, shapes and
+byte ranges (sources/torchzip.py: its opcodes walked, nothing unpickled, no torch); anything else,
+or a zip that reader does not follow, only with ``torch.load(..., weights_only=True)`` and only
+when torch is installed; never unpickled otherwise.
 """
 
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.sources import torchzip
 from weightcheck.sources.base import Source, TensorRecord, WeightFile, note_duplicate
 from weightcheck.storage.header import TORCH_NAMES
 
@@ -12,7 +16,7 @@ PICKLE_EXT = (".bin", ".pt", ".pth")
 _TORCH_DTYPES = {f"torch.{name}": st for st, name in TORCH_NAMES.items()}
 
 # where trainers keep the drafter's tensors inside a pickled dict, in order of preference
-_STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")
+_STATE_KEYS = torchzip.STATE_KEYS
 
 
 def load_pickled(path: str) -> tuple[dict, str | None]:
@@ -77,6 +81,17 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
 
 
 def add_pickled_file(src: Source, wf: WeightFile) -> None:
+    got = torchzip.read(wf.local_path)
+    if got is not None and got[0]:
+        metas, wf.pickle_key, wf.pickle_meta = got
+        src.files[wf.name] = wf
+        for name, m in metas.items():
+            if name in src.tensors:
+                note_duplicate(src, name, wf.name)
+            src.tensors[name] = TensorRecord(
+                name, m.dtype, m.shape, m.nbytes, wf.name, m.begin, m.end
+            )
+        return
     tensors, key = load_pickled(wf.local_path)
     wf.pickle_key = key
     src.files[wf.name] = wf

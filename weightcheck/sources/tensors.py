@@ -46,7 +46,7 @@ def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> I
     rec = src.tensors[name]
     wf = src.files[rec.file]
     chunk = max(align, chunk - chunk % align)
-    if wf.format == "pickle":
+    if wf.format == "pickle" and rec.begin is None:
         data = torch_tensor_bytes(_pickle_tensors(src, rec.file)[name])
         for i in range(0, len(data), chunk):
             yield data[i : i + chunk]
@@ -79,7 +79,7 @@ def read_range(src: Source, name: str, a: int, b: int) -> bytes:
     if b <= a:
         return b""
     wf = src.files[rec.file]
-    if wf.format == "pickle":  # a byte view of the tensor, sliced before it is copied
+    if wf.format == "pickle" and rec.begin is None:  # a byte view, sliced before it is copied
         import torch
 
         t = _pickle_tensors(src, rec.file)[name].detach().contiguous().reshape(-1)

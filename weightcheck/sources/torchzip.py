@@ -1,0 +1,296 @@
+"""A torch zip checkpoint (``torch.save``'s format: ``<name>/data.pkl`` + one stored member per
+storage) read for its tensors' names, dtypes, shapes and byte ranges WITHOUT torch and without
+unpickling: ``data.pkl``'s opcodes are walked (``pickletools.genops``, a disassembler) by a small
+stack machine that builds only strings, numbers, tuples, lists and dicts, and records a tensor for
+each call of torch's ``_rebuild_tensor_v2`` on a persistent storage id. Nothing from the file is
+imported or called; any global but the few torch.save writes for tensors and dicts makes
+:func:`read` answer None, and the caller falls back to ``torch.load(weights_only=True)``
+(sources/pickled.py), which refuses what it must.
+
+A SpecForge ``training_state.pt`` is such a file: the draft's state (``draft_state_dict``) beside
+the optimizer's and counters (specforge 0.2.0 specforge/training/controller.py:839-870). Header-
+level checks of a run folder thus need no torch; a tensor's bytes are a range of the file (the
+storage member is stored, not compressed), read like a safetensors tensor.
+"""
+
+from __future__ import annotations
+
+import pickletools
+import struct
+import zipfile
+from dataclasses import dataclass
+
+# torch.<X>Storage -> safetensors dtype, element size (torch/storage.py _LegacyStorage types)
+_STORAGES = {
+    "BFloat16Storage": ("BF16", 2),
+    "HalfStorage": ("F16", 2),
+    "FloatStorage": ("F32", 4),
+    "DoubleStorage": ("F64", 8),
+    "LongStorage": ("I64", 8),
+    "IntStorage": ("I32", 4),
+    "ShortStorage": ("I16", 2),
+    "CharStorage": ("I8", 1),
+    "ByteStorage": ("U8", 1),
+    "BoolStorage": ("BOOL", 1),
+}
+_REBUILD = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor")}
+_ALLOWED = _REBUILD | {("collections", "OrderedDict"), ("torch._utils", "_rebuild_parameter")}
+MAX_PICKLE = 256 << 20
+
+# where trainers keep the drafter's tensors inside a pickled dict, in order of preference
+STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")
+
+
+class NotStatic(Exception):
+    """Something this reader does not follow: the caller uses torch instead."""
+
+
+@dataclass(frozen=True)
+class Global:
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Storage:
+    dtype: str
+    itemsize: int
+    key: str
+    numel: int
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    begin: int | None  # absolute byte range in the zip file, when contiguous and stored
+    end: int | None
+
+
+class _Mark:
+    pass
+
+
+def _interpret(data: bytes):
+    stack: list = []
+    memo: dict = {}
+    marks: list[int] = []
+
+    def pop_mark():
+        if not marks:
+            raise NotStatic("MARK missing")
+        i = marks.pop()
+        items = stack[i:]
+        del stack[i:]
+        return items
+
+    for op, arg, _pos in pickletools.genops(data):
+        n = op.name
+        if n in ("PROTO", "FRAME"):
+            continue
+        if n == "STOP":
+            if len(stack) != 1:
+                raise NotStatic("stack at STOP")
+            return stack[0]
+        if n == "MARK":
+            marks.append(len(stack))
+        elif n in ("EMPTY_DICT",):
+            stack.append({})
+        elif n == "EMPTY_LIST":
+            stack.append([])
+        elif n == "EMPTY_TUPLE":
+            stack.append(())
+        elif n in ("BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "UNICODE"):
+            stack.append(arg)
+        elif n in ("BININT", "BININT1", "BININT2", "LONG1", "LONG4", "INT", "LONG", "BINFLOAT"):
+            stack.append(arg)
+        elif n in ("SHORT_BINBYTES", "BINBYTES", "BINBYTES8"):
+            stack.append(bytes(arg))
+        elif n == "NONE":
+            stack.append(None)
+        elif n == "NEWTRUE":
+            stack.append(True)
+        elif n == "NEWFALSE":
+            stack.append(False)
+        elif n == "TUPLE":
+            stack.append(tuple(pop_mark()))
+        elif n in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            k = int(n[-1])
+            items = tuple(stack[-k:])
+            del stack[-k:]
+            stack.append(items)
+        elif n in ("BINPUT", "LONG_BINPUT", "PUT"):
+            memo[arg] = stack[-1]
+        elif n == "MEMOIZE":
+            memo[len(memo)] = stack[-1]
+        elif n in ("BINGET", "LONG_BINGET", "GET"):
+            if arg not in memo:
+                raise NotStatic("memo miss")
+            stack.append(memo[arg])
+        elif n == "SETITEM":
+            v = stack.pop()
+            k = stack.pop()
+            _setitem(stack[-1], k, v)
+        elif n == "SETITEMS":
+            items = pop_mark()
+            for k, v in zip(items[::2], items[1::2]):
+                _setitem(stack[-1], k, v)
+        elif n == "APPEND":
+            v = stack.pop()
+            _append(stack[-1], [v])
+        elif n == "APPENDS":
+            items = pop_mark()
+            _append(stack[-1], items)
+        elif n == "GLOBAL":
+            module, _, name = arg.partition(" ")
+            stack.append(Global(module, name))
+        elif n == "STACK_GLOBAL":
+            name, module = stack.pop(), stack.pop()
+            stack.append(Global(str(module), str(name)))
+        elif n == "BINPERSID":
+            stack.append(_storage(stack.pop()))
+        elif n == "REDUCE":
+            args = stack.pop()
+            fn = stack.pop()
+            stack.append(_reduce(fn, args))
+        elif n == "BUILD":
+            stack.pop()  # an object's state: OrderedDict's is none here
+        else:
+            raise NotStatic(f"opcode {n}")
+    raise NotStatic("no STOP")
+
+
+def _setitem(d, k, v):
+    if not isinstance(d, dict) or isinstance(k, (dict, list)):
+        raise NotStatic("SETITEM on a non-dict")
+    d[k] = v
+
+
+def _append(lst, items):
+    if not isinstance(lst, list):
+        raise NotStatic("APPEND on a non-list")
+    lst.extend(items)
+
+
+def _storage(pid) -> Storage:
+    if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+        raise NotStatic("persistent id")
+    _, typ, key, _location, numel = pid
+    if not (isinstance(typ, Global) and typ.module == "torch" and typ.name in _STORAGES):
+        raise NotStatic(f"storage type {typ}")
+    if not isinstance(key, str) or not isinstance(numel, int):
+        raise NotStatic("storage key")
+    dtype, size = _STORAGES[typ.name]
+    return Storage(dtype, size, key, numel)
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    storage: Storage
+    offset: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+
+
+def _reduce(fn, args):
+    if not isinstance(fn, Global) or (fn.module, fn.name) not in _ALLOWED:
+        raise NotStatic(f"global {fn}")
+    if (fn.module, fn.name) == ("collections", "OrderedDict"):
+        return {}
+    if fn.name == "_rebuild_parameter":
+        return args[0]
+    st, offset, shape, stride = args[0], args[1], args[2], args[3]
+    if not (isinstance(st, Storage) and isinstance(offset, int)):
+        raise NotStatic("tensor args")
+    if not all(isinstance(x, int) for x in (*shape, *stride)):
+        raise NotStatic("tensor shape")
+    return _Tensor(st, offset, tuple(shape), tuple(stride))
+
+
+def _contiguous(shape, stride) -> bool:
+    want = 1
+    for dim, s in zip(reversed(shape), reversed(stride)):
+        if dim != 1 and s != want:
+            return False
+        want *= dim
+    return True
+
+
+def _data_start(f, zi: zipfile.ZipInfo) -> int:
+    f.seek(zi.header_offset)
+    head = f.read(30)
+    if len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise NotStatic("local header")
+    name_len, extra_len = struct.unpack("<HH", head[26:30])
+    return zi.header_offset + 30 + name_len + extra_len
+
+
+def read(path: str):
+    """(flat name -> TensorMeta, the dict key holding the state, top-level scalars) of a torch
+    zip checkpoint, or None when it is not one this reader follows."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+    try:
+        with zf:
+            pkl = [n for n in zf.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+            if len(pkl) != 1:
+                return None
+            prefix = pkl[0][: -len("data.pkl")]
+            zi = zf.getinfo(pkl[0])
+            if zi.file_size > MAX_PICKLE:
+                return None
+            order = prefix + "byteorder"
+            if order in zf.namelist() and zf.read(order).strip() not in (b"little", b""):
+                return None
+            obj = _interpret(zf.read(pkl[0]))
+            key = None
+            top = obj
+            if isinstance(obj, dict):
+                for k in STATE_KEYS:
+                    if isinstance(obj.get(k), dict):
+                        obj, key = obj[k], k
+                        break
+            if not isinstance(obj, dict):
+                return None
+            meta = (
+                {k: v for k, v in top.items() if isinstance(v, (str, int, float, bool))}
+                if isinstance(top, dict)
+                else {}
+            )
+            flat: dict[str, TensorMeta] = {}
+            with open(path, "rb") as f:
+
+                def walk(prefix_, d):
+                    for k, v in d.items():
+                        name = f"{prefix_}{k}"
+                        if isinstance(v, _Tensor):
+                            flat[name] = _meta(zf, f, prefix, v)
+                        elif isinstance(v, dict):
+                            walk(name + ".", v)
+
+                walk("", obj)
+            return flat, key, meta
+    except (NotStatic, KeyError, ValueError, IndexError, TypeError, struct.error, OSError):
+        return None
+    except Exception:  # a malformed stream pickletools cannot parse: torch decides
+        return None
+
+
+def _meta(zf: zipfile.ZipFile, f, prefix: str, t: _Tensor) -> TensorMeta:
+    numel = 1
+    for x in t.shape:
+        numel *= x
+    nbytes = numel * t.storage.itemsize
+    begin = end = None
+    zi = zf.getinfo(f"{prefix}data/{t.storage.key}")
+    if (
+        zi.compress_type == zipfile.ZIP_STORED
+        and _contiguous(t.shape, t.stride)
+        and (t.offset + numel) * t.storage.itemsize <= zi.file_size
+    ):
+        begin = _data_start(f, zi) + t.offset * t.storage.itemsize
+        end = begin + nbytes
+    return TensorMeta(t.storage.dtype, t.shape, nbytes, begin, end)

@@ -1,0 +1,545 @@
+"""The trainers' training initialization replayed: SpecForge 0.2.0 and speculators 0.9.0 as data
+(mappings/trainers/<name>.toml, every fact cited; prose in docs/trainers.md).
+
+:func:`replay` answers, parameter by parameter of the trainer's own model, where its value comes
+from at the first training step — ``src`` (loaded from SRC), ``target`` (taken from the target),
+``init`` (left at its init), ``data`` (built from the run's vocabulary map) — or that the trainer
+raises before it gets there, and the fraction of the trained parameters SRC initializes.
+:func:`replay_training` is the same from paths (the API the trainer oracles call).
+
+Header-level: nothing here imports torch (a pickled SRC is read as sources/pickled.py reads it).
+The loader is small and self-contained on purpose (no schema shared with the engine files).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+
+from weightcheck import expr, mappings
+from weightcheck.errors import WeightcheckError
+
+__all__ = [
+    "Trainer",
+    "Param",
+    "Replay",
+    "TRAINERS",
+    "load",
+    "detect",
+    "replay",
+    "replay_training",
+    "speculators_cannot_hold",
+]
+
+TRAINERS = ("specforge", "speculators")
+ORIGINS = ("src", "target", "init", "data")
+_PRETTY = {"specforge": "SpecForge", "speculators": "speculators"}
+HIDDEN_FIX = (
+    "it is a drafter for SpecForge or the engines (weightcheck convert SRC OUT --to vllm), not "
+    "for a speculators fine-tune"
+)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str  # the trainer model's own name; {layer} and {i} expanded by replay
+    shape: tuple[str, ...]
+    origin: str = "src"  # src | target | src_else_target | data
+    when: str | None = None
+    for_each: str | None = None
+    buffer: bool = False
+    data_when: str | None = None
+    data_if_map: bool = False  # a run's map given (--training-vocab) is loaded whatever the sizes
+    cite: str = ""
+
+
+@dataclass(frozen=True)
+class Trainer:
+    name: str
+    version: str
+    versions_read: tuple[str, ...]
+    architectures: tuple[str, ...]
+    layers_built: int | str
+    load: dict
+    params: tuple[Param, ...]
+    facts: dict  # every cite_* of [trainer] and [load], by key
+
+    @property
+    def pretty(self) -> str:
+        return f"{_PRETTY.get(self.name, self.name)} {self.version}"
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> Trainer:
+    """mappings/trainers/<name>.toml, checked enough that a typo fails here, not mid-replay."""
+    if name not in TRAINERS:
+        raise WeightcheckError(None, f"--trainer {name}: known trainers are {', '.join(TRAINERS)}")
+    path = mappings.root() / "trainers" / f"{name}.toml"
+    data = mappings.load_toml_file(path)
+    where = f"mappings/trainers/{name}.toml"
+    try:
+        t, ld = data["trainer"], data["load"]
+        params = []
+        for p in data["param"]:
+            unknown = set(p) - {f.name for f in Param.__dataclass_fields__.values()}
+            if unknown or p.get("origin", "src") not in (
+                "src",
+                "target",
+                "src_else_target",
+                "data",
+            ):
+                raise WeightcheckError(where, f"param {p.get('name')}: bad keys {sorted(unknown)}")
+            params.append(Param(**{**p, "shape": tuple(p["shape"])}))
+        return Trainer(
+            name=t["name"],
+            version=t["version"],
+            versions_read=tuple(t["versions_read"]),
+            architectures=tuple(t["architectures"]),
+            layers_built=t["layers_built"],
+            load=dict(ld),
+            params=tuple(params),
+            facts={k: v for d in (t, ld) for k, v in d.items() if k.startswith("cite")},
+        )
+    except (KeyError, TypeError) as e:
+        raise WeightcheckError(where, f"malformed trainer data: {e}") from None
+
+
+def detect(cfg: dict) -> str | None:
+    """The trainer a training config belongs to: speculators configs carry
+    ``speculators_model_type``/``speculators_config``; SpecForge's are plain Hugging Face configs
+    naming the class its EAGLE-3 strategy builds. None when neither says so."""
+    if not isinstance(cfg, dict):
+        return None
+    if "speculators_model_type" in cfg or "speculators_config" in cfg:
+        return "speculators"
+    archs = cfg.get("architectures")
+    if isinstance(archs, list) and archs and archs[0] in load("specforge").architectures:
+        return "specforge"
+    return None
+
+
+@dataclass
+class Replay:
+    trainer: str
+    version: str
+    raises: str | None  # a short reason: the trainer raises before training starts
+    params: dict[str, str]  # own name -> src | target | init | data
+    numel: dict[str, int] = field(default_factory=dict)
+    buffers: frozenset = frozenset()
+    source_kind: str = "pretrained"  # pretrained | training_state
+    unexpected: list[str] = field(default_factory=list)  # SRC names the model lacks
+    missing: list[str] = field(default_factory=list)  # model names SRC lacks
+    mismatched: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # name, SRC, model
+    fix: str | None = None  # what makes the trainer load it
+    cite: str | None = None  # where the raise is
+    kind: str | None = None  # what raised: architecture, config, mismatch, unexpected, ...
+    pretty: str = ""
+
+    def count(self, origin: str) -> int:
+        return sum(
+            n
+            for name, n in self.numel.items()
+            if name not in self.buffers and self.params.get(name) == origin
+        )
+
+    @property
+    def fraction(self) -> float:
+        """Of the trained parameters SRC could fill (those not taken from the target nor built
+        from data), the share by element count SRC fills; 0 when the trainer raises."""
+        if self.raises:
+            return 0.0
+        n, m = self.count("src"), self.count("src") + self.count("init")
+        return n / m if m else 0.0
+
+    def report(self) -> dict:
+        return {
+            "name": self.trainer,
+            "version": self.version,
+            "source_kind": self.source_kind,
+            "raises": self.raises,
+            "fix": self.fix,
+            "cite": self.cite,
+            "parameters": dict(sorted(self.params.items())),
+            "buffers": sorted(self.buffers),
+            "parameters_from_src": self.count("src"),
+            "parameters_at_init": self.count("init"),
+            "parameters_from_target": self.count("target"),
+            "fraction": round(self.fraction, 6),
+            "unexpected": list(self.unexpected),
+            "missing": list(self.missing),
+            "mismatched": [
+                {"name": n, "src": list(a), "trainer": list(b)} for n, a, b in self.mismatched
+            ],
+        }
+
+
+def _symbols(cfg: dict) -> dict:
+    from weightcheck.model import config as config_mod
+
+    norm = config_mod.normalize(cfg)
+    s = norm.symbols()
+    aux = cfg.get("eagle_aux_hidden_state_layer_ids")
+    s["n_aux_s"] = len(aux) if isinstance(aux, list) and aux else 3  # core.py:71-75
+    tl = cfg.get("transformer_layer_config")
+    s["layer_model_type"] = tl.get("model_type", "llama") if isinstance(tl, dict) else None
+    for flag in ("fc_norm", "norm_before_fc", "attention_bias"):
+        s.setdefault(flag, None)
+        if s[flag] is None:
+            v = cfg.get(flag, (tl or {}).get(flag) if isinstance(tl, dict) else None)
+            s[flag] = bool(v) if isinstance(v, bool) else False
+    return s
+
+
+def _expand(tr: Trainer, symbols: dict) -> dict[str, tuple[tuple | None, Param]]:
+    """The trainer model's parameters and buffers: own name -> (shape or None, its Param)."""
+    if isinstance(tr.layers_built, int):
+        layers = tr.layers_built
+    else:
+        n = symbols.get(tr.layers_built)
+        layers = n if type(n) is int and 1 <= n <= 64 else 1
+    out: dict[str, tuple[tuple | None, Param]] = {}
+    for p in tr.params:
+        for layer in range(layers) if "{layer}" in p.name else [0]:
+            sym = {**symbols, "layer": layer}
+            try:
+                if p.when and not expr.evaluate(p.when, sym):
+                    continue
+            except (expr.Undefined, ArithmeticError):
+                continue
+            count = 1
+            if p.for_each:
+                try:
+                    count = int(expr.evaluate(p.for_each, sym))
+                except (expr.Undefined, ArithmeticError, TypeError, ValueError):
+                    count = 0
+            for i in range(min(count, 64)):
+                name = p.name.format(layer=layer, i=i)
+                try:
+                    dims = [expr.evaluate(s, sym) for s in p.shape]
+                    shape = (
+                        tuple(int(x) for x in dims)
+                        if all(isinstance(x, (int, float)) for x in dims)
+                        else None
+                    )
+                except (expr.Undefined, ArithmeticError):
+                    shape = None
+                out[name] = (shape, p)
+    return out
+
+
+def _holds(src: str | None, symbols: dict) -> bool:
+    try:
+        return bool(src) and bool(expr.evaluate(src, symbols))
+    except (expr.Undefined, ArithmeticError):
+        return False
+
+
+def is_training_state(source) -> bool:
+    """SRC is a SpecForge checkpoint (training_state.pt): a folder holding one and no Hugging Face
+    weights, or the file itself (specforge 0.2.0 model_loading.py:322-344)."""
+    return source.layout == "SpecForge training_state.pt" or (
+        source.kind == "file" and os.path.basename(source.location) == "training_state.pt"
+    )
+
+
+def _few(names, n=3) -> str:
+    names = list(names)
+    head = ", ".join(names[:n])
+    return head + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _prefixes(names) -> str:
+    """layers.0.* / input_norm.weight: the few families a list of names falls in."""
+    fam = []
+    for n in names:
+        parts = n.split(".")
+        if parts[0] in ("draft_model", "module", "model", "eagle_module") and len(parts) > 1:
+            f = parts[0] + ".*"
+        elif parts[0] == "layers" and len(parts) > 2:
+            f = ".".join(parts[:2]) + ".*"
+        elif parts[0] == "midlayer":
+            f = "midlayer.*"
+        else:
+            f = n
+        if f not in fam:
+            fam.append(f)
+    return ", ".join(fam[:4]) + (", ..." if len(fam) > 4 else "")
+
+
+def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None) -> Replay:  # noqa: C901 - one function per trainer's order of events reads best
+    """Replay ``trainer``'s training initialization of drafter ``d`` (model/drafter.py Drafter)
+    for the architecture ``training_cfg`` builds; ``target`` (model/target.py Target, config
+    only is enough) and ``training_vocab`` (model/vocab.py VocabMap) where given."""
+    tr = load(trainer)
+    sym = _symbols(training_cfg)
+    model = _expand(tr, sym)
+    ld = tr.load
+    state = is_training_state(d.source)
+    r = Replay(
+        trainer=tr.name,
+        version=tr.version,
+        raises=None,
+        params={},
+        numel={n: _numel(s) for n, (s, _) in model.items()},
+        buffers=frozenset(n for n, (_, p) in model.items() if p.buffer),
+        source_kind="training_state" if state and trainer == "specforge" else "pretrained",
+        pretty=tr.pretty,
+    )
+    src = {t.name: t for t in d.tensors}
+    r.unexpected = [n for n in src if n not in model]
+    r.missing = [n for n in model if n not in src]
+    r.mismatched = [
+        (n, tuple(src[n].shape), s)
+        for n, (s, _) in model.items()
+        if n in src and s is not None and tuple(src[n].shape) != s
+    ]
+    bad = {n for n, _, _ in r.mismatched}
+    allowed = set(ld.get("allowed_missing", ()))
+    for n, (_, p) in model.items():
+        loaded = n in src and n not in bad
+        if p.origin == "data" and (
+            _holds(p.data_when, sym) or (p.data_if_map and training_vocab is not None)
+        ):
+            r.params[n] = "data"
+        elif p.origin == "target":
+            r.params[n] = "target"
+        elif p.origin == "src_else_target":
+            r.params[n] = "src" if loaded else "target"
+        else:
+            r.params[n] = "src" if loaded else "init"
+    r.raises, r.kind, r.cite, r.fix = _raises(
+        tr, d, training_cfg, sym, r, allowed, target, training_vocab
+    )
+    return r
+
+
+def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
+    """(reason, kind, cite, fix) of the first raise on the trainer's path, or Nones."""
+    f = tr.facts
+    archs = cfg.get("architectures")
+    if tr.name == "specforge":
+        if not (isinstance(archs, list) and len(archs) == 1 and archs[0] in tr.architectures):
+            return (
+                f"its EAGLE-3 strategy builds {tr.architectures[0]} only; the training config "
+                f"names {archs!r}",
+                "architecture",
+                f["cite_architectures"],
+                None,
+            )
+    else:
+        if "speculators_model_type" not in cfg:
+            return (
+                "the training config is no speculators config (no speculators_model_type): "
+                "speculators builds its drafter from one only",
+                "config",
+                f["cite_config"],
+                "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
+            )
+        if d.source.config is None or "speculators_model_type" not in d.source.config:
+            said = "has no config.json" if d.source.config is None else "is no speculators config"
+            return (
+                f"SRC's config {said}: --from-pretrained reads SRC's own speculators config "
+                "(only DFlash checkpoints are converted on the fly)",
+                "config",
+                f["cite_config"],
+                "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
+            )
+    if r.mismatched:
+        hold = (
+            speculators_cannot_hold_reason(r.mismatched, sym) if tr.name == "speculators" else None
+        )
+        if hold:
+            return hold, "hidden", f["cite_hidden"], HIDDEN_FIX
+        n, a, b = r.mismatched[0]
+        more = f" (and {len(r.mismatched) - 1} more)" if len(r.mismatched) > 1 else ""
+        return (
+            f"{n}: {list(a)} in SRC, it builds {list(b)}{more}: its loader raises on a size "
+            "mismatch",
+            "mismatch",
+            f["cite_shape"],
+            None,
+        )
+    if tr.name == "specforge" and r.source_kind == "training_state":
+        strategy = _state_meta(d).get("strategy")
+        want = tr.load.get("strategy")
+        if strategy is not None and strategy != want:
+            return (
+                f"the checkpoint was written by strategy {strategy!r}; this run trains {want!r}",
+                "strategy",
+                f["cite_state"],
+                None,
+            )
+    if tr.name == "specforge":
+        fix = None
+        if _renamable(d, r.missing):
+            extras = [t.name for t in d.tensors if t.canonical not in r.params]
+            fix = (
+                "weightcheck convert SRC OUT --to sglang first: it writes the midlayer.* names "
+                "SpecForge loads fully"
+                if not extras
+                else f"its model has no place for {_few(extras)} under any name: SpecForge "
+                "cannot fine-tune this drafter as it is"
+            )
+        if r.source_kind == "training_state" and r.unexpected:
+            return (
+                f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}): "
+                "a SpecForge checkpoint is loaded by name, never renamed, and any unexpected "
+                "name raises",
+                "unexpected",
+                f["cite_unexpected"],
+                fix,
+            )
+        required = [n for n in r.missing if n not in allowed]
+        if required:
+            why = (
+                f"its warm start loads by Hugging Face names and never renames: "
+                f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}) "
+                "and "
+                if r.unexpected
+                else "its warm start requires every parameter and buffer but the embedding: "
+            )
+            return (
+                f"{why}{len(required)} of its own stay missing ({_prefixes(required)}), so it "
+                "raises",
+                "missing",
+                f["cite_missing"],
+                fix,
+            )
+        if training_vocab is not None and _holds("Vd != V", sym):
+            if training_vocab.size != sym.get("Vd"):
+                return (
+                    f"the run's map has {training_vocab.size} draft ids, the model "
+                    f"{sym.get('Vd')}: load_vocab_mapping's copy raises",
+                    "vocab",
+                    "specforge==0.2.0 specforge/modeling/draft/base.py:193-206 load_vocab_mapping",
+                    None,
+                )
+        return None, None, None, None
+    # speculators
+    if training_vocab is not None and _holds("Vd != V", sym):
+        if training_vocab.size != sym.get("Vd") or (
+            training_vocab.vocab is not None and training_vocab.vocab != sym.get("V")
+        ):
+            return (
+                f"the run's map ({training_vocab.size} draft ids over {training_vocab.vocab} "
+                f"tokens) does not fit draft_vocab_size {sym.get('Vd')} / vocab_size "
+                f"{sym.get('V')}: load_vocab_mappings raises",
+                "vocab",
+                "speculators==0.9.0 speculators/model.py:104-119 DraftVocabMixin.load_vocab_mappings",
+                None,
+            )
+    verifier = _verifier(d.source.config) if d.source.config else _verifier(cfg)
+    if not verifier:
+        return (
+            "speculators_config.verifier.name_or_path is null: load_verifier_weights calls "
+            "AutoConfig.from_pretrained(None)",
+            "verifier",
+            f["cite_verifier"],
+            "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
+        )
+    th = getattr(target, "hidden_size", None) if target is not None else None
+    if type(th) is int and type(sym.get("H")) is int and th != sym["H"]:
+        return (
+            f"the verifier's hidden size is {th}, the draft's {sym['H']}: speculators requires "
+            "them equal (its fc reads the draft hidden size)",
+            "hidden",
+            f["cite_hidden"],
+            HIDDEN_FIX,
+        )
+    return None, None, None, None
+
+
+def _state_meta(d) -> dict:
+    """training_state.pt's top-level scalars (strategy, run_id, ...), as sources read them."""
+    for wf in d.source.files.values():
+        if wf.pickle_meta:
+            return wf.pickle_meta
+    return {}
+
+
+def _verifier(cfg: dict | None):
+    sc = (cfg or {}).get("speculators_config")
+    v = sc.get("verifier") if isinstance(sc, dict) else None
+    return v.get("name_or_path") if isinstance(v, dict) else None
+
+
+def _renamable(d, missing) -> bool:
+    """The missing names are SRC's tensors under another layout's names (canonical names)."""
+    canon = {t.canonical for t in d.tensors if t.canonical}
+    return bool(missing) and any(n in canon for n in missing if n.startswith("midlayer."))
+
+
+def speculators_cannot_hold_reason(mismatched, sym) -> str | None:
+    """speculators builds fc from the draft hidden size (num_aux x H); a drafter whose fc reads a
+    target of another width cannot load there."""
+    for n, a, b in mismatched:
+        if n == "fc.weight" and len(a) == 2 and len(b) == 2 and a[0] == b[0] and a[1] != b[1]:
+            return (
+                f"fc.weight: {list(a)} in SRC; speculators builds fc from the draft hidden size "
+                f"({list(b)}: {sym.get('n_aux_s')} x {sym.get('H')}) and requires verifier hidden "
+                "== draft hidden: it cannot hold a drafter whose fc reads a target of another "
+                "width"
+            )
+    return None
+
+
+def speculators_cannot_hold(norm) -> str | None:
+    """From a normalized config alone: target_hidden_size differs from hidden_size (convert
+    --to speculators refuses it; mappings/engines/speculators.toml [[output.refuse]])."""
+    t, h = norm.get("target_hidden_size"), norm.get("hidden_size")
+    if type(t) is int and type(h) is int and t != h:
+        return f"target_hidden_size {t} != hidden_size {h}"
+    return None
+
+
+def _numel(shape) -> int:
+    n = 1
+    for x in shape or (0,):
+        n *= x
+    return n
+
+
+def replay_training(src, training_config, trainer=None, target=None, training_vocab=None) -> Replay:
+    """The API the trainer oracles call: paths in, :class:`Replay` out. ``trainer`` None: detected
+    from the training config (exit 2-style WeightcheckError when it cannot be)."""
+    from weightcheck.model.drafter import load_drafter
+    from weightcheck.model.target import load_target
+    from weightcheck.sources.base import read_json_file
+
+    path = str(training_config)
+    if os.path.isdir(path):  # a folder holding the config, as --training-config takes it
+        path = os.path.join(path, "config.json")
+    cfg = read_json_file(path, "training config", 10_000_000)
+    if not isinstance(cfg, dict):
+        raise WeightcheckError(path, "training config is not a JSON object")
+    name = trainer or detect(cfg)
+    if name is None:
+        raise WeightcheckError(
+            path, "cannot tell the trainer from the training config: pass trainer="
+        )
+    d = with_training_config(load_drafter(str(src)), cfg, path)
+    t = load_target(str(target), config_only=True) if target is not None else None
+    tv = None
+    if training_vocab is not None:
+        from weightcheck.model import vocab
+
+        tv = vocab.load_map(str(training_vocab))
+    return replay(d, cfg, name, target=t, training_vocab=tv)
+
+
+def with_training_config(d, cfg: dict, path: str):
+    """A SpecForge run checkpoint has no config.json: SpecForge takes the architecture from the
+    run's draft config, so --training-config stands in for it (a note says so)."""
+    if d.source.config is not None or not is_training_state(d.source):
+        return d
+    from weightcheck.model.drafter import from_source
+
+    s = d.source
+    s.config = cfg
+    s.config_file = path
+    s.notes.append(
+        f"config: the training config ({os.path.basename(path)}) stands in for the missing "
+        "config.json (a SpecForge checkpoint has none; SpecForge builds from the run's config)"
+    )
+    return from_source(s)
