@@ -90,6 +90,8 @@ class _Tracker:
         self.model = None
         self.origin = None  # set while load_vocab_mappings / load_verifier_weights run
         self.step = None
+        self.ckpt_names = set()  # the tensor names of the drafter's checkpoint
+        self.uninitialized = set()
 
     def prefixes(self) -> dict:
         return {id(m): n for n, m in self.model.named_modules()} if self.model is not None else {}
@@ -110,8 +112,13 @@ def _install_wrappers(model_class) -> None:
             TRACK.model = model
             missing = set(info.missing_and_mismatched())
             names = list(model.state_dict().keys())
-            TRACK.writers.wrote([n for n in names if n not in missing], SRC, "from_pretrained")
-            TRACK.writers.wrote([n for n in names if n in missing], INIT, "from_pretrained")
+            loaded = [n for n in names if n not in missing and n in TRACK.ckpt_names]
+            # neither loaded nor reported missing: a module speculators marks
+            # ``_is_hf_initialized`` (model.py:73-79) whose key the checkpoint lacks keeps the
+            # memory transformers allocated for it off the meta device (never written)
+            TRACK.uninitialized = {n for n in names if n not in missing and n not in loaded}
+            TRACK.writers.wrote(loaded, SRC, "from_pretrained")
+            TRACK.writers.wrote([n for n in names if n not in loaded], INIT, "from_pretrained")
         return info
 
     mu.PreTrainedModel._finalize_model_loading = staticmethod(finalize)
@@ -162,6 +169,7 @@ def one(job: dict) -> dict:
     TRACK.__init__()
     drafter = os.path.abspath(job["drafter"])
     target = os.path.abspath(job.get("target") or DEFAULT_TARGET)
+    TRACK.ckpt_names = {k.split(":", 1)[1] for k in src_tensors(drafter)}
     stage = "config"
     with tempfile.TemporaryDirectory(prefix="wc-speculators-") as work:
         data = os.path.join(work, "data")
@@ -223,7 +231,12 @@ def one(job: dict) -> dict:
             if t is not None:
                 origins.add(DATA, t)
         params, fraction, doubts = classify(model, origins, TRACK.writers)
+    # load_verifier_weights copies the target's embedding / head over these only when they
+    # hold a NaN (model.py:169, 182): for never-written memory, a matter of chance
+    chance = sorted(TRACK.uninitialized & {"embed_tokens.weight", "lm_head.weight"})
     rec.update(stage=None, params=params, fraction=round(fraction, 6), doubts=doubts)
+    rec["uninitialized"] = sorted(TRACK.uninitialized)
+    rec["by_chance"] = {n: [INIT, TARGET] for n in chance}
     rec["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return rec
 
