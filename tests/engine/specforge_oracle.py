@@ -48,7 +48,8 @@ tensors, the target's and the vocabulary maps.
 Output: one JSON object per drafter (stdout, and ``--jsonl``): ``trainer``, ``version``,
 ``raises`` (null, or the first line of the exception SpecForge raised), ``stage`` (where it
 raised), ``params`` ({name: "src"|"target"|"init"|"data"} over the model's state dict; {} when it
-raised), ``fraction`` (parameter elements from SRC / all parameter elements), ``doubts`` (tensors
+raised), ``fraction`` (parameter elements from SRC / parameter elements from SRC or at init:
+the share of what SRC could fill that it fills), ``doubts`` (tensors
 whose value did not confirm the recorded writer; expected empty). docs/trainers-oracle.md.
 """
 

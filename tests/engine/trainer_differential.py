@@ -31,6 +31,7 @@ ${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/<trainer>/bin/python
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -152,14 +153,18 @@ def trainer_written(trainer: str, out: str) -> list[str]:
     return [line for line in res.stdout.splitlines() if line.startswith(out)]
 
 
-def cases(root: str, trainers=TRAINERS, only=None) -> list[Case]:
-    paths = {
-        v.id: corpus.write(v, os.path.join(root, "corpus", v.id)) for v in llama_variants(only)
-    }
+def cases(root: str, trainers=TRAINERS, only=None, reuse=False) -> list[Case]:
+    """``reuse``: the corpus and trainer-written folders already under ``root`` are kept."""
+    paths = {}
+    for v in llama_variants(only):
+        p = os.path.join(root, "corpus", v.id)
+        paths[v.id] = p if reuse and os.path.isdir(p) else corpus.write(v, p)
     written = {}
     if not only:
         for t in trainers:
-            for p in trainer_written(t, os.path.join(root, "written")):
+            wdir = os.path.join(root, "written")
+            mine = [p for p in glob.glob(os.path.join(wdir, t + "-*")) if reuse]
+            for p in sorted(mine) or trainer_written(t, wdir):
                 written["written." + os.path.basename(p)] = p
         run_dir = os.path.join(PRODUCERS, "specforge-run")
         written["fixture.specforge-run"] = run_dir
@@ -196,18 +201,19 @@ def start_oracle(trainer: str, cs: list[Case], tmp: str) -> tuple:
 
 
 def read_oracle(trainer: str, proc, jsonl: str, n: int) -> dict:
-    try:
-        proc.wait(timeout=ORACLE_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    if proc is not None:
+        try:
+            proc.wait(timeout=ORACLE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
     recs = {}
     with open(jsonl) as f:
         for line in f:
             if line.startswith("{"):
                 r = json.loads(line)
                 recs[r["id"]] = r
-    if proc.returncode != 0 or len(recs) != n:
+    if proc is not None and (proc.returncode != 0 or len(recs) < n):
         with open(jsonl + ".stderr") as f:
             tail = "".join(f.readlines()[-30:])
         raise RuntimeError(
@@ -268,21 +274,36 @@ def compare(c: Case, rp: dict, rec: dict) -> list[Row]:
 
 
 def run(
-    out_dir=None, trainers=TRAINERS, only=None, keep=False, progress=None, replay_too=True
+    out_dir=None,
+    trainers=TRAINERS,
+    only=None,
+    keep=False,
+    progress=None,
+    replay_too=True,
+    reuse=False,
 ) -> Report:
-    """``replay_too=False``: the oracles only (what each trainer did; no comparison)."""
+    """``replay_too=False``: the oracles only (what each trainer did; no comparison).
+    ``reuse``: the cases and oracle records a previous run left in ``out_dir`` are used again
+    when they cover every case (for working on the comparison without re-running trainers)."""
     say = progress or (lambda *_: None)
     tmp = out_dir or tempfile.mkdtemp(prefix="wc-trainer-differential-")
     os.makedirs(tmp, exist_ok=True)
     rep = Report()
     try:
         t0 = time.time()
-        rep.cases = cases(tmp, trainers, only)
+        rep.cases = cases(tmp, trainers, only, reuse)
         rep.seconds["write"] = round(time.time() - t0, 2)
         say(f"{len(rep.cases)} cases written in {rep.seconds['write']} s")
         procs = {}
         for t in trainers:
             cs = [c for c in rep.cases if c.trainer == t]
+            old = os.path.join(tmp, f"{t}.jsonl")
+            if reuse and os.path.exists(old):
+                with open(old) as f:
+                    have = {json.loads(x)["id"] for x in f if x.startswith("{")}
+                if have >= {c.id for c in cs}:
+                    procs[t] = (None, old, len(cs), time.time())
+                    continue
             procs[t] = (*start_oracle(t, cs, tmp), len(cs), time.time())
         t1 = time.time()
         for c in rep.cases if replay_too else ():
@@ -349,6 +370,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", help="only these corpus variant ids")
     ap.add_argument("--trainers", default=",".join(TRAINERS))
     ap.add_argument("--table", action="store_true", help="also print what each trainer did")
+    ap.add_argument("--reuse", action="store_true", help="reuse --out's cases and records")
     ap.add_argument(
         "--oracles-only", action="store_true", help="run the trainers only, print what they did"
     )
@@ -365,6 +387,7 @@ def main(argv=None) -> int:
         keep=bool(args.out),
         progress=print,
         replay_too=not args.oracles_only,
+        reuse=args.reuse,
     )
     if args.report:
         with open(args.report, "w") as f:

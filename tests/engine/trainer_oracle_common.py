@@ -124,8 +124,9 @@ class Writers:
 
 
 def classify(model, origins: Origins, writers: Writers) -> tuple[dict, float, dict]:
-    """``{name: origin}`` for every tensor of the model's state dict, the fraction of parameter
-    elements SRC initializes, and the names whose value disagreed with their recorded writer."""
+    """``{name: origin}`` for every tensor of the model's state dict, the fraction SRC
+    initializes (parameter elements from SRC / those from SRC or at init), and the names whose
+    value disagreed with their recorded writer."""
     import torch
 
     state = model.state_dict(keep_vars=True)
@@ -154,12 +155,15 @@ def classify(model, origins: Origins, writers: Writers) -> tuple[dict, float, di
             doubts[name] = f"recorded {writer}, value matches {sorted(by_value) or 'nothing'}"
         else:
             params[name] = INIT
-    total = src = 0
+    # of the parameters SRC could fill (neither the target's nor the run's map), the share by
+    # element count SRC fills (buffers are not parameters): the replay's ``fraction``
+    src = init = 0
     for name, p in model.named_parameters():
-        total += p.numel()
         if params.get(name) == SRC:
             src += p.numel()
-    return params, (src / total if total else 0.0), doubts
+        elif params.get(name) == INIT:
+            init += p.numel()
+    return params, (src / (src + init) if src + init else 0.0), doubts
 
 
 def emit(rec: dict, jsonl) -> None:
