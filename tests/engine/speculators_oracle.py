@@ -92,6 +92,7 @@ class _Tracker:
         self.step = None
         self.ckpt_names = set()  # the tensor names of the drafter's checkpoint
         self.uninitialized = set()
+        self.loaded = set()
 
     def prefixes(self) -> dict:
         return {id(m): n for n, m in self.model.named_modules()} if self.model is not None else {}
@@ -117,6 +118,7 @@ def _install_wrappers(model_class) -> None:
             # ``_is_hf_initialized`` (model.py:73-79) whose key the checkpoint lacks keeps the
             # memory transformers allocated for it off the meta device (never written)
             TRACK.uninitialized = {n for n in names if n not in missing and n not in loaded}
+            TRACK.loaded = set(loaded)
             TRACK.writers.wrote(loaded, SRC, "from_pretrained")
             TRACK.writers.wrote([n for n in names if n not in loaded], INIT, "from_pretrained")
         return info
@@ -231,9 +233,11 @@ def one(job: dict) -> dict:
             if t is not None:
                 origins.add(DATA, t)
         params, fraction, doubts = classify(model, origins, TRACK.writers)
-    # load_verifier_weights copies the target's embedding / head over these only when they
-    # hold a NaN (model.py:169, 182): for never-written memory, a matter of chance
-    chance = sorted(TRACK.uninitialized & {"embed_tokens.weight", "lm_head.weight"})
+    # speculators marks embed_tokens and lm_head ``_is_hf_initialized`` (model.py:73-79), so
+    # transformers never initializes them when the checkpoint lacks them (reported missing or
+    # not): they keep the memory allocated off the meta device, and load_verifier_weights copies
+    # the target's over them only when that memory holds a NaN (model.py:169, 182): by chance
+    chance = sorted({"embed_tokens.weight", "lm_head.weight"} - TRACK.loaded)
     rec.update(stage=None, params=params, fraction=round(fraction, 6), doubts=doubts)
     rec["uninitialized"] = sorted(TRACK.uninitialized)
     rec["by_chance"] = {n: [INIT, TARGET] for n in chance}
