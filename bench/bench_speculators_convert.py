@@ -13,8 +13,10 @@ Each command is a fresh subprocess (peak RSS from /usr/bin/time -f %M, bench/_me
 output deleted before each run, untimed; one untimed warm-up, then --repeat timed runs (median
 and min wall):
 
-  weightcheck   python -m weightcheck convert SRC OUT --to speculators --verifier VERIFIER
-                (this source tree; --target VERIFIER on a checkout without --verifier)
+  weightcheck   python -m weightcheck convert SRC OUT --to speculators --target VERIFIER
+                --verifier VERIFIER (this source tree; --target: the family decides the aux-id
+                convention; the folder also holds one 8 KB tensor, for a weightcheck that reads
+                --target only as a checkpoint)
   speculators   speculators convert SRC --algorithm eagle3 --verifier VERIFIER --output-path OUT
                 (speculators 0.9.0 in its side venv: tests/engine/setup_speculators_venv.sh,
                 WEIGHTCHECK_SPECULATORS_PYTHON or ~/.cache/weightcheck/venvs/speculators)
@@ -156,12 +158,24 @@ def main(repeat, config):  # noqa: ARG001 - --config is the shared bench option 
     os.makedirs(verifier, exist_ok=True)
     with open(os.path.join(verifier, "config.json"), "w") as f:
         json.dump(VERIFIER_CONFIG, f, indent=2)
+    # one 8 KB tensor beside the config: a weightcheck that reads --target only as a checkpoint
+    # (before config-only targets, issue #23 item 4) takes the folder; speculators reads only
+    # the config
+    from weightcheck.storage.writer import OutTensor, write_file
+
+    write_file(
+        os.path.join(verifier, "model.safetensors"),
+        [OutTensor("model.norm.weight", "BF16", (4096,), b"\x80\x3f" * 4096)],
+        {"format": "pt"},
+    )
     m.compile_tree()
     outs = {k: os.path.join(m.OUT, f"llama8b-{k}") for k in ("weightcheck", "speculators")}
-    opt = "--verifier" if has_verifier_option() else "--target"
+    # --target: the target family decides the aux-id convention; --verifier: the path written
+    # into speculators_config.verifier (what `speculators convert --verifier` records)
+    opt = ["--verifier", verifier] if has_verifier_option() else []
     cmds = {
         "weightcheck": [sys.executable, "-m", "weightcheck", "convert", src, outs["weightcheck"]]
-        + ["--to", "speculators", opt, verifier, "--force"],
+        + ["--to", "speculators", "--target", verifier, *opt, "--force"],
         "speculators": ["env", "-u", "PYTHONPATH", "HF_HUB_OFFLINE=1", speculators_bin()]
         + ["convert", src, "--algorithm", "eagle3", "--verifier", verifier]
         + ["--output-path", outs["speculators"]],
