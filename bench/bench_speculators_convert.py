@@ -1,13 +1,14 @@
 """Benchmark (peer): `speculators convert --algorithm eagle3` beside `weightcheck convert --to
 speculators`, on the same SpecForge export, and what each writes (issue #23 item 7).
 
-The drafter: the SpecForge 0.2.0 draft config of tests/fixtures/producers/inputs (the spelling
-SpecForge's own run wrote) scaled to Llama-3-8B sizes (hidden 4096, 32 heads of 128, 8 KV heads,
+The drafter: the config SpecForge 0.2.0's own `specforge export --to sglang` wrote
+(tests/fixtures/producers/specforge-sglang/config.json: transformers 5 spells `dtype`) scaled to
+Llama-3-8B sizes (hidden 4096, 32 heads of 128, 8 KV heads,
 intermediate 14336, vocab 128256, draft vocab 32000): 0.85 GB of weightcheck.synth's
 deterministic bf16 in SpecForge's names (midlayer.*, d2t, t2d, no embed_tokens), written once to
-bench/out/llama8b-specforge and reused. The verifier: a folder holding only the target's
-config.json (LlamaForCausalLM, hidden 4096, vocab 128256, 32 layers): speculators reads nothing
-else of it when the drafter has t2d (convert/eagle/eagle3_converter.py, speculators 0.9.0).
+bench/out/llama8b-specforge-export and reused. The verifier: a folder holding the target's
+config.json (LlamaForCausalLM, hidden 4096, vocab 128256, 32 layers; and one 8 KB tensor, below):
+speculators reads nothing else of it when the drafter has t2d (convert/eagle/eagle3_converter.py, speculators 0.9.0).
 
 Each command is a fresh subprocess (peak RSS from /usr/bin/time -f %M, bench/_measure.py), its
 output deleted before each run, untimed; one untimed warm-up, then --repeat timed runs (median
@@ -83,11 +84,9 @@ def make_drafter() -> str:
 
     from weightcheck.storage.writer import header_bytes
 
-    with open(
-        os.path.join(ROOT, "tests/fixtures/producers/inputs/specforge-draft-config.json")
-    ) as f:
+    with open(os.path.join(ROOT, "tests/fixtures/producers/specforge-sglang/config.json")) as f:
         cfg = synth.scaled_config(json.load(f), **SIZES)
-    out = os.path.join(m.OUT, "llama8b-specforge")
+    out = os.path.join(m.OUT, "llama8b-specforge-export")
     tensors = synth.drafter_tensors(cfg, "specforge", 0)
     meta = {"format": "pt", "bench": "bench_speculators_convert seed=0"}
     header = header_bytes(tensors, meta)
@@ -198,7 +197,9 @@ def main(repeat, config):  # noqa: ARG001 - --config is the shared bench option 
             "rss": max(r["rss"] for r in runs),
         }
     w, s = res["weightcheck"], res["speculators"]
-    print(f"Source: {src} ({size / 1e9:.2f} GB, SpecForge names), verifier: config.json only.")
+    print(
+        f"Source: {src} ({size / 1e9:.2f} GB, SpecForge names), verifier: its config.json (+ one 8 KB tensor)."
+    )
     print(f"{repeat} timed run(s) each after one warm-up; warm page cache.\n")
     print("| command | wall median (min) | peak RSS |")
     print("|---|---|---|")
