@@ -43,7 +43,11 @@ embedding and both heads with NaN before loading (model.py:73-79). The classific
 (trainer_oracle_common.classify) compares the final values with SRC's tensors, the target's
 (``lm_head`` rows at the model's t2d included) and the vocabulary map.
 
-Output: as specforge_oracle.py (``trainer`` "speculators"). docs/trainers-oracle.md.
+Output: as specforge_oracle.py (``trainer`` "speculators"), plus ``uninitialized`` (tensors the
+checkpoint lacks that transformers neither loaded nor reported missing: never written) and
+``by_chance`` ({name: ["init", "target"]}: embed_tokens / lm_head absent from the checkpoint keep
+never-written memory, which ``load_verifier_weights`` replaces with the target's only if it
+happens to hold a NaN). docs/trainers-oracle.md.
 """
 
 from __future__ import annotations
