@@ -110,7 +110,9 @@ def test_compare_reads_raises_params_and_fraction():
     assert td.compare(c, same, dict(same)) == []
     rows = td.compare(c, same, {"raises": "ValueError: no", "params": {}, "fraction": 0.0})
     assert [r.fact for r in rows] == ["raises"]
-    assert td.compare(c, {**same, "raises": "x"}, {"raises": "y", "params": {}, "fraction": 0}) == []
+    assert (
+        td.compare(c, {**same, "raises": "x"}, {"raises": "y", "params": {}, "fraction": 0}) == []
+    )
     other = {"raises": None, "params": {"a": "target", "c": "src"}, "fraction": 0.25}
     facts = {r.fact for r in td.compare(c, same, other)}
     assert facts == {"param a", "param b", "param c", "fraction"}
