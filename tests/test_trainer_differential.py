@@ -140,7 +140,7 @@ def test_specforge_oracle_on_the_issue_cases(tmp_path):
     assert ex["params"]["embed_tokens.weight"] == "target"
     assert ex["params"]["d2t"] == ex["params"]["t2d"] == "data"
     assert ex["params"]["fc.weight"] == ex["params"]["midlayer.self_attn.q_proj.weight"] == "src"
-    assert 0 < ex["fraction"] < 1 and ex["doubts"] == {}
+    assert ex["fraction"] == 1.0 and ex["doubts"] == {}  # all SRC could fill: SpecForge raises else
     assert "midlayer." in r["layers0"]["raises"] and r["layers0"]["params"] == {}
     assert r["modelopt"]["raises"]
     for k in ("run", "step"):
@@ -149,15 +149,19 @@ def test_specforge_oracle_on_the_issue_cases(tmp_path):
 
 def test_speculators_oracle_on_the_issue_cases(tmp_path):
     """speculators' own loader: its own checkpoint loads from SRC (the verifier's head and norm
-    from the target); a SpecForge export and a null verifier raise."""
+    from the target); renamed to midlayer.* it still loads, its decoder layer never written; a
+    SpecForge export and a null verifier raise."""
     _need("speculators")
     written = tmp_path / "written"
     td.trainer_written("speculators", str(written))
+    (relayout,) = [v for v in corpus.variants() if v.id == "st.relayout"]
+    corpus.write(relayout, str(tmp_path / "st.relayout"))
     jobs = [
         _job("train", PRODUCERS / "speculators-train", "speculators"),
         _job("saved", written / "speculators-save_pretrained", "speculators"),
         _job("noverifier", written / "speculators-save_pretrained-noverifier", "speculators"),
         _job("specforge", PRODUCERS / "specforge-sglang", "speculators"),
+        _job("relayout", tmp_path / "st.relayout", "speculators"),
     ]
     r = _oracle("speculators", tmp_path, jobs)
     tr = r["train"]
@@ -166,6 +170,13 @@ def test_speculators_oracle_on_the_issue_cases(tmp_path):
     assert tr["params"]["verifier_lm_head.weight"] == "target"
     assert r["saved"]["raises"] is None and r["saved"]["params"] == tr["params"]
     assert r["noverifier"]["raises"] and r["specforge"]["raises"]
+    rl = r["relayout"]
+    assert rl["raises"] is None and 0 < rl["fraction"] < 1, rl
+    assert rl["params"]["layers.0.self_attn.q_proj.weight"] == "init"
+    assert (
+        rl["params"]["fc.weight"] == "src"
+        and "midlayer.self_attn.q_proj.weight" not in rl["params"]
+    )
 
 
 # --- the comparison -----------------------------------------------------------------------------------
