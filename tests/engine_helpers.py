@@ -26,6 +26,17 @@ SIDE_VENVS = {
     # engine: (the variable that names its interpreter, what it is, the script that builds it)
     "sglang": ("WEIGHTCHECK_SGLANG_PYTHON", "SGLang", "tests/engine/setup_sglang_venv.sh"),
     "vllm": ("WEIGHTCHECK_VLLM_PYTHON", "vLLM CPU", "tests/engine/setup_vllm_venv.sh"),
+    # the trainers (tests/test_trainer_differential.py)
+    "specforge": (
+        "WEIGHTCHECK_SPECFORGE_PYTHON",
+        "SpecForge",
+        "tests/engine/setup_specforge_venv.sh",
+    ),
+    "speculators": (
+        "WEIGHTCHECK_SPECULATORS_PYTHON",
+        "speculators",
+        "tests/engine/setup_speculators_venv.sh",
+    ),
 }
 
 
