@@ -12,7 +12,8 @@
 The Llama drafters' configs are real SpecForge configs (examples/configs/) with the sizes scaled
 down: hidden 7168 -> 128, intermediate 18432 -> 320, 64 heads of 128 -> 4 heads of 32, vocab
 163840 -> 2048, draft vocab 32000 -> 400. Everything else (aux layer ids [2, 30, 58], rope,
-model_type, dtype spelling) is kept. The MLA drafter has the same sizes and MLA ranks scaled
+model_type, dtype spelling) is kept. The MLA drafter has the same sizes, RoPE and norm eps as the
+Kimi-K2.5 Llama drafter, its MLA ranks scaled
 alike (q_lora_rank 1536 -> 96, kv_lora_rank 512 -> 64, head dims 128/64/128 -> 32/16/32); the
 target keeps Kimi-K2.5's 61 layers. The weights are deterministic pseudo-random bf16
 (tests/synth.py, the test-data generator): every run writes the same bytes. Nothing is
@@ -50,6 +51,9 @@ MLA_CONFIG = {
     "v_head_dim": 32,
     "vocab_size": VOCAB,
     "draft_vocab_size": DRAFT_VOCAB,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "max_position_embeddings": 131072,
     "torch_dtype": "bfloat16",
     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
 }
