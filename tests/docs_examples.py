@@ -253,12 +253,11 @@ def update(path: pathlib.Path, ws: pathlib.Path) -> bool:
     """Rewrite the output of every runnable block of ``path`` from a real run; True if changed."""
     lines = path.read_text().split("\n")
     new = list(lines)
-    for b in reversed(blocks(path)):  # from the end: earlier indices stay valid
-        if b.not_run or problems(b):
-            continue
-        body = []
-        for c, got in run_block(b, ws):
-            body += [c.line, *got]
+    bodies = []
+    for b in blocks(path):  # run in order: a later block may read what an earlier one wrote
+        if not (b.not_run or problems(b)):
+            bodies.append((b, [ln for c, got in run_block(b, ws) for ln in (c.line, *got)]))
+    for b, body in reversed(bodies):  # replaced from the end: earlier indices stay valid
         new[b.start : b.end] = body
     if new != lines:
         path.write_text("\n".join(new))

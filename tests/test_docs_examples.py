@@ -58,3 +58,19 @@ def test_an_unmarked_block_of_another_command_is_an_error(tmp_path):
 def test_normalisation_is_paths_padding_and_timings_only():
     assert de.normalize(["a    b", "---  -----", "done in 0.12 s"]) == ["a b", "- -", "done in <t>"]
     assert de.normalize(["400 draft tokens"]) != de.normalize(["401 draft tokens"])
+
+
+def test_blocks_run_in_document_order(tmp_path, examples_out, monkeypatch):
+    """A later block reads what an earlier one wrote, in the check and in --update alike."""
+    doc = tmp_path / "page.md"
+    doc.write_text(
+        "```console\n$ weightcheck convert examples/out/kimi-k2-drafter examples/out/o --to vllm\n```\n\n"
+        "```console\n$ weightcheck inspect examples/out/o --format json\n[exit 9]\n```\n"
+    )
+    monkeypatch.setattr(de, "ROOT", tmp_path)
+    ws = de.workspace(examples_out)
+    try:
+        de.update(doc, ws)
+        assert "[exit 0]" in doc.read_text() and "path not found" not in doc.read_text()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
