@@ -526,7 +526,7 @@ def run():
     then ``gc.freeze()`` on the way out, however it ends. The process is exiting, so nothing left
     needs collecting; without it the interpreter's last garbage collection walks every object
     (numpy's too, once convert has re-opened its output with the safetensors library): 16 ms of a
-    150 ms conversion of a small drafter (BENCHMARKS.md, convert). Only here, not in :func:`main`,
+    150 ms conversion of a small drafter (docs/benchmarks.md, convert). Only here, not in :func:`main`,
     which tests and other programs call in a process that goes on."""
     import gc
 
