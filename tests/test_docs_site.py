@@ -83,3 +83,21 @@ def test_the_json_reference_is_rendered_from_schema_files(tmp_path):
     assert "## weightcheck.check/1" in page
     assert "| `ok` | boolean | yes | no finding is an error |" in page
     assert '| `findings[].severity` | `"error"` \\| `"warning"` \\| `"info"` |' in page
+
+
+def test_the_package_docstrings_examples_run(examples_out):
+    """weightcheck/__init__.py's two examples, on the bundled drafter instead of Hub ids."""
+    import weightcheck
+
+    snippets = re.findall(r"::\n\n((?:    .*\n|\n)+)", weightcheck.__doc__)
+    assert len(snippets) == 2
+    src = str(examples_out / "kimi-k2-drafter")
+    target = str(examples_out / "kimi-k25-target")
+    for code in snippets:
+        code = "\n".join(ln[4:] for ln in code.splitlines())
+        code = code.replace('"./drafter"', repr(src)).replace('"org/name@main"', repr(src))
+        code = code.replace('"org/target"', repr(target))
+        code = code.replace("raise SystemExit", "raise AssertionError")
+        ns = {}
+        exec(code, ns)
+    assert ns["d"].dialect == "specforge" and ns["d"].normalized.get("hidden_size") == 128

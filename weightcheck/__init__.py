@@ -17,7 +17,7 @@ The pipeline underneath is load -> normalize -> (compare | check | plan+write) -
 
     from weightcheck.model.drafter import load_drafter
     d = load_drafter("org/name@main")      # or a folder, or a file
-    d.dialect, d.config.normalized, d.tensors
+    d.dialect, d.normalized, d.tensors     # the config as given is d.config
 """
 
 # The one place the version is written: pyproject.toml reads it from here ([tool.setuptools.dynamic]).
