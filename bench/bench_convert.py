@@ -147,7 +147,7 @@ def rounds(cmds: dict, n: int, outs, after=None, warmup: bool = True, before=Non
     keys = list(cmds)
     for i in range(first, n + 1):
         # rotated each round, so every command runs in every position: on this VM a run's time
-        # depends on what ran just before it (free page reporting, BENCHMARKS.md)
+        # depends on what ran just before it (free page reporting, docs/benchmarks.md)
         for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
             cmd = cmds[key]
             for o in outs[key]:

@@ -9,7 +9,7 @@ Two parts, both used by :func:`weightcheck.commands.convert.write`:
   parsed again by our strict parser, not from the writer's running offset, so a writer that puts
   bytes in the wrong place fails. The checker runs while the writer copies the next range
   (``copy_file_range`` and ``preadv`` release the GIL), so on two cores a verified conversion
-  costs little more wall time than the copy alone (BENCHMARKS.md).
+  costs little more wall time than the copy alone (docs/benchmarks.md).
 * :func:`reopen` — once a file is complete: its header bytes on disk are the ones we wrote, it is
   exactly as long as that header says (so together with the ranges above every byte of the file
   is checked), and the safetensors library reads the same names, dtypes, shapes and
