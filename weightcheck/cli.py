@@ -521,6 +521,11 @@ def clean(folder, fmt, as_json, as_markdown):
     _echo(r.to_json() if out.fmt == "json" else render.clean_text(r.report, out), out)
 
 
+from weightcheck.commands.eval import eval_command  # noqa: E402  (issue #25; torch only inside)
+
+main.add_command(eval_command)
+
+
 def run():
     """The ``weightcheck`` program (the console script, ``python -m weightcheck``): :func:`main`,
     then ``gc.freeze()`` on the way out, however it ends. The process is exiting, so nothing left
