@@ -84,6 +84,7 @@ def write_eval_example(
     os.makedirs(sf_dir, exist_ok=True)
     os.makedirs(sp_dir, exist_ok=True)
     accepted = drafted = 0
+    in_mask = [0, 0]  # accepted, drafted: the positions the loss mask counts at step 0
     for i in range(samples):
         aux = (torch.randn(seq, n_aux * T, generator=g)).to(torch.bfloat16)
         ids = [rng.randrange(V), rng.randrange(V)]
@@ -91,12 +92,16 @@ def write_eval_example(
             for t in range(seq - 2):
                 x = torch.tensor(ids, dtype=torch.long)
                 draft = int(model.unroll(aux[: t + 1], x, 1)[0, t])
-                if rng.random() < accept:
+                took = rng.random() < accept
+                if took:
                     ids.append(draft)
-                    accepted += 1
                 else:
                     ids.append(rng.choice([v for v in range(V) if v != draft][:64]))
+                accepted += took
                 drafted += 1
+                if t >= prompt:  # column t counts where loss_mask[t] is set
+                    in_mask[0] += took
+                    in_mask[1] += 1
         input_ids = torch.tensor(ids, dtype=torch.long)
         # the target's last hidden state at p points at the token after p
         nxt = torch.cat((input_ids[1:], torch.tensor([rng.randrange(V)])))
@@ -128,6 +133,7 @@ def write_eval_example(
         "specforge": os.path.join(out, "hidden-states"),
         "speculators": sp_dir,
         "built_acceptance": accepted / max(1, drafted),
+        "built_step0": tuple(in_mask),
     }
 
 

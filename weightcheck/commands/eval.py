@@ -31,16 +31,25 @@ def _num(x, nd=2) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
-def speed(report: dict, baseline_tps, cycle_ms, draft_ms) -> None:
-    """Adds the break-even acceptance length and each drafter's predicted tok/s (docs/eval.md §4)."""
-    from weightcheck.eval.metric import break_even, predicted_tps
-
+def check_speed(baseline_tps, cycle_ms, draft_ms) -> bool:
+    """Whether the speed options are given (both or neither; positive), before any work."""
     if baseline_tps is None and cycle_ms is None:
-        return
+        if draft_ms is not None:
+            raise UsageError(None, "--draft-ms needs --baseline-tps and --cycle-ms")
+        return False
     if baseline_tps is None or cycle_ms is None:
         raise UsageError(None, "--baseline-tps and --cycle-ms go together")
     if baseline_tps <= 0 or cycle_ms <= 0 or (draft_ms or 0) < 0:
         raise UsageError(None, "--baseline-tps and --cycle-ms must be positive, --draft-ms >= 0")
+    return True
+
+
+def speed(report: dict, baseline_tps, cycle_ms, draft_ms) -> None:
+    """Adds the break-even acceptance length and each drafter's predicted tok/s (docs/eval.md §4)."""
+    from weightcheck.eval.metric import break_even, predicted_tps
+
+    if not check_speed(baseline_tps, cycle_ms, draft_ms):
+        return
     d = draft_ms or 0.0
     report["speed"] = {
         "baseline_tps": baseline_tps,
@@ -161,6 +170,7 @@ def eval_command(
         raise UsageError(None, "--format text and --json ask for two output formats: choose one")
     if limit is not None and limit < 1:
         raise UsageError(None, f"--limit {limit}: at least 1")
+    check_speed(baseline_tps, cycle_ms, draft_ms)
     try:
         import torch  # noqa: F401
     except ImportError:
