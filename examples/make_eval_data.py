@@ -12,8 +12,10 @@ Writes, under OUT (default examples/out/eval):
 
 The token stream is the target's greedy continuation (the target's top-1 after each position is
 the next token: its last hidden state is built to point at that token's lm_head row), and each
-next token is the drafter's own step-0 draft with probability ``accept``: the drafter is accepted
-part of the time, by construction. Deterministic for a seed.
+next token is the drafter's own draft with probability ``accept`` — its step-0 draft, or with
+``chain_steps`` K > 1 the step-k draft of the column k places back, k drawn at random below K, so
+that every step of a chain is accepted part of the time, by construction. Deterministic for a
+seed.
 
     python examples/make_eval_data.py [DRAFTER_DIR [OUT_DIR]]
 """
@@ -35,6 +37,7 @@ def write_eval_example(
     accept: float = 0.7,
     seed: int = 0,
     prompt: int = 4,
+    chain_steps: int = 1,
 ) -> dict:
     import torch
     from safetensors.torch import save_file
@@ -91,7 +94,10 @@ def write_eval_example(
         with torch.inference_mode():
             for t in range(seq - 2):
                 x = torch.tensor(ids, dtype=torch.long)
-                draft = int(model.unroll(aux[: t + 1], x, 1)[0, t])
+                # the token at position t+2 is the step-k draft of column t-k: step 0 alone, or
+                # (chain_steps > 1) a step drawn at random, so that every step is accepted
+                k = rng.randrange(min(chain_steps, t + 1))
+                draft = int(model.unroll(aux[: t - k + 1], x, k + 1)[k, t - k])
                 took = rng.random() < accept
                 if took:
                     ids.append(draft)
@@ -99,7 +105,7 @@ def write_eval_example(
                     ids.append(rng.choice([v for v in range(V) if v != draft][:64]))
                 accepted += took
                 drafted += 1
-                if t >= prompt:  # column t counts where loss_mask[t] is set
+                if t >= prompt and k == 0:  # column t counts where loss_mask[t] is set
                     in_mask[0] += took
                     in_mask[1] += 1
         input_ids = torch.tensor(ids, dtype=torch.long)
