@@ -85,17 +85,20 @@ def text(report: dict) -> str:
             f"#{r['rank']} {r['drafter']} ({r['dialect']}, {r['dtype']}, draft vocab "
             f"{r['draft_vocab']}, embedding from {r['embed_from']})"
         )
-        lines.append(
-            "  step  acc (given accepted prefix)  95% interval     trained acc (SpecForge acc_k)"
-        )
+        rows = [("step", "acc | accepted prefix", "95% interval", "trained acc (SpecForge acc_k)")]
         for s in r["steps"]:
             iv = s.get("acc_interval")
-            ivs = f"[{_pct(iv[0])}, {_pct(iv[1])}]" if iv else "-"
-            lines.append(
-                f"  {s['step']:>4}  {_pct(s['acc']):>7} ({s['hits']}/{s['given']})"
-                f"{'':<10}{ivs:<17}{_pct(s['trained_acc'])} "
-                f"({s['trained_hits']}/{s['trained_valid']})"
+            rows.append(
+                (
+                    str(s["step"]),
+                    f"{_pct(s['acc'])} ({s['hits']}/{s['given']})",
+                    f"{_pct(iv[0])} - {_pct(iv[1])}" if iv else "-",
+                    f"{_pct(s['trained_acc'])} ({s['trained_hits']}/{s['trained_valid']})",
+                )
             )
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for row in rows:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         iv = (r.get("interval") or {}).get("tau")
         ivs = f" (95% interval {_num(iv[0])}-{_num(iv[1])})" if iv else " (one sample: no interval)"
         lines.append(f"  expected acceptance length, {K}-step chain: {_num(r['tau'])}{ivs}")
