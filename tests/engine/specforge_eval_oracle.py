@@ -7,8 +7,9 @@ Runs in the side venv of tests/engine/setup_specforge_eval_venv.sh (never weight
 and prints one JSON object: ``{"corrects": [...], "denoms": [...], "acc": [...]}`` summed over the
 data's files. Everything on the path is SpecForge's own code:
 
-- the drafter: ``AutoDraftModelConfig.from_file`` + ``AutoDraftModel.from_pretrained`` (its
-  registry picks ``LlamaForCausalLMEagle3``), ``load_embedding(TARGET_DIR)``;
+- the drafter: ``AutoDraftModelConfig.from_file``, ``AutoDraftModel.from_config`` (its registry
+  picks ``LlamaForCausalLMEagle3``) and ``warm_start_draft_model`` (SpecForge's own warm start
+  from a pretrained drafter, specforge/training/model_loading.py), ``load_embedding(TARGET_DIR)``;
 - the target head: ``TargetHead`` (its config read by ``AutoConfig``), its ``fc`` filled from the
   target's ``lm_head.weight`` (``TargetHead.load_weights`` insists on an index.json, which a
   one-file target has not: the same copy, done here);
@@ -36,6 +37,7 @@ from specforge.modeling.target.target_head import TargetHead  # noqa: E402
 from specforge.runtime.contracts import TrainBatch  # noqa: E402
 from specforge.runtime.data_plane.feature_store import load_feature_file  # noqa: E402
 from specforge.runtime.data_plane.offline_reader import list_feature_files  # noqa: E402
+from specforge.training.model_loading import warm_start_draft_model  # noqa: E402
 from specforge.training.strategies.base import Eagle3TrainStrategy  # noqa: E402
 
 
@@ -48,7 +50,13 @@ def main(drafter, target, data, steps, dtype):
     dt = getattr(torch, dtype)
     eagle3_model._compute_loss_and_acceptance_rate = _no_loss
     config = AutoDraftModelConfig.from_file(os.path.join(drafter, "config.json"))
-    draft = AutoDraftModel.from_pretrained(drafter, config=config, torch_dtype=torch.float32)
+    # SpecForge's warm start: the model built from its config, the checkpoint's state copied in
+    # (AutoDraftModel.from_pretrained alone, under transformers 5.8.1, leaves the non-persistent
+    # rotary buffers inv_freq/cos_cached uninitialized: garbage positions)
+    draft = AutoDraftModel.from_config(config, torch_dtype=torch.float32)
+    warm_start_draft_model(
+        draft, drafter, draft_config=config, strategy="eagle3", allow_missing_embedding=True
+    )
     draft.load_embedding(target)
     draft = draft.to(dt).eval()
     head = TargetHead(target)
