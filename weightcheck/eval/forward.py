@@ -41,12 +41,27 @@ def engine_dtype(norm) -> str:
     return _CONFIG_DTYPE.get(raw, "bfloat16")
 
 
+def _read_into(src, rec) -> bytearray:
+    """A tensor's bytes in one buffer: read straight into it from a local safetensors file (one
+    copy of the tensor in memory, not two), else through read_range."""
+    wf = src.files.get(rec.file)
+    if wf is not None and wf.format == "safetensors" and wf.local_path and rec.begin is not None:
+        buf = bytearray(rec.nbytes)
+        with open(wf.local_path, "rb") as f:
+            f.seek(rec.begin)
+            got = f.readinto(memoryview(buf))
+        if got != rec.nbytes:
+            raise WeightcheckError(src.spec, f"{rec.file}: file ends inside {rec.name}: truncated")
+        return buf
+    return bytearray(read_range(src, rec.name, 0, rec.nbytes))
+
+
 def load_tensor(src, rec_name: str, shape, dtype):
     """One tensor of a source (by its own name), as a torch tensor of ``dtype``."""
     import torch
 
     rec = src.tensors[rec_name]
-    data = bytearray(read_range(src, rec_name, 0, rec.nbytes))
+    data = _read_into(src, rec)
     t = from_bytes(data, rec.dtype).reshape(tuple(rec.shape))
     if shape is not None and tuple(t.shape) != tuple(shape):
         raise WeightcheckError(
