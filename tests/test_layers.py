@@ -23,6 +23,7 @@ LAYERS = [
     ("model", ["weightcheck.model"]),
     ("engines", ["weightcheck.engines"]),
     ("rules", ["weightcheck.rules"]),
+    ("eval", ["weightcheck.eval"]),  # the drafter's forward and the metric (torch inside)
     ("commands", ["weightcheck.commands"]),
     (
         "interface",
