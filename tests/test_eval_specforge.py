@@ -102,6 +102,7 @@ def test_per_step_accuracy_equals_specforges_own(case):
     )
     assert r.exit_code == 0, r
     ours = r.json["drafters"][0]["steps"]
+    print("specforge acc_k", theirs["acc"], "weightcheck", [s["trained_acc"] for s in ours])
     for k in range(STEPS):
         assert ours[k]["trained_valid"] == theirs["denoms"][k], (k, ours[k], theirs)
         assert abs(ours[k]["trained_acc"] - theirs["acc"][k]) <= 1e-3, (k, ours[k], theirs)
