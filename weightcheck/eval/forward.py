@@ -41,28 +41,50 @@ def engine_dtype(norm) -> str:
     return _CONFIG_DTYPE.get(raw, "bfloat16")
 
 
-def _read_into(src, rec) -> bytearray:
-    """A tensor's bytes in one buffer: read straight into it from a local safetensors file (one
-    copy of the tensor in memory, not two), else through read_range."""
+_MAPS: dict = {}  # local safetensors file -> its read-only mmap, kept while tensors view it
+
+
+def _mapped(src, rec):
+    """A read-only view of a tensor of a local safetensors file, mapped, not read: pages come in
+    as the forward touches them (an embedding's unused rows never do), as safetensors' own
+    ``load_file`` does. None when the tensor cannot be viewed so (Hub, pickled, misaligned)."""
+    import mmap
+    import warnings
+
+    import torch
+
+    from weightcheck.sources.tensors import torch_dtype
+
     wf = src.files.get(rec.file)
-    if wf is not None and wf.format == "safetensors" and wf.local_path and rec.begin is not None:
-        buf = bytearray(rec.nbytes)
+    if wf is None or wf.format != "safetensors" or not wf.local_path or rec.begin is None:
+        return None
+    dt = torch_dtype(rec.dtype)
+    size = torch.empty((), dtype=dt).element_size()
+    if rec.begin % size or rec.nbytes % size:
+        return None
+    mm = _MAPS.get(wf.local_path)
+    if mm is None:
         with open(wf.local_path, "rb") as f:
-            f.seek(rec.begin)
-            got = f.readinto(memoryview(buf))
-        if got != rec.nbytes:
-            raise WeightcheckError(src.spec, f"{rec.file}: file ends inside {rec.name}: truncated")
-        return buf
-    return bytearray(read_range(src, rec.name, 0, rec.nbytes))
+            mm = _MAPS[wf.local_path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    if rec.end > len(mm):
+        raise WeightcheckError(src.spec, f"{rec.file}: file ends inside {rec.name}: truncated")
+    if not rec.nbytes:
+        return torch.empty(0, dtype=dt)
+    with warnings.catch_warnings():  # read-only memory: only ever read
+        warnings.simplefilter("ignore")
+        return torch.frombuffer(mm, dtype=dt, count=rec.nbytes // size, offset=rec.begin)
 
 
 def load_tensor(src, rec_name: str, shape, dtype):
-    """One tensor of a source (by its own name), as a torch tensor of ``dtype``."""
+    """One tensor of a source (by its own name), as a torch tensor of ``dtype`` (a view of the
+    file when it is a local safetensors one of that dtype)."""
     import torch
 
     rec = src.tensors[rec_name]
-    data = _read_into(src, rec)
-    t = from_bytes(data, rec.dtype).reshape(tuple(rec.shape))
+    t = _mapped(src, rec)
+    if t is None:
+        t = from_bytes(bytearray(read_range(src, rec_name, 0, rec.nbytes)), rec.dtype)
+    t = t.reshape(tuple(rec.shape))
     if shape is not None and tuple(t.shape) != tuple(shape):
         raise WeightcheckError(
             src.spec, f"{rec_name} is {list(t.shape)}, the config implies {list(shape)}"
