@@ -18,6 +18,8 @@ SCHEMAS = ROOT / "weightcheck" / "schemas"
 
 
 def _type(s: dict) -> str:
+    if "$ref" in s:
+        return "object"
     if "const" in s:
         return f"`{json.dumps(s['const'])}`"
     if "enum" in s:
@@ -37,24 +39,60 @@ def _cell(text) -> str:
     return " ".join(str(text or "").split()).replace("|", "\\|")
 
 
-def _rows(s: dict, defs: dict, prefix: str = "") -> list[str]:
+def _rows(s: dict, defs: dict, prefix: str = "", seen: tuple = ()) -> list[str]:
+    """One row per property, nested objects flattened to dotted paths. A type that holds itself
+    (a finding's ``explained`` findings) is listed once: its second appearance names the path
+    where its keys are."""
     rows = []
     s = _resolve(s, defs)
     required = set(s.get("required", []))
     for name, sub in (s.get("properties") or {}).items():
+        ref = _ref(sub)
         sub = _resolve(sub, defs)
         path = f"{prefix}{name}"
         req = "yes" if name in required else ""
+        is_array = sub.get("type") == "array"
+        inner_ref = _ref(sub.get("items")) if is_array else ref
+        inner = _resolve(sub.get("items"), defs) if is_array else sub
+        if inner_ref is not None and inner_ref in dict(seen):
+            note = f"(each as `{dict(seen)[inner_ref]}`)"
+            rows.append(
+                f"| `{path}` | {_type(sub)} | {req} | {_cell(sub.get('description'))} {note} |"
+            )
+            continue
         rows.append(f"| `{path}` | {_type(sub)} | {req} | {_cell(sub.get('description'))} |")
-        inner = _resolve(sub.get("items"), defs) if sub.get("type") == "array" else sub
         if isinstance(inner, dict) and inner.get("properties"):
-            rows += _rows(inner, defs, f"{path}[]." if sub.get("type") == "array" else f"{path}.")
+            mark = seen + (((inner_ref, path),) if inner_ref is not None else ())
+            rows += _rows(inner, defs, f"{path}[]." if is_array else f"{path}.", mark)
     return rows
+
+
+def _ref(s) -> str | None:
+    """The definition ``s`` points to, also through ``anyOf: [X, null]``."""
+    if not isinstance(s, dict):
+        return None
+    if "$ref" in s:
+        return s["$ref"].rsplit("/", 1)[-1]
+    for key in ("anyOf", "oneOf"):
+        refs = [_ref(x) for x in s.get(key, []) if x.get("type") != "null"]
+        if len(refs) == 1:
+            return refs[0]
+    return None
 
 
 def _resolve(s, defs: dict):
     if isinstance(s, dict) and "$ref" in s:
         return defs.get(s["$ref"].rsplit("/", 1)[-1], s)
+    if isinstance(s, dict):
+        for key in ("anyOf", "oneOf"):
+            alts = [x for x in s.get(key, []) if x.get("type") != "null"]
+            if len(alts) == 1 and "$ref" in alts[0]:
+                target = defs.get(alts[0]["$ref"].rsplit("/", 1)[-1])
+                if target is not None:
+                    return {
+                        **target,
+                        "description": s.get("description") or target.get("description"),
+                    }
     return s
 
 

@@ -115,6 +115,18 @@ def main(out=None):
     print(os.path.join(out, "kimi-k25-mla-drafter"))
     write_target(os.path.join(out, "kimi-k25-target"))
     print(os.path.join(out, "kimi-k25-target"))
+    # hidden states for `weightcheck eval` (docs/eval.md): written with torch, so only when it is
+    # installed (pip install ".[torch]"); every other example is header-level
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"{os.path.join(out, 'eval')}: skipped (needs torch: pip install '.[torch]')")
+        return
+    sys.path.insert(0, HERE)
+    from make_eval_data import write_eval_example
+
+    write_eval_example(os.path.join(out, "kimi-k2-drafter"), os.path.join(out, "eval"))
+    print(os.path.join(out, "eval"))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import re
 
+import click
 import yaml
 from conftest import ROOT
 
@@ -51,11 +52,13 @@ def _nav_pages(nav):
 def test_every_command_has_a_page_with_its_generated_reference_in_the_nav():
     cfg = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
     pages = set(_nav_pages(cfg["nav"]))
+    attrs = {c.name: a for a, c in vars(cli).items() if isinstance(c, click.Command)}
     for name in cli.main.commands:
         page = f"commands/{name}.md"
         assert page in pages, name
         text = (ROOT / "docs" / page).read_text()
-        assert "::: mkdocs-click" in text and f":command: {name}\n" in text, name
+        # mkdocs-click finds the command by its attribute in weightcheck.cli
+        assert "::: mkdocs-click" in text and f":command: {attrs[name]}\n" in text, name
     assert all((ROOT / "docs" / p).is_file() for p in pages)
 
 
@@ -83,21 +86,3 @@ def test_the_json_reference_is_rendered_from_schema_files(tmp_path):
     assert "## weightcheck.check/1" in page
     assert "| `ok` | boolean | yes | no finding is an error |" in page
     assert '| `findings[].severity` | `"error"` \\| `"warning"` \\| `"info"` |' in page
-
-
-def test_the_package_docstrings_examples_run(examples_out):
-    """weightcheck/__init__.py's two examples, on the bundled drafter instead of Hub ids."""
-    import weightcheck
-
-    snippets = re.findall(r"::\n\n((?:    .*\n|\n)+)", weightcheck.__doc__)
-    assert len(snippets) == 2
-    src = str(examples_out / "kimi-k2-drafter")
-    target = str(examples_out / "kimi-k25-target")
-    for code in snippets:
-        code = "\n".join(ln[4:] for ln in code.splitlines())
-        code = code.replace('"./drafter"', repr(src)).replace('"org/name@main"', repr(src))
-        code = code.replace('"org/target"', repr(target))
-        code = code.replace("raise SystemExit", "raise AssertionError")
-        ns = {}
-        exec(code, ns)
-    assert ns["d"].dialect == "specforge" and ns["d"].normalized.get("hidden_size") == 128

@@ -18,6 +18,7 @@ def _digest(folder):
 def test_the_example_holds_the_founding_case(examples_out):
     names = sorted(p.name for p in examples_out.iterdir())
     assert names == [
+        "eval",  # hidden states for `weightcheck eval` (written when torch is installed)
         "kimi-k2-drafter",
         "kimi-k25-drafter",
         "kimi-k25-mla-drafter",

@@ -35,6 +35,7 @@ LAYERS = [
     # the trainers' initialization replayed (mappings/trainers/): read by the training gate
     ("trainers", ["weightcheck.trainers"]),
     ("rules", ["weightcheck.rules"]),
+    ("eval", ["weightcheck.eval"]),  # the drafter's forward and the metric (torch inside)
     ("reports", ["weightcheck.reports"]),  # what the commands return
     ("commands", ["weightcheck.commands"]),
     (

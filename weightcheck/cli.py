@@ -512,6 +512,11 @@ def clean(folder, fmt, as_json):
     _show(r, out)
 
 
+from weightcheck.commands.eval import eval_command  # noqa: E402  (issue #25; torch only inside)
+
+main.add_command(eval_command)
+
+
 def run():
     """The ``weightcheck`` program (the console script, ``python -m weightcheck``)."""
     return main()

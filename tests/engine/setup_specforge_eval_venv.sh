@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the side venv in which tests/engine/specforge_eval_oracle.py runs SpecForge 0.2.0's own
+# EAGLE-3 training forward and accuracy code on CPU (tests/test_eval_specforge.py, -m engine).
+#
+#   bash tests/engine/setup_specforge_eval_venv.sh [VENV_DIR]
+#
+# VENV_DIR defaults to ${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/specforge-eval
+# (WEIGHTCHECK_SPECFORGE_EVAL_PYTHON=VENV_DIR/bin/python points the test at any other).
+#
+# As the trainer oracles' venv (setup_specforge_venv.sh: torch==2.13.0 is the CPU wheel on our
+# machines; specforge with --no-deps, its import path's own pins), plus triton: the module holding
+# OnlineEagle3Model (specforge/algorithms/eagle3/model.py) imports specforge/core/loss.py, which
+# imports triton at module level. triton imports on a machine without a GPU; its kernel (the KL
+# loss) is never run by the oracle, which computes the accuracy only.
+set -euo pipefail
+
+SPECFORGE_VERSION="${SPECFORGE_VERSION:-0.2.0}"
+TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+VENVS="${WEIGHTCHECK_VENVS:-$HOME/.cache/weightcheck/venvs}"
+VENV="${1:-$VENVS/specforge-eval}"
+PY="${PYTHON:-python3}"
+DEPS=("transformers==5.8.1" "tokenizers==0.22.2" "safetensors==0.8.0" "numpy==2.4.6"
+      "pydantic==2.14.4" "pyyaml==6.0.4" "datasets==5.1.0" "triton==3.9.0")
+
+mkdir -p "$(dirname "$VENV")"
+"$PY" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip)
+CONSTRAINTS="$VENV/weightcheck-constraints.txt"
+printf 'torch==%s\n' "$TORCH_VERSION" > "$CONSTRAINTS"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" "torch==$TORCH_VERSION"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" --no-deps "specforge==$SPECFORGE_VERSION"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" "${DEPS[@]}"
+"${PIP[@]}" freeze > "$VENV/weightcheck-freeze.txt"
+env -u PYTHONPATH TORCH_COMPILE_DISABLE=1 "$VENV/bin/python" -c \
+  "import specforge.algorithms.eagle3.model, specforge.modeling.draft.llama3_eagle; print('specforge eval oracle imports')"
+echo "python: $VENV/bin/python"

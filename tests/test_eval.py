@@ -1,0 +1,391 @@
+"""``weightcheck eval`` (issue #25): hidden-state formats, the drafter's forward with test-time
+unrolling, the metric and its interval, the break-even arithmetic, ranking, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import shutil
+
+import pytest
+from conftest import CONFIGS, ROOT, run_cli
+
+torch = pytest.importorskip("torch")
+
+import synth  # noqa: E402
+
+SAMPLES, SEQ, PROMPT = 4, 24, 4
+
+
+def _make_eval_module():
+    spec = importlib.util.spec_from_file_location(
+        "make_eval_data", ROOT / "examples" / "make_eval_data.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _drafter(path, seed=1, dialect="specforge", **sizes):
+    cfg = json.loads((CONFIGS / "specforge-kimi-k2-eagle3.json").read_text())
+    cfg = synth.scaled_config(cfg, **sizes)
+    synth.write_drafter(str(path), cfg, dialect=dialect, seed=seed)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def ex(tmp_path_factory):
+    """A tiny drafter, a second one, a tiny target and the data (both layouts)."""
+    root = tmp_path_factory.mktemp("eval")
+    a = _drafter(root / "a", seed=1)
+    b = _drafter(root / "b", seed=2)
+    made = _make_eval_module().write_eval_example(
+        a, str(root / "data"), samples=SAMPLES, seq=SEQ, prompt=PROMPT
+    )
+    return {"root": root, "a": a, "b": b, **made}
+
+
+def _eval(*args):
+    r = run_cli("eval", *args, "--json")
+    assert r.exit_code == 0, r
+    return r.json
+
+
+# -- formats -------------------------------------------------------------------------------------
+def test_both_layouts_read_as_the_same_samples(ex):
+    from weightcheck.eval.data import open_data
+
+    sf = open_data(ex["specforge"])
+    sp = open_data(ex["speculators"])
+    assert (sf.format, sp.format) == ("specforge", "speculators")
+    assert len(sf.files) == len(sp.files) == SAMPLES
+    for x, y in zip(sf.samples(), sp.samples()):
+        assert torch.equal(x.input_ids, y.input_ids)
+        assert torch.equal(x.aux, y.aux) and x.aux.shape == (SEQ, 3 * 128)
+        assert torch.equal(x.last, y.last)
+        assert x.last_normed and not y.last_normed
+        assert int(x.loss_mask.sum()) == SEQ - PROMPT and int(y.loss_mask.sum()) == SEQ
+
+
+def test_gzip_files_read_like_plain_ones(ex, tmp_path):
+    from weightcheck.eval.data import open_data
+
+    src = open_data(ex["specforge"]).files[0]
+    out = tmp_path / "rows_0-2000"
+    out.mkdir()
+    with open(src, "rb") as f, gzip.open(out / "data_0.ckpt.gz", "wb") as g:
+        g.write(f.read())
+    (a,) = open_data(str(tmp_path)).samples()
+    (b,) = open_data(src).samples()
+    assert torch.equal(a.aux, b.aux) and torch.equal(a.input_ids, b.input_ids)
+
+
+def test_files_are_read_one_at_a_time(ex, monkeypatch):
+    """Streaming: the next file is opened only after the previous sample was used."""
+    from weightcheck.eval import data
+
+    opened = []
+    real = data._torch_load
+    monkeypatch.setattr(data, "_torch_load", lambda p, w: (opened.append(p), real(p, w))[1])
+    it = data.open_data(ex["specforge"]).samples()
+    next(it)
+    assert len(opened) == 1
+    next(it)
+    assert len(opened) == 2
+
+
+def test_limit_reads_only_n_samples(ex):
+    r = _eval(ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"], "--limit", 2)
+    assert r["data"]["files"] == 2 and r["drafters"][0]["samples"] == 2
+
+
+# -- the forward ---------------------------------------------------------------------------------
+def _model(path, target, dtype="float32"):
+    from weightcheck.eval.forward import LlamaEagle3
+    from weightcheck.eval.target import TargetSide
+    from weightcheck.model.drafter import load_drafter
+
+    return LlamaEagle3(load_drafter(path), dtype=dtype, embed=TargetSide(target).embed)
+
+
+def test_unrolling_is_causal(ex):
+    """Step k at column t sees the target states of columns <= t and tokens up to t+k+1 only:
+    the drafts of a prefix are the full sequence's drafts at those columns (float32)."""
+    from weightcheck.eval.data import open_data
+
+    m = _model(ex["a"], ex["target"])
+    s = next(open_data(ex["specforge"]).samples())
+    full = m.unroll(s.aux, s.input_ids, 3)
+    n = 10
+    part = m.unroll(s.aux[:n], s.input_ids[: n + 3], 3)
+    assert torch.equal(full[:, :n], part)
+    # and a later token changes nothing before it: token n+3 is step 2's input at column n
+    ids = s.input_ids.clone()
+    ids[n + 3] = (ids[n + 3] + 1) % 2048
+    changed = m.unroll(s.aux, ids, 3)
+    assert torch.equal(changed[:, :n], full[:, :n])
+    assert not torch.equal(changed, full)  # it does change later drafts
+
+
+def test_every_dialect_gives_the_same_drafts(ex, tmp_path):
+    """The same weights under speculators' names (layers.0.*) draft exactly the same tokens."""
+    from weightcheck.eval.data import open_data
+
+    sp = _drafter(tmp_path / "sp", seed=1, dialect="speculators")
+    s = next(open_data(ex["specforge"]).samples())
+    a = _model(ex["a"], ex["target"]).unroll(s.aux, s.input_ids, 2)
+    b = _model(sp, ex["target"]).unroll(s.aux, s.input_ids, 2)
+    assert torch.equal(a, b)
+
+
+def test_drafts_are_target_ids_through_d2t(ex):
+    from weightcheck.eval.data import open_data
+
+    m = _model(ex["a"], ex["target"])
+    s = next(open_data(ex["specforge"]).samples())
+    drafts = set(m.unroll(s.aux, s.input_ids, 2).flatten().tolist())
+    assert drafts <= set(m.vocab_map.targets)
+    assert max(drafts) >= 400  # target ids, not draft ids (the draft vocab is 400 of 2048)
+
+
+# -- the metric ----------------------------------------------------------------------------------
+def test_counts_by_hand():
+    from weightcheck.eval.metric import Counts, summarize, tau_of
+
+    ids = torch.tensor([5, 1, 2, 3, 4, 6])  # the data; ref = the next token (greedy data)
+    ref = torch.tensor([1, 2, 3, 4, 6, -1])
+    mask = torch.tensor([1, 1, 1, 1, 1, 1])
+    # step 0 drafts ref[t+1]; step 1 drafts ref[t+2]
+    preds = torch.tensor(
+        [
+            [2, 3, 0, 6, 9, 9],  # hits at t = 0, 1, 3 (t = 4 is masked: last position)
+            [3, 0, 6, 0, 9, 9],  # hits at t = 0 (3 == ref[2]) and t = 2 (6 == ref[4])
+        ]
+    )
+    c = Counts(2)
+    c.add_sample(preds, ref, ids, mask)
+    r = summarize(c)
+    s0, s1 = r["steps"]
+    assert (s0["hits"], s0["given"]) == (3, 5)  # columns 0..4 valid at step 0
+    assert (s1["trained_hits"], s1["trained_valid"]) == (2, 4)  # columns 0..3 at step 1
+    # given step 0 hit (t = 0, 1, 3): step 1 valid at 0, 1, 3; hits at 0 only
+    assert (s1["hits"], s1["given"]) == (1, 3)
+    assert r["tau"] == pytest.approx(1 + 3 / 5 + 3 / 5 * 1 / 3)
+    assert tau_of([0.5, 0.5, 0.5]) == pytest.approx(1.875)
+    assert tau_of([0.0, None]) == 1.0
+    assert r["interval"] is None  # one sample: no interval
+
+
+def test_prefix_that_is_not_the_targets_choice_is_not_followed():
+    """Where the data's next token is not the target's top-1, the chain stops there."""
+    from weightcheck.eval.metric import Counts, summarize
+
+    ids = torch.tensor([5, 1, 2, 3, 4, 6])
+    ref = torch.tensor([1, 7, 3, 4, 6, -1])  # after position 1 the target says 7, data has 2
+    preds = torch.tensor([[7, 3, 4, 6, 0, 0], [3, 4, 6, 0, 0, 0]])
+    c = Counts(2)
+    c.add_sample(preds, ref, ids, torch.ones(6, dtype=torch.long))
+    r = summarize(c)
+    assert r["steps"][0]["hits"] == 4
+    # column 0's step 0 drafted 7 (hit) but the data went on with 2: not followed
+    assert r["steps"][1]["given"] == 3
+    assert r["data_agreement"] == pytest.approx(4 / 5)
+
+
+def test_measured_acceptance_is_the_one_built_in(ex):
+    """make_eval_data makes the next token the drafter's own step-0 draft at a known set of
+    positions: eval finds exactly those hits (float32, where drafts do not depend on batching)."""
+    r = _eval(
+        ex["a"],
+        "--hidden-states",
+        ex["specforge"],
+        "--target",
+        ex["target"],
+        "--dtype",
+        "float32",
+        "--steps",
+        1,
+    )
+    s0 = r["drafters"][0]["steps"][0]
+    acc, drafted = ex["built_step0"]
+    # the metric also counts column S-2, whose next token the generator did not draft
+    assert s0["given"] == drafted + SAMPLES
+    assert abs(s0["hits"] - acc) <= 1
+    assert s0["hits"] > 0.4 * s0["given"]
+
+
+def test_interval_brackets_the_estimate_and_is_seeded(ex):
+    args = (ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"])
+    r1, r2 = _eval(*args), _eval(*args)
+    d = r1["drafters"][0]
+    lo, hi = d["interval"]["tau"]
+    assert lo <= d["tau"] <= hi and lo < hi
+    assert r1 == r2  # a fixed seed: the same interval every run
+
+
+def test_speculators_layout_applies_the_targets_final_norm(ex, tmp_path):
+    """speculators keeps the pre-norm state: with a final norm of other weights the answer
+    must still come from norm(h) — a norm weight that flips signs changes the top-1."""
+    r = _eval(ex["a"], "--hidden-states", ex["speculators"], "--target", ex["target"])
+    base = r["drafters"][0]["steps"][0]["acc"]
+    assert base > 0.4
+    from safetensors.torch import load_file, save_file
+
+    t2 = tmp_path / "target"
+    shutil.copytree(ex["target"], t2)
+    w = load_file(str(t2 / "model.safetensors"))
+    w["model.norm.weight"] = -w["model.norm.weight"]  # every logit negated: another top-1
+    save_file(w, str(t2 / "model.safetensors"), metadata={"format": "pt"})
+    r2 = _eval(ex["a"], "--hidden-states", ex["speculators"], "--target", t2)
+    assert r2["drafters"][0]["steps"][0]["acc"] < 0.1
+    # SpecForge's state is already normed: the norm weight is not applied to it
+    r3 = _eval(ex["a"], "--hidden-states", ex["specforge"], "--target", t2)
+    assert r3["drafters"][0]["steps"][0]["acc"] > 0.4
+
+
+def test_without_target_the_next_data_token_is_the_reference(ex, tmp_path):
+    d = tmp_path / "with-embed"
+    cfg = synth.scaled_config(json.loads((CONFIGS / "specforge-kimi-k2-eagle3.json").read_text()))
+    synth.write_drafter(str(d), cfg, seed=1, include_embed=True)
+    r = _eval(d, "--hidden-states", ex["specforge"])
+    assert r["target"] is None and r["reference"].startswith("next data token")
+    assert r["drafters"][0]["embed_from"] == "drafter"
+
+
+# -- several drafters, speed ---------------------------------------------------------------------
+def test_drafters_are_ranked_on_the_same_data(ex):
+    r = _eval(ex["b"], ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"])
+    by = {os.path.basename(d["drafter"]): d for d in r["drafters"]}
+    assert by["a"]["rank"] == 1 and by["b"]["rank"] == 2
+    assert by["a"]["tau"] > by["b"]["tau"]
+    text = run_cli(
+        "eval", ex["b"], ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"]
+    )
+    assert text.exit_code == 0
+    assert text.stdout.index("#1 ") < text.stdout.index("#2 ")
+    assert "#1 " + ex["a"] in text.stdout
+
+
+def test_break_even_is_the_founding_storys_arithmetic(ex):
+    from weightcheck.eval.metric import break_even, predicted_tps
+
+    assert break_even(82, 30) == pytest.approx(2.46)
+    assert break_even(82, 30, 5) == pytest.approx(82 * 0.035)
+    assert predicted_tps(2.0, 30) == pytest.approx(66.67, abs=0.01)  # below 82: slower
+    assert predicted_tps(3.2, 30) == pytest.approx(106.67, abs=0.01)
+    r = _eval(
+        ex["a"],
+        "--hidden-states",
+        ex["specforge"],
+        "--target",
+        ex["target"],
+        "--baseline-tps",
+        82,
+        "--cycle-ms",
+        30,
+    )
+    assert r["speed"]["break_even_tau"] == pytest.approx(2.46)
+    d = r["drafters"][0]
+    assert d["predicted_tps"] == pytest.approx(d["tau"] * 1000 / 30)
+    assert d["speedup"] == pytest.approx(d["predicted_tps"] / 82)
+    bad = run_cli("eval", ex["a"], "--hidden-states", ex["specforge"], "--baseline-tps", 82)
+    assert bad.exit_code == 2 and "--cycle-ms" in bad.stderr
+
+
+# -- bad input -----------------------------------------------------------------------------------
+def _one_line_exit_2(r, *words):
+    assert r.exit_code == 2, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def _rewrite(ex, tmp_path, change):
+    from weightcheck.eval.data import open_data
+
+    src = open_data(ex["specforge"]).files[0]
+    obj = torch.load(src, weights_only=True)
+    change(obj)
+    out = tmp_path / "bad" / "rows_0-2000"
+    out.mkdir(parents=True)
+    torch.save(obj, out / "data_0.ckpt")
+    return str(tmp_path / "bad")
+
+
+def test_data_of_another_hidden_size(ex, tmp_path):
+    def change(o):
+        o["aux_hidden_state"] = o["aux_hidden_state"][..., : 3 * 64].contiguous()
+        o["hidden_state"] = o["hidden_state"][..., :64].contiguous()
+
+    data = _rewrite(ex, tmp_path, change)
+    r = run_cli("eval", ex["a"], "--hidden-states", data, "--target", ex["target"])
+    _one_line_exit_2(r, "data_0.ckpt", "hidden size 64", "expects target hidden size 128")
+
+
+def test_data_of_another_aux_layer_count(ex, tmp_path):
+    data = _rewrite(
+        ex,
+        tmp_path,
+        lambda o: o.update(aux_hidden_state=o["aux_hidden_state"][..., :256].contiguous()),
+    )
+    r = run_cli("eval", ex["a"], "--hidden-states", data, "--target", ex["target"])
+    _one_line_exit_2(r, "data_0.ckpt", "2 aux hidden states", "expects 3")
+
+
+def test_data_missing_a_key(ex, tmp_path):
+    data = _rewrite(ex, tmp_path, lambda o: o.pop("loss_mask"))
+    r = run_cli("eval", ex["a"], "--hidden-states", data, "--target", ex["target"])
+    _one_line_exit_2(r, "data_0.ckpt", "missing key(s) loss_mask")
+
+
+def test_speculators_file_missing_a_key(ex, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    w = load_file(os.path.join(ex["speculators"], "hs_0.safetensors"))
+    del w["token_ids"]
+    save_file(w, str(tmp_path / "hs_0.safetensors"))
+    r = run_cli("eval", ex["a"], "--hidden-states", tmp_path, "--target", ex["target"])
+    _one_line_exit_2(r, "hs_0.safetensors", "missing key(s) token_ids")
+
+
+def test_target_of_another_vocabulary(ex, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    t2 = tmp_path / "target"
+    shutil.copytree(ex["target"], t2)
+    w = load_file(str(t2 / "model.safetensors"))
+    w["lm_head.weight"] = w["lm_head.weight"][:1024].contiguous()
+    save_file(w, str(t2 / "model.safetensors"), metadata={"format": "pt"})
+    r = run_cli("eval", ex["a"], "--hidden-states", ex["specforge"], "--target", t2)
+    _one_line_exit_2(r, str(t2), "target vocabulary 1024", "is 2048")
+
+
+def test_drafter_of_another_hidden_size_than_the_data(ex, tmp_path):
+    small = _drafter(tmp_path / "small", hidden=64, heads=2, head_dim=32)
+    r = run_cli("eval", small, "--hidden-states", ex["specforge"], "--target", ex["target"])
+    line = _one_line_exit_2(r, "target")
+    assert "128" in line and "64" in line
+
+
+def test_not_hidden_state_data(ex, tmp_path):
+    r = run_cli("eval", ex["a"], "--hidden-states", tmp_path, "--target", ex["target"])
+    _one_line_exit_2(r, str(tmp_path), "no hidden-state files")
+    r = run_cli("eval", ex["a"], "--hidden-states", tmp_path / "nope", "--target", ex["target"])
+    _one_line_exit_2(r, "nope", "not found")
+
+
+def test_a_pickle_that_is_more_than_tensors_is_refused(ex, tmp_path):
+    out = tmp_path / "rows_0-2000"
+    out.mkdir()
+    torch.save({"input_ids": torch.zeros(3), "evil": os.system}, out / "data_0.ckpt")
+    r = run_cli("eval", ex["a"], "--hidden-states", tmp_path, "--target", ex["target"])
+    _one_line_exit_2(r, "data_0.ckpt", "cannot read")
+
+
+def test_drafter_without_embedding_needs_a_target(ex):
+    r = run_cli("eval", ex["a"], "--hidden-states", ex["specforge"])
+    _one_line_exit_2(r, "has no embed_tokens", "--target")

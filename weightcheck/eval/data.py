@@ -1,0 +1,199 @@
+"""The trainers' offline hidden-state files, read one sample at a time (docs/eval.md §1).
+
+SpecForge 0.2.0 (``scripts/prepare_hidden_states.py --enable-aux-hidden-states``): one file per
+sample, ``rows_<a>-<b>/data_<i>.ckpt`` (``.ckpt.gz`` with ``--compress``), a ``torch.save``d dict
+``input_ids`` [S] int64, ``loss_mask`` [S], ``aux_hidden_state`` [1, S, n_aux*T] and
+``hidden_state`` [1, S, T] — the target's last hidden state *after* its final norm (SGLang's
+logits processor input). speculators 0.9.0 (``speculators generate-offline-data``):
+``hs_<i>.safetensors`` with ``token_ids`` [S] and ``hidden_states`` [S, n_aux+1, T], the last
+slot the target's last layer output *before* its final norm; the loss mask stays in the
+preprocessed Arrow dataset, which is not read here (every position counts).
+
+Memory: one sample (one file) at a time; SpecForge's ``.ckpt`` is memory-mapped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from weightcheck.errors import WeightcheckError
+
+SPECFORGE_SUFFIXES = (".ckpt", ".ckpt.gz")
+SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
+SPECULATORS_KEYS = ("token_ids", "hidden_states")
+_HS = re.compile(r"^hs_(\d+)\.safetensors$")
+
+
+@dataclass
+class Sample:
+    file: str  # the file it came from (relative to DATA), for messages
+    input_ids: object  # LongTensor [S]
+    loss_mask: object  # LongTensor [S] (0/1)
+    aux: object  # [S, n_aux * T]
+    last: object  # [S, T]
+    last_normed: bool  # True: after the target's final norm (SpecForge); False: before it
+    n_aux: int | None = None  # known from the layout (speculators), else None
+
+
+@dataclass
+class Dataset:
+    path: str
+    format: str  # "specforge" | "speculators"
+    files: list[str]  # absolute paths, in the producer's order
+    note: str | None = None
+
+    def label(self, f: str) -> str:
+        rel = os.path.relpath(f, self.path) if os.path.isdir(self.path) else os.path.basename(f)
+        return os.path.join(os.path.basename(self.path.rstrip("/")), rel) if rel != "." else f
+
+    def samples(self, limit: int | None = None) -> Iterator[Sample]:
+        for i, f in enumerate(self.files):
+            if limit is not None and i >= limit:
+                return
+            if self.format == "specforge":
+                yield _read_specforge(f, self.label(f))
+            else:
+                yield _read_speculators(f, self.label(f))
+
+
+def open_data(path: str) -> Dataset:
+    """DATA: a SpecForge output folder (or one ``.ckpt``/``.ckpt.gz``), or a speculators
+    hidden-states folder (``hs_<i>.safetensors``, or the preprocessed-data folder holding
+    ``hidden_states/``)."""
+    p = os.path.expanduser(path)
+    if not os.path.exists(p):
+        raise WeightcheckError(path, "hidden-state data not found")
+    if os.path.isfile(p):
+        if p.endswith(SPECFORGE_SUFFIXES):
+            return Dataset(p, "specforge", [os.path.abspath(p)])
+        if _HS.match(os.path.basename(p)):
+            return Dataset(p, "speculators", [os.path.abspath(p)], _SPECULATORS_NOTE)
+        raise WeightcheckError(
+            path,
+            "not a hidden-state file: expected SpecForge's data_<i>.ckpt[.gz] or "
+            "speculators' hs_<i>.safetensors",
+        )
+    # SpecForge: every *.ckpt / *.ckpt.gz below, sorted by path (as its OfflineManifestReader
+    # lists them: specforge/runtime/data_plane/offline_reader.py list_feature_files)
+    sf = []
+    for root, _dirs, names in os.walk(p):
+        for n in names:
+            if n.endswith(SPECFORGE_SUFFIXES):
+                sf.append(os.path.abspath(os.path.join(root, n)))
+    if sf:
+        sf.sort()
+        return Dataset(p, "specforge", sf)
+    for d in (p, os.path.join(p, "hidden_states")):
+        if os.path.isdir(d):
+            hs = sorted(
+                ((int(m.group(1)), n) for n in os.listdir(d) for m in [_HS.match(n)] if m),
+            )
+            if hs:
+                return Dataset(
+                    p,
+                    "speculators",
+                    [os.path.abspath(os.path.join(d, n)) for _, n in hs],
+                    _SPECULATORS_NOTE,
+                )
+    raise WeightcheckError(
+        path,
+        "no hidden-state files: expected SpecForge's rows_*/data_<i>.ckpt[.gz] or speculators' "
+        "hs_<i>.safetensors",
+    )
+
+
+_SPECULATORS_NOTE = (
+    "speculators keeps the loss mask in its preprocessed Arrow dataset, not in hs_<i>.safetensors: "
+    "every position counts"
+)
+
+
+def _torch_load(path: str, where: str) -> dict:
+    import torch
+
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                raw = f.read()
+            obj = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        else:
+            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # UnpicklingError, RuntimeError, EOFError, zipfile, gzip errors
+        text = " ".join(str(e).split())[:200]
+        if "weights_only" in text or "GLOBAL" in text or "nsupported global" in text:
+            text = "the pickle needs more than tensors to load, so it was not loaded"
+        raise WeightcheckError(where, f"cannot read: {type(e).__name__}: {text}") from None
+    if not isinstance(obj, dict):
+        raise WeightcheckError(where, f"holds a {type(obj).__name__}, not a dict of tensors")
+    return obj
+
+
+def _need(obj: dict, keys, where: str, producer: str) -> None:
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise WeightcheckError(
+            where,
+            f"missing key(s) {', '.join(missing)} (a {producer} hidden-state file holds "
+            f"{', '.join(keys)}; it has {', '.join(sorted(map(str, obj))) or 'none'})",
+        )
+    import torch
+
+    for k in keys:
+        if not isinstance(obj[k], torch.Tensor):
+            raise WeightcheckError(where, f"{k} is a {type(obj[k]).__name__}, not a tensor")
+
+
+def _squeeze_batch(t, key: str, where: str, ndim: int):
+    if t.dim() == ndim + 1 and t.shape[0] == 1:
+        t = t[0]
+    if t.dim() != ndim:
+        raise WeightcheckError(where, f"{key} has shape {list(t.shape)}: expected {ndim} dims")
+    return t
+
+
+def _read_specforge(path: str, where: str) -> Sample:
+    obj = _torch_load(path, where)
+    _need(obj, SPECFORGE_KEYS, where, "SpecForge")
+    ids = _squeeze_batch(obj["input_ids"], "input_ids", where, 1).long()
+    mask = _squeeze_batch(obj["loss_mask"], "loss_mask", where, 1).long()
+    aux = _squeeze_batch(obj["aux_hidden_state"], "aux_hidden_state", where, 2)
+    last = _squeeze_batch(obj["hidden_state"], "hidden_state", where, 2)
+    _same_length(where, input_ids=ids, loss_mask=mask, aux_hidden_state=aux, hidden_state=last)
+    return Sample(where, ids, mask, aux, last, last_normed=True)
+
+
+def _read_speculators(path: str, where: str) -> Sample:
+    import torch
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        obj = load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise WeightcheckError(where, f"cannot read: {' '.join(str(e).split())[:200]}") from None
+    _need(obj, SPECULATORS_KEYS, where, "speculators")
+    ids = _squeeze_batch(obj["token_ids"], "token_ids", where, 1).long()
+    hs = obj["hidden_states"]
+    if hs.dim() != 3 or hs.shape[1] < 2:
+        raise WeightcheckError(
+            where,
+            f"hidden_states has shape {list(hs.shape)}: expected [seq, n_aux + 1, hidden] "
+            "(the aux layers, then the last layer)",
+        )
+    aux = hs[:, :-1].flatten(1)
+    last = hs[:, -1]
+    mask = torch.ones_like(ids)
+    _same_length(where, token_ids=ids, hidden_states=hs)
+    return Sample(where, ids, mask, aux, last, last_normed=False, n_aux=hs.shape[1] - 1)
+
+
+def _same_length(where: str, **tensors) -> None:
+    lengths = {k: int(v.shape[0]) for k, v in tensors.items()}
+    if len(set(lengths.values())) > 1:
+        said = ", ".join(f"{k} {n}" for k, n in lengths.items())
+        raise WeightcheckError(where, f"sequence lengths differ: {said}")

@@ -1,0 +1,154 @@
+"""The target's side of the metric: its top-1 token from its lm_head (and final norm), read by
+ranges as ``convert --lm-head-from`` reads it — never the whole model, and the head itself in row
+chunks unless it is small — and the embedding rows of the tokens a sample holds (the engines give
+a drafter without ``embed_tokens`` the target's: docs/engines.md §1.5, §2.5).
+"""
+
+from __future__ import annotations
+
+from weightcheck.errors import WeightcheckError
+from weightcheck.model import config as config_mod
+from weightcheck.model.target import EMBED_NAMES, HEAD_NAMES
+from weightcheck.sources import open_source
+from weightcheck.sources.tensors import CHUNK, from_bytes, read_range
+
+NORM_NAMES = (
+    "model.norm.weight",
+    "language_model.model.norm.weight",
+    "model.language_model.norm.weight",
+    "norm.weight",
+)
+KEEP_BYTES = 256 << 20  # a head this small is read once and kept
+
+
+def _runs(ids):
+    out = []
+    for x in sorted(set(ids)):
+        if out and x == out[-1][1]:
+            out[-1] = (out[-1][0], x + 1)
+        else:
+            out.append((x, x + 1))
+    return out
+
+
+class Rows:
+    """Rows of a 2-D tensor of a source, read by range on demand."""
+
+    def __init__(self, src, rec, dtype):
+        self.src, self.rec, self.dtype = src, rec, dtype
+        self.rows, self.width = rec.shape
+        self.row_bytes = rec.nbytes // self.rows
+        self.full = None
+        if rec.nbytes <= KEEP_BYTES:
+            self.full = self.read(0, self.rows)
+
+    def read(self, a: int, b: int):
+        if self.full is not None:
+            return self.full[a:b]
+        data = bytearray(
+            read_range(self.src, self.rec.name, a * self.row_bytes, b * self.row_bytes)
+        )
+        return from_bytes(data, self.rec.dtype).reshape(b - a, self.width).to(self.dtype)
+
+    def gather(self, ids):
+        """``F.embedding(ids, W)`` reading only the rows ``ids`` names."""
+        import torch
+
+        flat = ids.reshape(-1).tolist()
+        if self.full is not None:
+            return self.full[ids]
+        bad = [x for x in flat if not 0 <= x < self.rows]
+        if bad:
+            raise WeightcheckError(
+                self.src.spec, f"token id {bad[0]} is outside the {self.rows}-row {self.rec.name}"
+            )
+        pos, parts, at = {}, [], 0
+        for a, b in _runs(flat):
+            parts.append(self.read(a, b))
+            for x in range(a, b):
+                pos[x] = at + x - a
+            at += b - a
+        table = torch.cat(parts)
+        return table[torch.tensor([pos[x] for x in flat], dtype=torch.long)].reshape(
+            *ids.shape, self.width
+        )
+
+    def top1(self, h):
+        """argmax over rows of ``h @ W.T`` [N], streaming W in chunks (first max wins, as
+        torch.argmax)."""
+        import torch
+
+        if self.full is not None:
+            return torch.nn.functional.linear(h, self.full).float().argmax(-1)
+        step = max(1, CHUNK // max(1, self.row_bytes))
+        best = best_i = None
+        for a in range(0, self.rows, step):
+            b = min(self.rows, a + step)
+            logits = torch.nn.functional.linear(h, self.read(a, b)).float()
+            v, i = logits.max(-1)
+            i = i + a
+            if best is None:
+                best, best_i = v, i
+            else:
+                better = v > best
+                best = torch.where(better, v, best)
+                best_i = torch.where(better, i, best_i)
+        return best_i
+
+
+class TargetSide:
+    """``--target``: its config, lm_head and final norm (and embedding rows) by ranges."""
+
+    def __init__(self, spec: str, dtype: str | None = None, token: str | None = None):
+        import torch
+
+        names = set(EMBED_NAMES) | set(HEAD_NAMES) | set(NORM_NAMES)
+        self.src = open_source(spec, token=token, only=names)
+        self.spec = spec
+        if self.src.config is None:
+            raise WeightcheckError(spec, "target has no config.json")
+        self.norm_cfg = config_mod.normalize(self.src.config)
+        from weightcheck.eval.forward import engine_dtype
+
+        self.dtype_name = dtype or engine_dtype(self.norm_cfg)
+        self.dtype = getattr(torch, self.dtype_name)
+        t = self.src.tensors
+        head = next((t[n] for n in HEAD_NAMES if n in t), None)
+        embed = next((t[n] for n in EMBED_NAMES if n in t), None)
+        if head is None and self.norm_cfg.get("tie_word_embeddings"):
+            head = embed
+        if head is None:
+            raise WeightcheckError(spec, f"target has no lm_head ({', '.join(HEAD_NAMES)})")
+        if len(head.shape) != 2:
+            raise WeightcheckError(spec, f"{head.name} is {list(head.shape)}, not a matrix")
+        self.head = Rows(self.src, head, self.dtype)
+        self.embed = (
+            Rows(self.src, embed, self.dtype)
+            if embed is not None and len(embed.shape) == 2
+            else None
+        )
+        self.vocab, self.hidden = head.shape
+        nrec = next((t[n] for n in NORM_NAMES if n in t), None)
+        self.final_norm = None
+        if nrec is not None:
+            from weightcheck.eval.forward import RMSNorm, load_tensor
+
+            eps = float(self.norm_cfg.get("rms_norm_eps") or 1e-6)
+            self.final_norm = RMSNorm(load_tensor(self.src, nrec.name, None, self.dtype_name), eps)
+
+    @property
+    def label(self) -> str:
+        return self.spec
+
+    def top1(self, last, normed: bool, where: str):
+        """The target's top-1 at each row of its last hidden state ``last`` [N, T]."""
+        h = last.to(self.dtype)
+        if not normed:
+            if self.final_norm is None:
+                raise WeightcheckError(
+                    self.spec,
+                    f"{where} holds the target's last hidden state before its final norm; the "
+                    f"target has no final norm weight ({', '.join(NORM_NAMES[:2])})",
+                )
+            h = self.final_norm(h)
+        return self.head.top1(h)
