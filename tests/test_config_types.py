@@ -219,7 +219,7 @@ def test_an_engine_refusing_a_config_item_that_reads_a_mistyped_field_is_under_w
     tmp_path, examples_out
 ):
     """SGLang refuses its `rope` config item when rope_theta is a string (WC705, subject `rope`):
-    the same fact as WC212 on rope_theta, listed under it (mappings/causes.toml, names_root)."""
+    the same fact as WC212 on rope_theta, listed under it (names_root in [[rule.WC212.explains]] of mappings/rules.toml)."""
     # a transformers 4 config (rope_theta at the top level, as the K2 drafter's), which SGLang reads
     d = edit(
         examples_out / "kimi-k2-drafter",

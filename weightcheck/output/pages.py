@@ -28,7 +28,7 @@ _PARTS = (
 
 def explains_text(page: RulePage) -> str:
     """'WC206, WC703 on the same subject: why; ...' — the consequences a rule's finding lists
-    under it (mappings/causes.toml)."""
+    under it ([[rule.WCnnn.explains]] in mappings/rules.toml)."""
     where = {
         "same": "on the same subject",
         "any": "",

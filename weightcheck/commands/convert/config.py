@@ -75,13 +75,29 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
     ec = dict(flat["eagle_config"]) if isinstance(flat.get("eagle_config"), dict) else {}
     ec.pop("eagle_aux_hidden_state_layer_ids", None)
     flat.pop("eagle_aux_hidden_state_layer_ids", None)
+    new_ids, model_type = aux_ids(plan, base, norm, out_spec.aux_convention)
+    dtype_name = CONFIG_NAME.get(out_dtype) if out_dtype else None
+    dtype_name = dtype_name or norm.get("dtype") or "bfloat16"
+    for k in ("dtype", "torch_dtype"):
+        flat.pop(k, None)
+    if out_spec.config_layout == "flat":
+        cfg = flat_config(plan, flat, ec, norm, out_spec, new_ids, dtype_name)
+    else:
+        cfg = speculators_config(plan, base, flat, norm, out_spec, new_ids, dtype_name, model_type)
+    say_changes(plan, cfg, settle_from_weights(plan, cfg))
+    return cfg
+
+
+def aux_ids(plan: Plan, base: dict, norm, dst_conv: str) -> tuple[list | None, str]:
+    """The aux layer ids in the destination's convention (the same target layers captured), and
+    the target family they were converted for; what changed goes into the plan's notes."""
+    src = plan.src
     ids = norm.get("aux_layer_ids")
     targets = (plan.target, plan.head_target, plan.embed_target)
     L = next((t.num_layers for t in targets if t is not None and t.num_layers), None)
     src_conv = (
         aux.convention_of(src, L) if base is src.config else aux.config_convention(base, None, L)
     )
-    dst_conv = out_spec.aux_convention
     model_type, how = aux.target_family(src, targets)
     if model_type is None:  # never assumed: fine only when every family gives the same ids
         options = aux.conversions_by_family(ids, src_conv, dst_conv, L) if ids else {}
@@ -119,117 +135,122 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
         )
     elif ids is None:
         plan.notes.append("the source names no aux layer ids: the engine will capture its defaults")
-    # dtype
-    dtype_name = CONFIG_NAME.get(out_dtype) if out_dtype else None
-    dtype_name = dtype_name or norm.get("dtype") or "bfloat16"
-    for k in ("dtype", "torch_dtype"):
-        flat.pop(k, None)
+    return new_ids, model_type
+
+
+def flat_config(plan: Plan, flat: dict, ec: dict, norm, out_spec, new_ids, dtype_name) -> dict:
+    """The flat layout (SGLang's, vLLM's): SRC's fields with the destination's architecture,
+    model type, explicit defaults and aux ids where it reads them."""
     vd = norm.get("draft_vocab_size")
-    if out_spec.config_layout == "flat":
-        cfg = {k: v for k, v in flat.items()}
-        cfg["architectures"] = list(out_spec.architectures)
-        cfg["draft_vocab_size"] = vd  # SGLang reads it as an attribute: absent fails
-        if norm.get("target_hidden_size") is not None and "target_hidden_size" in flat:
-            cfg["target_hidden_size"] = norm.get("target_hidden_size")
-        if flat.get("model_type") in (None, "eagle3"):
-            cfg["model_type"] = out_spec.model_type
-        elif flat.get("model_type") in out_spec.model_type_for:
-            cfg["model_type"] = out_spec.model_type_for[flat["model_type"]]
-            plan.config_changes.append(
-                f"model_type: {flat['model_type']} -> {cfg['model_type']} ({plan.to} rewrites a "
-                f"{flat['model_type']} draft config to an MTP model; {cfg['model_type']} is the "
-                "same config class)"
-            )
-        for k in out_spec.explicit:  # the value the engines would default to, written out
-            if k not in flat and norm.get(k) is not None:
-                cfg[k] = norm.get(k)
-                plan.config_changes.append(
-                    f"{k}: absent -> {norm.get(k)} (the default the engines take, written out)"
-                )
-        if new_ids is not None:
-            for path in out_spec.aux_ids_paths:
-                if path.startswith("eagle_config."):
-                    ec[path.split(".", 1)[1]] = list(new_ids)
-                else:
-                    cfg[path] = list(new_ids)
-        ec.setdefault("use_aux_hidden_state", True)
-        cfg["eagle_config"] = ec
-        if (
-            new_ids is not None
-            and len(new_ids) != 3
-            and "eagle_aux_hidden_state_layer_ids" not in ec
-        ):
-            # fc's width: both engines read num_aux_hidden_states, else eagle_config's ids, else 3
-            # (top-level ids do not size it: vLLM fails to load fc, docs/differential.md R3)
-            cfg["num_aux_hidden_states"] = len(new_ids)
-        if plan.to != "vllm":
-            cfg.pop("norm_before_residual", None)  # refused above when true
-        elif norm.get("norm_before_residual") is not None:
-            cfg["norm_before_residual"] = norm.get("norm_before_residual")
-        cfg["dtype"] = dtype_name
-        cfg["torch_dtype"] = dtype_name  # speculators and transformers 4 read this spelling
-    else:  # speculators
-        layer = {k: flat[k] for k in LAYER_FIELDS if k in flat}
-        layer["model_type"] = "llama"
-        layer["architectures"] = ["LlamaForCausalLM"]
-        layer["torch_dtype"] = dtype_name
-        if new_ids is not None and len(new_ids) != 3:  # fc's width (see the flat layout above)
-            layer["num_aux_hidden_states"] = len(new_ids)
-        verifier = {}
-        old = (
-            base.get("speculators_config")
-            if isinstance(base.get("speculators_config"), dict)
-            else {}
+    cfg = {k: v for k, v in flat.items()}
+    cfg["architectures"] = list(out_spec.architectures)
+    cfg["draft_vocab_size"] = vd  # SGLang reads it as an attribute: absent fails
+    if norm.get("target_hidden_size") is not None and "target_hidden_size" in flat:
+        cfg["target_hidden_size"] = norm.get("target_hidden_size")
+    if flat.get("model_type") in (None, "eagle3"):
+        cfg["model_type"] = out_spec.model_type
+    elif flat.get("model_type") in out_spec.model_type_for:
+        cfg["model_type"] = out_spec.model_type_for[flat["model_type"]]
+        plan.config_changes.append(
+            f"model_type: {flat['model_type']} -> {cfg['model_type']} ({plan.to} rewrites a "
+            f"{flat['model_type']} draft config to an MTP model; {cfg['model_type']} is the "
+            "same config class)"
         )
-        if isinstance(old.get("verifier"), dict):
-            verifier = dict(old["verifier"])
-        if plan.target is not None:
-            verifier = {
-                "name_or_path": plan.target.source.spec,
-                "architectures": plan.target.architectures,
-            }
-        verifier.setdefault("name_or_path", None)
-        if not verifier.get("architectures"):  # record the family, so the way back knows it
-            fam = load("speculators").output.family_architectures
-            verifier["architectures"] = [fam[model_type]] if model_type in fam else []
-        cfg = {
-            "architectures": list(out_spec.architectures),
-            "speculators_model_type": "eagle3",
-            "speculators_version": base.get("speculators_version", "0.9.0"),
-            "transformer_layer_config": layer,
-            "draft_vocab_size": vd,
-            "norm_before_residual": bool(norm.get("norm_before_residual") or False),
-            "norm_before_fc": bool(norm.get("norm_before_fc") or False),
-            "fc_norm": bool(norm.get("fc_norm") or False),
-            "norm_output": bool(norm.get("norm_output") or False),
-            "target_hidden_size": norm.get("target_hidden_size"),
-            "eagle_aux_hidden_state_layer_ids": list(new_ids) if new_ids is not None else None,
-            "speculators_config": old
-            or {
-                "algorithm": "eagle3",
-                "proposal_methods": [
-                    {
-                        "proposal_type": "greedy",
-                        "speculative_tokens": 3,
-                        "verifier_accept_k": 1,
-                        "accept_tolerance": 0.0,
-                    }
-                ],
-                "default_proposal_method": "greedy",
-                "verifier": verifier,
-            },
-            "dtype": dtype_name,
-            "torch_dtype": dtype_name,
-        }
-        if old:
-            cfg["speculators_config"] = dict(old, verifier=verifier)
-        if norm.get("norm_before_residual") is None:
+    for k in out_spec.explicit:  # the value the engines would default to, written out
+        if k not in flat and norm.get(k) is not None:
+            cfg[k] = norm.get(k)
             plan.config_changes.append(
-                "norm_before_residual written as false explicitly (vLLM "
-                "assumes true for speculators configs that omit it)"
+                f"{k}: absent -> {norm.get(k)} (the default the engines take, written out)"
             )
-    why = settle_from_weights(plan, cfg)
-    # what changed, for --dry-run and the model card
+    if new_ids is not None:
+        for path in out_spec.aux_ids_paths:
+            if path.startswith("eagle_config."):
+                ec[path.split(".", 1)[1]] = list(new_ids)
+            else:
+                cfg[path] = list(new_ids)
+    ec.setdefault("use_aux_hidden_state", True)
+    cfg["eagle_config"] = ec
+    if new_ids is not None and len(new_ids) != 3 and "eagle_aux_hidden_state_layer_ids" not in ec:
+        # fc's width: both engines read num_aux_hidden_states, else eagle_config's ids, else 3
+        # (top-level ids do not size it: vLLM fails to load fc, docs/differential.md R3)
+        cfg["num_aux_hidden_states"] = len(new_ids)
+    if plan.to != "vllm":
+        cfg.pop("norm_before_residual", None)  # refused above when true
+    elif norm.get("norm_before_residual") is not None:
+        cfg["norm_before_residual"] = norm.get("norm_before_residual")
+    cfg["dtype"] = dtype_name
+    cfg["torch_dtype"] = dtype_name  # speculators and transformers 4 read this spelling
+    return cfg
+
+
+def speculators_config(
+    plan: Plan, base: dict, flat: dict, norm, out_spec, new_ids, dtype_name, model_type
+) -> dict:
+    """speculators' layout: the layer's fields in transformer_layer_config, the verifier in
+    speculators_config."""
+    vd = norm.get("draft_vocab_size")
+    layer = {k: flat[k] for k in LAYER_FIELDS if k in flat}
+    layer["model_type"] = "llama"
+    layer["architectures"] = ["LlamaForCausalLM"]
+    layer["torch_dtype"] = dtype_name
+    if new_ids is not None and len(new_ids) != 3:  # fc's width (see the flat layout above)
+        layer["num_aux_hidden_states"] = len(new_ids)
+    verifier = {}
+    old = base.get("speculators_config") if isinstance(base.get("speculators_config"), dict) else {}
+    if isinstance(old.get("verifier"), dict):
+        verifier = dict(old["verifier"])
+    if plan.target is not None:
+        verifier = {
+            "name_or_path": plan.target.source.spec,
+            "architectures": plan.target.architectures,
+        }
+    verifier.setdefault("name_or_path", None)
+    if not verifier.get("architectures"):  # record the family, so the way back knows it
+        fam = load("speculators").output.family_architectures
+        verifier["architectures"] = [fam[model_type]] if model_type in fam else []
+    cfg = {
+        "architectures": list(out_spec.architectures),
+        "speculators_model_type": "eagle3",
+        "speculators_version": base.get("speculators_version", "0.9.0"),
+        "transformer_layer_config": layer,
+        "draft_vocab_size": vd,
+        "norm_before_residual": bool(norm.get("norm_before_residual") or False),
+        "norm_before_fc": bool(norm.get("norm_before_fc") or False),
+        "fc_norm": bool(norm.get("fc_norm") or False),
+        "norm_output": bool(norm.get("norm_output") or False),
+        "target_hidden_size": norm.get("target_hidden_size"),
+        "eagle_aux_hidden_state_layer_ids": list(new_ids) if new_ids is not None else None,
+        "speculators_config": old
+        or {
+            "algorithm": "eagle3",
+            "proposal_methods": [
+                {
+                    "proposal_type": "greedy",
+                    "speculative_tokens": 3,
+                    "verifier_accept_k": 1,
+                    "accept_tolerance": 0.0,
+                }
+            ],
+            "default_proposal_method": "greedy",
+            "verifier": verifier,
+        },
+        "dtype": dtype_name,
+        "torch_dtype": dtype_name,
+    }
+    if old:
+        cfg["speculators_config"] = dict(old, verifier=verifier)
+    if norm.get("norm_before_residual") is None:
+        plan.config_changes.append(
+            "norm_before_residual written as false explicitly (vLLM "
+            "assumes true for speculators configs that omit it)"
+        )
+    return cfg
+
+
+def say_changes(plan: Plan, cfg: dict, why: dict[str, str]) -> None:
+    """What changed between SRC's config and the output's, field by field, for --dry-run and the
+    model card (a field the weights decide, with the reason)."""
+    src = plan.src
     before = config_mod.normalize(src.config)
     after = config_mod.normalize(cfg)
     for spec in config_mod.field_specs():
@@ -240,7 +261,6 @@ def build_config(plan: Plan, base: dict, out_dtype: str | None) -> dict:
                 a = None  # absent or null as written, not the default it is read as
             line = f"{spec.name}: {json_value(a)} -> {json_value(b)}"
             plan.config_changes.append(line + (f" ({why[spec.name]})" if spec.name in why else ""))
-    return cfg
 
 
 def settle_from_weights(plan: Plan, cfg: dict) -> dict[str, str]:

@@ -95,6 +95,8 @@ def plan(
     verifier: str | None = None,
     vocab_from=None,
 ) -> Plan:
+    """What converting ``src`` to ``to`` writes in ``out``: every tensor, the shards, the config
+    and the metadata, before a byte is written (bad input raises)."""
     if to not in DESTINATIONS:
         raise UsageError(None, f"--to {to!r}: choose {', '.join(DESTINATIONS)}")
     p = Plan(
@@ -106,6 +108,39 @@ def plan(
         head_target=lm_head_from,
         verifier=verifier,
     )
+    refuse_unplannable(src, to)
+    out_spec = output_for(to, src.architecture)
+    base = base_config(p, src, config_from)
+    norm = config_mod.normalize(base)
+    for r in out_spec.refuse:
+        if expr.holds(r.when, norm.values):
+            raise WeightcheckError(src.source.spec, f"cannot convert to {to}: {r.why}")
+    out_dtype = DTYPE_ARG[dtype] if dtype else None
+    names_dialect = dialects.by_name(out_spec.names_dialect)
+    canon = src.by_canonical()
+    copy_items(p, canon, embeddings, out_spec, out_dtype, names_dialect)
+    if embeddings.startswith("from="):
+        embed_item(p, embeddings[5:], norm.get("hidden_size"), out_dtype, names_dialect)
+    elif embeddings == "drop" and "embed_tokens.weight" in canon:
+        p.notes.append("embed_tokens.weight dropped (the engines use the target's embedding)")
+    if vocab_from is not None:
+        reindex_items(p, vocab_from, lm_head_from, names_dialect, out_spec, out_dtype)
+    elif lm_head_from is not None:
+        if "lm_head.weight" in canon:
+            raise WeightcheckError(
+                src.source.spec, "--lm-head-from: the drafter already has an lm_head"
+            )
+        head_item(p, norm.get("draft_vocab_size"), out_dtype, names_dialect)
+    assign_shards(p, max_shard_size)
+    p.config = config_out.build_config(p, base, out_dtype)
+    settle_config(p, vocab_from, config_from)
+    p.metadata = metadata(p)
+    return p
+
+
+def refuse_unplannable(src: Drafter, to: str) -> None:
+    """What no plan can be made of: a target model, names no dialect explains, a tensor given
+    twice, an architecture the destination does not hold."""
     if src.looks_like_target:
         raise WeightcheckError(src.source.spec, src.target_said("it"))
     if src.naming.unknown:
@@ -125,7 +160,11 @@ def plan(
             f"a {src.architecture.name} drafter: the {to} layout (mappings/engines/{to}.toml) "
             f"holds {inv} drafters only, so it is not converted",
         )
-    out_spec = output_for(to, src.architecture)
+
+
+def base_config(p: Plan, src: Drafter, config_from: Drafter | None) -> dict:
+    """The config the output's is built from: SRC's, or ``--config-from`` REF's when compare
+    says the two are compatible."""
     base = src.config
     if config_from is not None:
         c = compatibility.judge(src, config_from, aux.same_aux_layers)
@@ -144,14 +183,11 @@ def plan(
             src.source.spec,
             "no config.json: nothing to build the output config from (pass --config-from REF)",
         )
-    norm = config_mod.normalize(base)
-    for r in out_spec.refuse:
-        if expr.holds(r.when, norm.values):
-            raise WeightcheckError(src.source.spec, f"cannot convert to {to}: {r.why}")
-    out_dtype = DTYPE_ARG[dtype] if dtype else None
-    names_dialect = dialects.by_name(out_spec.names_dialect)
-    canon = src.by_canonical()
+    return base
 
+
+def copy_items(p: Plan, canon: dict, embeddings: str, out_spec, out_dtype, names_dialect) -> None:
+    """SRC's own tensors, by canonical name: copied, cast to ``--dtype``, or read from a pickle."""
     for c, t in sorted(canon.items()):
         if c == "embed_tokens.weight" and embeddings != "keep":
             continue
@@ -159,7 +195,7 @@ def plan(
             continue
         d = t.dtype
         kind = "copy"
-        if src.source.files[t.file].format == "pickle":
+        if p.src.source.files[t.file].format == "pickle":
             kind = "pickle"
         if out_dtype and d in ("BF16", "F16", "F32", "F64") and d != out_dtype:
             kind, d = "cast", out_dtype
@@ -167,64 +203,57 @@ def plan(
             Item(names_dialect.from_canonical(c), c, d, tuple(t.shape), kind, t.name, t.dtype)
         )
 
-    H = norm.get("hidden_size")
-    if embeddings.startswith("from="):
-        et = embed_target
-        if et is None or et.embed is None:
-            raise WeightcheckError(embeddings[5:], "target has no embedding tensor to take")
-        if H and et.embed.shape[1] != H:
-            raise WeightcheckError(
-                embeddings[5:], f"the target's embedding {list(et.embed.shape)} is not {H} wide"
-            )
-        d = taken_dtype(src, out_dtype, et.embed.dtype)
-        p.items.append(
-            Item(
-                names_dialect.from_canonical("embed_tokens.weight"),
-                "embed_tokens.weight",
-                d,
-                tuple(et.embed.shape),
-                "embed-from-target",
-                et.embed.name,
-                et.embed.dtype,
-            )
+
+def embed_item(p: Plan, spec: str, hidden, out_dtype, names_dialect) -> None:
+    """``--embeddings from=TARGET``: the target's embedding, as wide as the drafter."""
+    et = p.embed_target
+    if et is None or et.embed is None:
+        raise WeightcheckError(spec, "target has no embedding tensor to take")
+    if hidden and et.embed.shape[1] != hidden:
+        raise WeightcheckError(
+            spec, f"the target's embedding {list(et.embed.shape)} is not {hidden} wide"
         )
-        p.notes.append(
-            f"embed_tokens.weight taken from {source_label(et.source)} ({et.embed.name})"
+    d = taken_dtype(p.src, out_dtype, et.embed.dtype)
+    p.items.append(
+        Item(
+            names_dialect.from_canonical("embed_tokens.weight"),
+            "embed_tokens.weight",
+            d,
+            tuple(et.embed.shape),
+            "embed-from-target",
+            et.embed.name,
+            et.embed.dtype,
         )
-    elif embeddings == "drop" and "embed_tokens.weight" in canon:
-        p.notes.append("embed_tokens.weight dropped (the engines use the target's embedding)")
-    if vocab_from is not None:
-        reindex_items(p, vocab_from, lm_head_from, names_dialect, out_spec, out_dtype)
-    elif lm_head_from is not None:
-        if "lm_head.weight" in canon:
-            raise WeightcheckError(
-                src.source.spec, "--lm-head-from: the drafter already has an lm_head"
-            )
-        head = lm_head_from.lm_head or (
-            lm_head_from.embed if lm_head_from.config.get("tie_word_embeddings") else None
+    )
+    p.notes.append(f"embed_tokens.weight taken from {source_label(et.source)} ({et.embed.name})")
+
+
+def head_item(p: Plan, draft_vocab, out_dtype, names_dialect) -> None:
+    """``--lm-head-from TARGET`` without a map: the target's head rows at the d2t target ids."""
+    t = p.head_target
+    head = target_head(t)
+    if head is None:
+        raise WeightcheckError(t.source.spec, "target has no lm_head to gather rows from")
+    d = taken_dtype(p.src, out_dtype, head.dtype)
+    p.items.append(
+        Item(
+            names_dialect.from_canonical("lm_head.weight"),
+            "lm_head.weight",
+            d,
+            (draft_vocab, head.shape[1]),
+            "head-from-target",
+            head.name,
+            head.dtype,
         )
-        if head is None:
-            raise WeightcheckError(
-                lm_head_from.source.spec, "target has no lm_head to gather rows from"
-            )
-        vd = norm.get("draft_vocab_size")
-        d = taken_dtype(src, out_dtype, head.dtype)
-        p.items.append(
-            Item(
-                names_dialect.from_canonical("lm_head.weight"),
-                "lm_head.weight",
-                d,
-                (vd, head.shape[1]),
-                "head-from-target",
-                head.name,
-                head.dtype,
-            )
-        )
-        p.notes.append(
-            f"lm_head.weight gathered from {source_label(lm_head_from.source)} ({head.name}) at the "
-            f"d2t target ids: [{vd}, {head.shape[1]}]"
-        )
-    # shards: greedy in canonical order, like transformers' shard_checkpoint
+    )
+    p.notes.append(
+        f"lm_head.weight gathered from {source_label(t.source)} ({head.name}) at the "
+        f"d2t target ids: [{draft_vocab}, {head.shape[1]}]"
+    )
+
+
+def assign_shards(p: Plan, max_shard_size: int) -> None:
+    """Shards: greedy in canonical order, like transformers' shard_checkpoint."""
     size, shard = 0, 0
     for it in p.items:
         if size and size + it.nbytes > max_shard_size:
@@ -232,14 +261,18 @@ def plan(
         it.shard = shard
         size += it.nbytes
     p.shards = shard + 1
-    p.config = config_out.build_config(p, base, out_dtype)
+
+
+def settle_config(p: Plan, vocab_from, config_from: Drafter | None) -> None:
+    """The built config's last changes: the map's draft vocabulary, one line for a config taken
+    whole from REF, the verifier, and the conversion's mark (last)."""
     if p.reindex is not None and p.config.get("draft_vocab_size") != vocab_from.size:
         p.config_changes.append(
             f"draft_vocab_size: {p.config.get('draft_vocab_size')} -> {vocab_from.size} "
             "(the --vocab-from map)"
         )
         p.config["draft_vocab_size"] = vocab_from.size
-    if config_from is not None and not src.config:
+    if config_from is not None and not p.src.config:
         # SRC has no config: every field is REF's, which one line says (not one per field)
         fields = {f.name for f in config_mod.field_specs()}
         news = [c for c in p.config_changes if c.split(": ", 1)[0] in fields and ": null -> " in c]
@@ -251,18 +284,22 @@ def plan(
         )
     verifier_name(p)
     p.config.pop(MARK, None)  # a converted SRC's mark, carried over with its config: last again
-    p.config[MARK] = to  # as in the shards' metadata: --force may replace this config.json
-    s = src.source
-    p.metadata = {
+    p.config[MARK] = p.to  # as in the shards' metadata: --force may replace this config.json
+
+
+def metadata(p: Plan) -> dict:
+    """The shards' safetensors metadata: the source, the version, the mark --force looks for."""
+    s = p.src.source
+    out = {
         "format": "pt",
         "weightcheck_version": __version__,
         "weightcheck_source": source_label(s),
         "weightcheck_source_revision": s.commit or "",
-        MARK: to,  # the mark --force looks for (publish.not_replaceable)
+        MARK: p.to,  # the mark --force looks for (publish.not_replaceable)
     }
     if p.target_family:  # what the aux ids were converted for: a later convert reads it back
-        p.metadata["weightcheck_target_model_type"] = p.target_family
-    return p
+        out["weightcheck_target_model_type"] = p.target_family
+    return out
 
 
 def reindex_items(p: Plan, ref, lm_head_from, names_dialect, out_spec, out_dtype) -> None:
@@ -271,49 +308,22 @@ def reindex_items(p: Plan, ref, lm_head_from, names_dialect, out_spec, out_dtype
     from weightcheck.model import vocab
 
     src = p.src
-    canon = src.by_canonical()
-    head = canon.get("lm_head.weight")
+    head = src.by_canonical().get("lm_head.weight")
     mine = vocab.from_drafter(src) if head is not None else None
     if mine is not None and mine.size != head.shape[0]:
         raise WeightcheckError(
             src.source.spec,
             f"{head.name} has {head.shape[0]} rows but the map has {mine.size} draft ids",
         )
-    plan_rows = (
+    rows = (
         vocab.reindex(mine, ref)
         if mine is not None
         else vocab.Reindex(tuple(("target", t) for t in ref.targets), 0, 0, ref.size)
     )
-    thead = None
-    if lm_head_from is not None:
-        thead = lm_head_from.lm_head or (
-            lm_head_from.embed if lm_head_from.config.get("tie_word_embeddings") else None
-        )
-    if plan_rows.from_target and thead is None:
-        where = lm_head_from.source.spec if lm_head_from is not None else src.source.spec
-        what = (
-            "the target has no lm_head to take them from"
-            if lm_head_from is not None
-            else "pass --lm-head-from TARGET to take their rows from the target's lm_head"
-        )
-        raise WeightcheckError(
-            where,
-            f"--vocab-from: {plan_rows.from_target:,} of the {ref.size:,} tokens of "
-            f"{ref.where}'s map are not in SRC's lm_head: {what}",
-        )
-    width = head.shape[1] if head is not None else thead.shape[1]
-    if thead is not None and plan_rows.from_target:
-        if thead.shape[1] != width:
-            raise WeightcheckError(
-                lm_head_from.source.spec,
-                f"the target's lm_head {list(thead.shape)} is not {width} wide",
-            )
-        bad = [t for t in plan_rows.target_ids() if not 0 <= t < thead.shape[0]]
-        if bad:
-            raise WeightcheckError(
-                lm_head_from.source.spec,
-                f"the map's target id {bad[0]} is outside the target's {thead.shape[0]} rows",
-            )
+    thead = target_head(lm_head_from) if lm_head_from is not None else None
+    width = head.shape[1] if head is not None else None
+    check_reindex_sources(p, ref, rows, lm_head_from, thead, width)
+    width = width or thead.shape[1]
     p.items = [it for it in p.items if it.canonical not in ("lm_head.weight", "d2t", "t2d")]
     base = head or thead  # SRC's head keeps its dtype (its rows byte for byte); else the target's
     d = (out_dtype or head.dtype) if head is not None else taken_dtype(src, out_dtype, thead.dtype)
@@ -324,58 +334,97 @@ def reindex_items(p: Plan, ref, lm_head_from, names_dialect, out_spec, out_dtype
             d,
             (ref.size, width),
             "reindex",
-            head.name if head is not None else thead.name,
+            base.name,
             base.dtype,
-            data=(plan_rows, thead),
+            data=(rows, thead),
         )
     )
-    vocab_size = ref.vocab or p.src.normalized.get("vocab_size")
     if not ref.identity:
-        p.items.append(
-            Item(
-                names_dialect.from_canonical("d2t"),
-                "d2t",
-                "I64",
-                (ref.size,),
-                "vocab-map",
-                None,
-                "I64",
-                data=ref.d2t_bytes(),
-            )
-        )
-        if "t2d" in out_spec.keep and vocab_size:
-            p.items.append(
-                Item(
-                    names_dialect.from_canonical("t2d"),
-                    "t2d",
-                    "BOOL",
-                    (vocab_size,),
-                    "vocab-map",
-                    None,
-                    "BOOL",
-                    data=ref.t2d_bytes(vocab_size),
-                )
-            )
+        map_items(p, ref, names_dialect, "t2d" in out_spec.keep)
     p.reindex = {
         "map": ref.where,
         "draft_tokens": ref.size,
-        "kept": plan_rows.kept,
-        "moved": plan_rows.moved,
-        "from_target": plan_rows.from_target,
+        "kept": rows.kept,
+        "moved": rows.moved,
+        "from_target": rows.from_target,
     }
     line = (
         f"lm_head re-indexed to {public_name(ref.where)}'s map ({ref.size:,} draft tokens): "
-        f"{plan_rows.kept:,} rows kept, {plan_rows.moved:,} moved"
+        f"{rows.kept:,} rows kept, {rows.moved:,} moved"
     )
-    if plan_rows.from_target:
+    if rows.from_target:
         line += (
-            f", {plan_rows.from_target:,} taken from {source_label(lm_head_from.source)} "
-            f"({thead.name})"
+            f", {rows.from_target:,} taken from {source_label(lm_head_from.source)} ({thead.name})"
         )
     maps = [it.canonical for it in p.items if it.kind == "vocab-map"]
     p.notes.append(
         line + (f"; {' and '.join(maps)} written from the map" if maps else "; no d2t (identity)")
     )
+
+
+def target_head(t):
+    """A target's lm_head, or its embedding when it ties the two; None when it has neither."""
+    return t.lm_head or (t.embed if t.config.get("tie_word_embeddings") else None)
+
+
+def check_reindex_sources(p: Plan, ref, rows, lm_head_from, thead, width) -> None:
+    """The rows a re-index takes from the target exist there: a target head is given, as wide
+    as SRC's, holding every target id the map needs."""
+    if rows.from_target and thead is None:
+        where = lm_head_from.source.spec if lm_head_from is not None else p.src.source.spec
+        what = (
+            "the target has no lm_head to take them from"
+            if lm_head_from is not None
+            else "pass --lm-head-from TARGET to take their rows from the target's lm_head"
+        )
+        raise WeightcheckError(
+            where,
+            f"--vocab-from: {rows.from_target:,} of the {ref.size:,} tokens of "
+            f"{ref.where}'s map are not in SRC's lm_head: {what}",
+        )
+    if thead is None or not rows.from_target:
+        return
+    if width is not None and thead.shape[1] != width:
+        raise WeightcheckError(
+            lm_head_from.source.spec,
+            f"the target's lm_head {list(thead.shape)} is not {width} wide",
+        )
+    bad = [t for t in rows.target_ids() if not 0 <= t < thead.shape[0]]
+    if bad:
+        raise WeightcheckError(
+            lm_head_from.source.spec,
+            f"the map's target id {bad[0]} is outside the target's {thead.shape[0]} rows",
+        )
+
+
+def map_items(p: Plan, ref, names_dialect, keep_t2d: bool) -> None:
+    """d2t (and t2d, where the layout keeps it) written from the ``--vocab-from`` map."""
+    p.items.append(
+        Item(
+            names_dialect.from_canonical("d2t"),
+            "d2t",
+            "I64",
+            (ref.size,),
+            "vocab-map",
+            None,
+            "I64",
+            data=ref.d2t_bytes(),
+        )
+    )
+    vocab_size = ref.vocab or p.src.normalized.get("vocab_size")
+    if keep_t2d and vocab_size:
+        p.items.append(
+            Item(
+                names_dialect.from_canonical("t2d"),
+                "t2d",
+                "BOOL",
+                (vocab_size,),
+                "vocab-map",
+                None,
+                "BOOL",
+                data=ref.t2d_bytes(vocab_size),
+            )
+        )
 
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
