@@ -142,34 +142,10 @@ def check(
     ``allow_partial_init``: with ``training_config``, another architecture than SRC's is a
     warning (WC905), not an error."""
     from weightcheck.commands import check as check_mod  # imports the engines
-    from weightcheck.engines.data import engine_data
 
-    name, version = None, None
-    if engine:
-        name, _, version = engine.partition("==")
-        data = engine_data(name)
-        if version and version not in data.engine.versions_read:
-            raise WeightcheckError(
-                None,
-                f"{name} {version} was not read; versions known: "
-                f"{', '.join(data.engine.versions_read)}",
-            )
-    if live:
-        if not name:
-            raise UsageError(None, "--live runs an engine's loader: give --engine sglang|vllm")
-        from weightcheck.engines import live as live_mod
-
-        live_mod.installed(name)  # not importable: one line, exit 2, before reading anything
-    if allow_partial_init and training_config is None:
-        raise UsageError(None, "--allow-partial-init qualifies --training-config: give both")
-    if values:
-        require_torch("--values")
-    if trainer is not None and training_config is None:
-        raise UsageError(None, "--trainer qualifies --training-config: give both")
-    if trainer is not None:
-        from weightcheck import trainers
-
-        trainers.load(trainer)  # an unknown name: one line, exit 2, before reading anything
+    name, version = _check_options(
+        engine, live, training_config, allow_partial_init, values, trainer
+    )
     tc = training_config_file(training_config) if training_config is not None else None
     d = load_drafter(str(src), revision=revision, token=token)
     if tc is not None:
@@ -203,6 +179,40 @@ def check(
         if bar is not None:
             bar.close()
     return check_mod.report(ctx, findings)
+
+
+def _check_options(engine, live, training_config, allow_partial_init, values, trainer):
+    """check's options that cannot go together or name what is not there, refused before
+    anything is read (exit 2). The engine's (name, version)."""
+    from weightcheck.engines.data import engine_data
+
+    name, version = None, None
+    if engine:
+        name, _, version = engine.partition("==")
+        data = engine_data(name)
+        if version and version not in data.engine.versions_read:
+            raise WeightcheckError(
+                None,
+                f"{name} {version} was not read; versions known: "
+                f"{', '.join(data.engine.versions_read)}",
+            )
+    if live:
+        if not name:
+            raise UsageError(None, "--live runs an engine's loader: give --engine sglang|vllm")
+        from weightcheck.engines import live as live_mod
+
+        live_mod.installed(name)  # not importable: one line, exit 2, before reading anything
+    if allow_partial_init and training_config is None:
+        raise UsageError(None, "--allow-partial-init qualifies --training-config: give both")
+    if values:
+        require_torch("--values")
+    if trainer is not None and training_config is None:
+        raise UsageError(None, "--trainer qualifies --training-config: give both")
+    if trainer is not None:
+        from weightcheck import trainers
+
+        trainers.load(trainer)  # an unknown name: one line, exit 2, before reading anything
+    return name, version
 
 
 def convert(
@@ -244,20 +254,9 @@ def convert(
     if not dry_run:
         cleaned = convert_mod.clean_stale(out)  # killed runs' leftovers (and an OUT set aside)
         convert_mod.check_paths(d, out, force)
-    ref = load_drafter(str(config_from), token=token) if config_from is not None else None
-    tgt = load_target(str(target), token=token) if target is not None else None
-    # the embedding and the head are read from the target: its weights are needed
-    emb = (
-        load_target(embeddings[5:], token=token, config_only=False)
-        if embeddings.startswith("from=")
-        else None
+    ref, tgt, emb, head, vmap = _convert_inputs(
+        token, config_from, target, embeddings, lm_head_from, vocab_from
     )
-    head = (
-        load_target(str(lm_head_from), token=token, config_only=False)
-        if lm_head_from is not None
-        else None
-    )
-    vmap = vocab.load_map(str(vocab_from), token=token) if vocab_from is not None else None
     if (d.looks_like_target or d.normalized.mistyped) and check:
         # a target model, not a drafter, or a config with values of the wrong JSON type (WC212):
         # nothing to plan (no output config can be built from values no engine reads); refused
@@ -293,6 +292,26 @@ def convert(
         r.written = _write(p, progress, force, fsync)
         r.written["cleaned"] = cleaned + r.written.get("cleaned", [])
     return r
+
+
+def _convert_inputs(token, config_from, target, embeddings, lm_head_from, vocab_from):
+    """What convert reads besides SRC: --config-from REF, --target, the targets of
+    --embeddings from= and --lm-head-from (their weights are needed, not only their config), and
+    --vocab-from's map."""
+    ref = load_drafter(str(config_from), token=token) if config_from is not None else None
+    tgt = load_target(str(target), token=token) if target is not None else None
+    emb = (
+        load_target(embeddings[5:], token=token, config_only=False)
+        if embeddings.startswith("from=")
+        else None
+    )
+    head = (
+        load_target(str(lm_head_from), token=token, config_only=False)
+        if lm_head_from is not None
+        else None
+    )
+    vmap = vocab.load_map(str(vocab_from), token=token) if vocab_from is not None else None
+    return ref, tgt, emb, head, vmap
 
 
 def _convert_options(to, verifier, embeddings, max_shard_size, dtype) -> int:

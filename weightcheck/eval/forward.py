@@ -154,6 +154,36 @@ class LlamaEagle3:
         self.d = d
         norm = d.normalized
         self.label = d.source.spec
+        self._runs(d, norm)
+        self.dtype_name = dtype or engine_dtype(norm)
+        self.dtype = getattr(torch, self.dtype_name)
+        sym = norm.symbols()
+        self.H, self.T, self.n_aux = sym["H"], sym["T"], sym["n_aux"]
+        self.nh, self.nkv = sym["nh"], sym["nkv"]
+        self.hd = sym["hd"] or self.H // self.nh
+        self.V, self.Vd = sym["V"], sym["Vd"]
+        self.eps = float(norm.get("rms_norm_eps") or 1e-6)
+        self.norm_output = bool(norm.get("norm_output"))
+        self.norm_before_residual = bool(norm.get("norm_before_residual"))
+        self._canon = d.by_canonical()
+        self._load_input(norm)
+        self._load_layer()
+        self.norm = RMSNorm(self._w("norm.weight"), self.eps)
+        self.lm_head = self._w("lm_head.weight")
+        own_embed = self._w("embed_tokens.weight", False)
+        self.embed = own_embed if own_embed is not None else embed
+        self.embed_from = (
+            "drafter" if own_embed is not None else ("target" if embed is not None else None)
+        )
+        self.inv_freq = _rope_inv_freq(self.hd, norm)
+        from weightcheck.model import vocab as vocab_mod
+
+        vm = vocab_mod.from_drafter(d)
+        self.vocab_map = vm
+        self.d2t_targets = torch.tensor(vm.targets, dtype=torch.long) if vm else None
+
+    def _runs(self, d, norm) -> None:
+        """What eval runs: one-layer Llama EAGLE-3 drafters with silu (else exit 2, saying why)."""
         arch = d.architecture.name if d.architecture else None
         if arch != "llama_eagle3":
             raise WeightcheckError(
@@ -165,30 +195,23 @@ class LlamaEagle3:
             raise WeightcheckError(
                 self.label, f"eval runs one-layer drafters; this one has {layers} layers"
             )
-        self.dtype_name = dtype or engine_dtype(norm)
-        self.dtype = getattr(torch, self.dtype_name)
-        sym = norm.symbols()
-        self.H, self.T, self.n_aux = sym["H"], sym["T"], sym["n_aux"]
-        self.nh, self.nkv = sym["nh"], sym["nkv"]
-        self.hd = sym["hd"] or self.H // self.nh
-        self.V, self.Vd = sym["V"], sym["Vd"]
-        self.eps = float(norm.get("rms_norm_eps") or 1e-6)
-        self.norm_output = bool(norm.get("norm_output"))
-        self.norm_before_residual = bool(norm.get("norm_before_residual"))
         act = norm.get("hidden_act") or "silu"
         if act != "silu":
             raise WeightcheckError(self.label, f"hidden_act {act!r}: eval runs silu drafters")
-        canon = d.by_canonical()
-        self._canon = canon
 
-        def w(name, required=True):
-            t = canon.get(name)
-            if t is None:
-                if required:
-                    raise WeightcheckError(self.label, f"has no {name}: the drafter cannot run")
-                return None
-            return load_tensor(d.source, t.name, None, self.dtype_name)
+    def _w(self, name: str, required: bool = True):
+        """The drafter's tensor of canonical ``name`` in the compute dtype (None when optional
+        and absent)."""
+        t = self._canon.get(name)
+        if t is None:
+            if required:
+                raise WeightcheckError(self.label, f"has no {name}: the drafter cannot run")
+            return None
+        return load_tensor(self.d.source, t.name, None, self.dtype_name)
 
+    def _load_input(self, norm) -> None:
+        """fc and the norms before it."""
+        w = self._w
         self.fc = w("fc.weight")
         self.fc_bias = w("fc.bias", False)
         if self.fc.shape[1] != self.T * self.n_aux:
@@ -202,7 +225,10 @@ class LlamaEagle3:
         self.input_norm = (
             RMSNorm(w("input_norm.weight"), self.eps) if norm.get("norm_before_fc") else None
         )
-        p = "midlayer."
+
+    def _load_layer(self) -> None:
+        """The decoder layer (midlayer.*): attention, MLP, its three norms."""
+        w, p = self._w, "midlayer."
         self.q = w(p + "self_attn.q_proj.weight")
         self.k = w(p + "self_attn.k_proj.weight")
         self.v = w(p + "self_attn.v_proj.weight")
@@ -217,19 +243,6 @@ class LlamaEagle3:
         self.in_norm = RMSNorm(w(p + "input_layernorm.weight"), self.eps)
         self.hidden_norm = RMSNorm(w(p + "hidden_norm.weight"), self.eps)
         self.post_norm = RMSNorm(w(p + "post_attention_layernorm.weight"), self.eps)
-        self.norm = RMSNorm(w("norm.weight"), self.eps)
-        self.lm_head = w("lm_head.weight")
-        own_embed = w("embed_tokens.weight", False)
-        self.embed = own_embed if own_embed is not None else embed
-        self.embed_from = (
-            "drafter" if own_embed is not None else ("target" if embed is not None else None)
-        )
-        self.inv_freq = _rope_inv_freq(self.hd, norm)
-        from weightcheck.model import vocab as vocab_mod
-
-        vm = vocab_mod.from_drafter(d)
-        self.vocab_map = vm
-        self.d2t_targets = torch.tensor(vm.targets, dtype=torch.long) if vm else None
 
     @property
     def has_embed(self) -> bool:

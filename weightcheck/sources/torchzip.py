@@ -73,92 +73,134 @@ class _Mark:
 
 
 def _interpret(data: bytes):
-    stack: list = []
-    memo: dict = {}
-    marks: list[int] = []
-
-    def pop_mark():
-        if not marks:
-            raise NotStatic("MARK missing")
-        i = marks.pop()
-        items = stack[i:]
-        del stack[i:]
-        return items
-
+    """Run ``data.pkl``'s opcodes on :class:`_Machine`: the object it builds, of plain values,
+    Globals and tensor records only."""
+    m = _Machine()
     for op, arg, _pos in pickletools.genops(data):
         n = op.name
         if n in ("PROTO", "FRAME"):
             continue
         if n == "STOP":
-            if len(stack) != 1:
+            if len(m.stack) != 1:
                 raise NotStatic("stack at STOP")
-            return stack[0]
-        if n == "MARK":
-            marks.append(len(stack))
-        elif n in ("EMPTY_DICT",):
-            stack.append({})
-        elif n == "EMPTY_LIST":
-            stack.append([])
-        elif n == "EMPTY_TUPLE":
-            stack.append(())
-        elif n in ("BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "UNICODE"):
-            stack.append(arg)
-        elif n in ("BININT", "BININT1", "BININT2", "LONG1", "LONG4", "INT", "LONG", "BINFLOAT"):
-            stack.append(arg)
-        elif n in ("SHORT_BINBYTES", "BINBYTES", "BINBYTES8"):
-            stack.append(bytes(arg))
-        elif n == "NONE":
-            stack.append(None)
-        elif n == "NEWTRUE":
-            stack.append(True)
-        elif n == "NEWFALSE":
-            stack.append(False)
-        elif n == "TUPLE":
-            stack.append(tuple(pop_mark()))
-        elif n in ("TUPLE1", "TUPLE2", "TUPLE3"):
-            k = int(n[-1])
-            items = tuple(stack[-k:])
-            del stack[-k:]
-            stack.append(items)
-        elif n in ("BINPUT", "LONG_BINPUT", "PUT"):
-            memo[arg] = stack[-1]
-        elif n == "MEMOIZE":
-            memo[len(memo)] = stack[-1]
-        elif n in ("BINGET", "LONG_BINGET", "GET"):
-            if arg not in memo:
-                raise NotStatic("memo miss")
-            stack.append(memo[arg])
-        elif n == "SETITEM":
-            v = stack.pop()
-            k = stack.pop()
-            _setitem(stack[-1], k, v)
-        elif n == "SETITEMS":
-            items = pop_mark()
-            for k, v in zip(items[::2], items[1::2]):
-                _setitem(stack[-1], k, v)
-        elif n == "APPEND":
-            v = stack.pop()
-            _append(stack[-1], [v])
-        elif n == "APPENDS":
-            items = pop_mark()
-            _append(stack[-1], items)
-        elif n == "GLOBAL":
-            module, _, name = arg.partition(" ")
-            stack.append(Global(module, name))
-        elif n == "STACK_GLOBAL":
-            name, module = stack.pop(), stack.pop()
-            stack.append(Global(str(module), str(name)))
-        elif n == "BINPERSID":
-            stack.append(_storage(stack.pop()))
-        elif n == "REDUCE":
-            args = stack.pop()
-            fn = stack.pop()
-            stack.append(_reduce(fn, args))
-        elif n == "BUILD":
-            stack.pop()  # an object's state: OrderedDict's is none here
+            return m.stack[0]
+        if n in _PUSH_ARG:
+            m.stack.append(bytes(arg) if "BYTES" in n else arg)
+        elif n in _PUSH_NEW:
+            m.stack.append(_PUSH_NEW[n]())
+        elif n in _OPS:
+            _OPS[n](m, arg)
         else:
             raise NotStatic(f"opcode {n}")
     raise NotStatic("no STOP")
+
+
+class _Machine:
+    """The unpickler's state: the stack, the memo and the marks."""
+
+    def __init__(self):
+        self.stack: list = []
+        self.memo: dict = {}
+        self.marks: list[int] = []
+
+    def pop_mark(self) -> list:
+        if not self.marks:
+            raise NotStatic("MARK missing")
+        i = self.marks.pop()
+        items = self.stack[i:]
+        del self.stack[i:]
+        return items
+
+
+# opcodes that push their argument (strings, numbers, bytes) or a new empty or constant value
+_PUSH_ARG = frozenset(
+    ("BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "UNICODE")
+    + ("BININT", "BININT1", "BININT2", "LONG1", "LONG4", "INT", "LONG", "BINFLOAT")
+    + ("SHORT_BINBYTES", "BINBYTES", "BINBYTES8")
+)
+_PUSH_NEW = {
+    "EMPTY_DICT": dict,
+    "EMPTY_LIST": list,
+    "EMPTY_TUPLE": tuple,
+    "NONE": lambda: None,
+    "NEWTRUE": lambda: True,
+    "NEWFALSE": lambda: False,
+}
+
+
+def _tuple_n(m: _Machine, k: int) -> None:
+    items = tuple(m.stack[-k:])
+    del m.stack[-k:]
+    m.stack.append(items)
+
+
+def _get(m: _Machine, arg) -> None:
+    if arg not in m.memo:
+        raise NotStatic("memo miss")
+    m.stack.append(m.memo[arg])
+
+
+def _setitem_op(m: _Machine, _arg) -> None:
+    v = m.stack.pop()
+    k = m.stack.pop()
+    _setitem(m.stack[-1], k, v)
+
+
+def _setitems_op(m: _Machine, _arg) -> None:
+    items = m.pop_mark()
+    for k, v in zip(items[::2], items[1::2]):
+        _setitem(m.stack[-1], k, v)
+
+
+def _append_op(m: _Machine, _arg) -> None:
+    v = m.stack.pop()
+    _append(m.stack[-1], [v])
+
+
+def _appends_op(m: _Machine, _arg) -> None:
+    items = m.pop_mark()
+    _append(m.stack[-1], items)
+
+
+def _stack_global(m: _Machine, _arg) -> None:
+    name, module = m.stack.pop(), m.stack.pop()
+    m.stack.append(Global(str(module), str(name)))
+
+
+def _reduce_op(m: _Machine, _arg) -> None:
+    args = m.stack.pop()
+    fn = m.stack.pop()
+    m.stack.append(_reduce(fn, args))
+
+
+_OPS = {
+    "MARK": lambda m, _: m.marks.append(len(m.stack)),
+    "TUPLE": lambda m, _: m.stack.append(tuple(m.pop_mark())),
+    "TUPLE1": lambda m, _: _tuple_n(m, 1),
+    "TUPLE2": lambda m, _: _tuple_n(m, 2),
+    "TUPLE3": lambda m, _: _tuple_n(m, 3),
+    "BINPUT": lambda m, arg: m.memo.__setitem__(arg, m.stack[-1]),
+    "LONG_BINPUT": lambda m, arg: m.memo.__setitem__(arg, m.stack[-1]),
+    "PUT": lambda m, arg: m.memo.__setitem__(arg, m.stack[-1]),
+    "MEMOIZE": lambda m, _: m.memo.__setitem__(len(m.memo), m.stack[-1]),
+    "BINGET": _get,
+    "LONG_BINGET": _get,
+    "GET": _get,
+    "SETITEM": _setitem_op,
+    "SETITEMS": _setitems_op,
+    "APPEND": _append_op,
+    "APPENDS": _appends_op,
+    "GLOBAL": lambda m, arg: m.stack.append(Global(*_module_name(arg))),
+    "STACK_GLOBAL": _stack_global,
+    "BINPERSID": lambda m, _: m.stack.append(_storage(m.stack.pop())),
+    "REDUCE": _reduce_op,
+    "BUILD": lambda m, _: m.stack.pop(),  # an object's state: OrderedDict's is none here
+}
+
+
+def _module_name(arg: str) -> tuple[str, str]:
+    module, _, name = arg.partition(" ")
+    return module, name
 
 
 def _setitem(d, k, v):

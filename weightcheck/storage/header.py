@@ -208,7 +208,21 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
 
     ``file_size`` (when known) lets us check that the data buffer ends exactly at the end of file.
     """
-    header_len = len(raw)
+    obj = _header_object(raw, where)
+    metadata = obj.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise WeightcheckError(where, "__metadata__ must map strings to strings")
+    tensors = {name: _entry(name, spec, where) for name, spec in obj.items()}
+    _check_tiling(tensors, where, None if file_size is None else file_size - 8 - len(raw))
+    return Header(tensors=tensors, metadata=dict(metadata), header_len=len(raw))
+
+
+def _header_object(raw: bytes, where: str) -> dict:
+    """The header's JSON object: UTF-8, not too deep, no key twice."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -223,68 +237,66 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
         raise WeightcheckError(where, f"header is not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise WeightcheckError(where, f"header is {json_type(obj)}, not an object")
+    return obj
 
-    metadata = obj.pop("__metadata__", None)
-    if metadata is None:
-        metadata = {}
-    if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise WeightcheckError(where, "__metadata__ must map strings to strings")
 
-    tensors: dict[str, TensorEntry] = {}
-    for name, spec in obj.items():
-        if not isinstance(spec, dict):
-            raise WeightcheckError(where, f"tensor {name!r}: entry is not an object")
-        unknown = set(spec) - {"dtype", "shape", "data_offsets"}
-        missing = {"dtype", "shape", "data_offsets"} - set(spec)
-        if missing:
-            raise WeightcheckError(where, f"tensor {name!r}: missing {', '.join(sorted(missing))}")
-        if unknown:
+def _entry(name: str, spec, where: str) -> TensorEntry:
+    """One tensor's entry: exactly dtype, shape and data_offsets, and a byte range as long as
+    the shape and dtype need."""
+    if not isinstance(spec, dict):
+        raise WeightcheckError(where, f"tensor {name!r}: entry is not an object")
+    unknown = set(spec) - {"dtype", "shape", "data_offsets"}
+    missing = {"dtype", "shape", "data_offsets"} - set(spec)
+    if missing:
+        raise WeightcheckError(where, f"tensor {name!r}: missing {', '.join(sorted(missing))}")
+    if unknown:
+        raise WeightcheckError(
+            where, f"tensor {name!r}: unexpected field(s) {', '.join(sorted(unknown))}"
+        )
+    dtype = spec["dtype"]
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise WeightcheckError(where, f"tensor {name!r}: unknown dtype {dtype!r}")
+    shape = _int_list(spec["shape"], "shape", name, where)
+    if any(d < 0 for d in shape):
+        raise WeightcheckError(
+            where, f"tensor {name!r}: negative dimension in shape {_short(shape)}"
+        )
+    numel = 1
+    for d in shape:
+        numel *= d
+        if d > USIZE_MAX or numel > USIZE_MAX:
             raise WeightcheckError(
-                where, f"tensor {name!r}: unexpected field(s) {', '.join(sorted(unknown))}"
+                where, f"tensor {name!r}: shape {_short(shape)} overflows 64 bits"
             )
-        dtype = spec["dtype"]
-        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-            raise WeightcheckError(where, f"tensor {name!r}: unknown dtype {dtype!r}")
-        shape = _int_list(spec["shape"], "shape", name, where)
-        if any(d < 0 for d in shape):
-            raise WeightcheckError(
-                where, f"tensor {name!r}: negative dimension in shape {_short(shape)}"
-            )
-        numel = 1
-        for d in shape:
-            numel *= d
-            if d > USIZE_MAX or numel > USIZE_MAX:
-                raise WeightcheckError(
-                    where, f"tensor {name!r}: shape {_short(shape)} overflows 64 bits"
-                )
-        offsets = _int_list(spec["data_offsets"], "data_offsets", name, where)
-        if len(offsets) != 2:
-            raise WeightcheckError(where, f"tensor {name!r}: data_offsets must have 2 entries")
-        begin, end = offsets
-        if begin < 0 or end < begin or end > USIZE_MAX:
-            raise WeightcheckError(where, f"tensor {name!r}: bad data_offsets [{begin}, {end}]")
-        bits = numel * DTYPE_BITS[dtype]
-        if bits > USIZE_MAX:
-            raise WeightcheckError(
-                where, f"tensor {name!r}: shape {_short(shape)} of {dtype} overflows 64 bits"
-            )
-        if bits % 8:
-            raise WeightcheckError(
-                where,
-                f"tensor {name!r}: shape {_short(shape)} of {dtype} is "
-                f"{bits} bits, not a whole number of bytes",
-            )
-        if bits // 8 != end - begin:
-            raise WeightcheckError(
-                where,
-                f"tensor {name!r}: shape {_short(shape)} of {dtype} needs {bits // 8} bytes "
-                f"but data_offsets give {end - begin}",
-            )
-        tensors[name] = TensorEntry(name, dtype, shape, begin, end)
+    offsets = _int_list(spec["data_offsets"], "data_offsets", name, where)
+    if len(offsets) != 2:
+        raise WeightcheckError(where, f"tensor {name!r}: data_offsets must have 2 entries")
+    begin, end = offsets
+    if begin < 0 or end < begin or end > USIZE_MAX:
+        raise WeightcheckError(where, f"tensor {name!r}: bad data_offsets [{begin}, {end}]")
+    bits = numel * DTYPE_BITS[dtype]
+    if bits > USIZE_MAX:
+        raise WeightcheckError(
+            where, f"tensor {name!r}: shape {_short(shape)} of {dtype} overflows 64 bits"
+        )
+    if bits % 8:
+        raise WeightcheckError(
+            where,
+            f"tensor {name!r}: shape {_short(shape)} of {dtype} is "
+            f"{bits} bits, not a whole number of bytes",
+        )
+    if bits // 8 != end - begin:
+        raise WeightcheckError(
+            where,
+            f"tensor {name!r}: shape {_short(shape)} of {dtype} needs {bits // 8} bytes "
+            f"but data_offsets give {end - begin}",
+        )
+    return TensorEntry(name, dtype, shape, begin, end)
 
-    # Offsets must tile the buffer exactly: sorted, back to back, starting at 0.
+
+def _check_tiling(tensors: dict, where: str, buffer: int | None) -> None:
+    """Offsets must tile the buffer exactly: sorted, back to back, starting at 0, and (when the
+    file's size is known) ending at its last byte."""
     pos = 0
     for t in sorted(tensors.values(), key=lambda t: (t.begin, t.end)):
         if t.begin < pos:
@@ -299,17 +311,16 @@ def parse_header(raw: bytes, where: str, file_size: int | None = None) -> Header
                 f"tensor {t.name!r}: hole of {t.begin - pos} bytes before it in the data buffer",
             )
         pos = t.end
-    if file_size is not None:
-        buffer = file_size - 8 - header_len
-        if pos > buffer:
-            raise WeightcheckError(
-                where,
-                f"data_offsets reach byte {pos} of the data buffer but "
-                f"the file holds only {buffer}: truncated",
-            )
-        if pos < buffer:
-            raise WeightcheckError(where, f"{buffer - pos} trailing bytes after the last tensor")
-    return Header(tensors=tensors, metadata=dict(metadata), header_len=header_len)
+    if buffer is None:
+        return
+    if pos > buffer:
+        raise WeightcheckError(
+            where,
+            f"data_offsets reach byte {pos} of the data buffer but "
+            f"the file holds only {buffer}: truncated",
+        )
+    if pos < buffer:
+        raise WeightcheckError(where, f"{buffer - pos} trailing bytes after the last tensor")
 
 
 def read_local_header(path, where: str | None = None) -> Header:

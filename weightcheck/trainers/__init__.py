@@ -315,8 +315,19 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
 
 
 def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
-    """(reason, kind, cite, fix) of the first raise on the trainer's path, or Nones."""
+    """(reason, kind, cite, fix) of the first raise on the trainer's path, or Nones: the
+    training config, the shapes, then each trainer's own load."""
     f = tr.facts
+    for said in (_config_raises(tr, d, cfg, f), _mismatch_raises(tr, r, sym, f)):
+        if said is not None:
+            return said
+    if tr.name == "specforge":
+        return _specforge_raises(tr, d, r, sym, allowed, training_vocab, f)
+    return _speculators_raises(d, cfg, sym, target, training_vocab, f)
+
+
+def _config_raises(tr, d, cfg, f):
+    """The training config the trainer cannot build from (and, for speculators, SRC's own)."""
     archs = cfg.get("architectures")
     if tr.name == "specforge":
         if not (isinstance(archs, list) and len(archs) == 1 and archs[0] in tr.architectures):
@@ -345,22 +356,30 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
                 f["cite_config"],
                 "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
-    if r.mismatched:
-        hold = (
-            speculators_cannot_hold_reason(r.mismatched, sym) if tr.name == "speculators" else None
-        )
-        if hold:
-            return hold, "hidden", f["cite_hidden"], HIDDEN_FIX
-        n, a, b = r.mismatched[0]
-        more = f" (and {len(r.mismatched) - 1} more)" if len(r.mismatched) > 1 else ""
-        return (
-            f"{n}: {list(a)} in SRC, it builds {list(b)}{more}: its loader raises on a size "
-            "mismatch",
-            "mismatch",
-            f["cite_shape"],
-            None,
-        )
-    if tr.name == "specforge" and r.source_kind == "training_state":
+    return None
+
+
+def _mismatch_raises(tr, r, sym, f):
+    """A parameter of another shape in SRC than the trainer builds: its loader raises."""
+    if not r.mismatched:
+        return None
+    hold = speculators_cannot_hold_reason(r.mismatched, sym) if tr.name == "speculators" else None
+    if hold:
+        return hold, "hidden", f["cite_hidden"], HIDDEN_FIX
+    n, a, b = r.mismatched[0]
+    more = f" (and {len(r.mismatched) - 1} more)" if len(r.mismatched) > 1 else ""
+    return (
+        f"{n}: {list(a)} in SRC, it builds {list(b)}{more}: its loader raises on a size mismatch",
+        "mismatch",
+        f["cite_shape"],
+        None,
+    )
+
+
+def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
+    """SpecForge's own load: the checkpoint's strategy, names it does not know, parameters left
+    missing (it never renames), a vocabulary map of another size."""
+    if r.source_kind == "training_state":
         strategy = _state_meta(d).get("strategy")
         want = tr.load.get("strategy")
         if strategy is not None and strategy != want:
@@ -370,53 +389,55 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
                 f["cite_state"],
                 None,
             )
-    if tr.name == "specforge":
-        fix = None
-        if _renamable(d, r.missing):
-            extras = [t.name for t in d.tensors if t.canonical not in r.params]
-            fix = (
-                "weightcheck convert SRC OUT --to sglang first: it writes the midlayer.* names "
-                "SpecForge loads fully"
-                if not extras
-                else f"its model has no place for {_few(extras)} under any name: SpecForge "
-                "cannot fine-tune this drafter as it is"
-            )
-        if r.source_kind == "training_state" and r.unexpected:
+    fix = None
+    if _renamable(d, r.missing):
+        extras = [t.name for t in d.tensors if t.canonical not in r.params]
+        fix = (
+            "weightcheck convert SRC OUT --to sglang first: it writes the midlayer.* names "
+            "SpecForge loads fully"
+            if not extras
+            else f"its model has no place for {_few(extras)} under any name: SpecForge "
+            "cannot fine-tune this drafter as it is"
+        )
+    if r.source_kind == "training_state" and r.unexpected:
+        return (
+            f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}): "
+            "a SpecForge checkpoint is loaded by name, never renamed, and any unexpected "
+            "name raises",
+            "unexpected",
+            f["cite_unexpected"],
+            fix,
+        )
+    required = [n for n in r.missing if n not in allowed]
+    if required:
+        why = (
+            f"its warm start loads by Hugging Face names and never renames: "
+            f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}) "
+            "and "
+            if r.unexpected
+            else "its warm start requires every parameter and buffer but the embedding: "
+        )
+        return (
+            f"{why}{len(required)} of its own stay missing ({_prefixes(required)}), so it raises",
+            "missing",
+            f["cite_missing"],
+            fix,
+        )
+    if training_vocab is not None and _holds("Vd != V", sym):
+        if training_vocab.size != sym.get("Vd"):
             return (
-                f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}): "
-                "a SpecForge checkpoint is loaded by name, never renamed, and any unexpected "
-                "name raises",
-                "unexpected",
-                f["cite_unexpected"],
-                fix,
+                f"the run's map has {training_vocab.size} draft ids, the model "
+                f"{sym.get('Vd')}: load_vocab_mapping's copy raises",
+                "vocab",
+                "specforge==0.2.0 specforge/modeling/draft/base.py:193-206 load_vocab_mapping",
+                None,
             )
-        required = [n for n in r.missing if n not in allowed]
-        if required:
-            why = (
-                f"its warm start loads by Hugging Face names and never renames: "
-                f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}) "
-                "and "
-                if r.unexpected
-                else "its warm start requires every parameter and buffer but the embedding: "
-            )
-            return (
-                f"{why}{len(required)} of its own stay missing ({_prefixes(required)}), so it "
-                "raises",
-                "missing",
-                f["cite_missing"],
-                fix,
-            )
-        if training_vocab is not None and _holds("Vd != V", sym):
-            if training_vocab.size != sym.get("Vd"):
-                return (
-                    f"the run's map has {training_vocab.size} draft ids, the model "
-                    f"{sym.get('Vd')}: load_vocab_mapping's copy raises",
-                    "vocab",
-                    "specforge==0.2.0 specforge/modeling/draft/base.py:193-206 load_vocab_mapping",
-                    None,
-                )
-        return None, None, None, None
-    # speculators
+    return None, None, None, None
+
+
+def _speculators_raises(d, cfg, sym, target, training_vocab, f):
+    """speculators' own load: a vocabulary map that does not fit, no verifier, a verifier of
+    another hidden size than the draft's."""
     if training_vocab is not None and _holds("Vd != V", sym):
         if training_vocab.size != sym.get("Vd") or (
             training_vocab.vocab is not None and training_vocab.vocab != sym.get("V")

@@ -284,32 +284,7 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
                 del old_handlers[sig]
         made = make_parents(out)
         os.makedirs(tmp)  # only once the handlers are in place: a signal now removes it
-        state["starting"] = True  # until the with below owns the thread, a signal is held
-        checker = verify_mod.RangeChecker()
-        with checker:
-            state["starting"] = False
-            if state["held"] is not None:
-                raise Interrupted(state["held"])
-            headers = produce.write_shards(plan, tmp, progress, checker, fsync)
-            checker.finish()  # every byte range re-read and checked
-        for shard in range(plan.shards):
-            name = plan.shard_name(shard)
-            verify_mod.reopen(
-                os.path.join(tmp, name),
-                headers[name],
-                {
-                    it.out_name: (it.dtype, tuple(it.shape))
-                    for it in plan.items
-                    if it.shard == shard
-                },
-            )
-        index = produce.write_index(plan, tmp)
-        files = list(headers) + index
-        meta = produce.write_config_and_card(plan, tmp)
-        if fsync:  # the shards were flushed as they were closed
-            for f in index + meta:
-                fsync_path(os.path.join(tmp, f))
-            fsync_path(tmp)
+        files = write_verified(plan, tmp, progress, fsync, state)
         state["publishing"] = True
         publish(tmp, out, force)
         if fsync:
@@ -345,6 +320,34 @@ def write(plan: Plan, force: bool = False, progress=None, fsync: bool = False) -
     finally:
         for sig, h in old_handlers.items():
             signal.signal(sig, h)
+
+
+def write_verified(plan: Plan, tmp: str, progress, fsync: bool, state: dict) -> list[str]:
+    """Every file of OUT in ``tmp``: the shards (each byte range re-read as it is written, then
+    each shard re-opened with the safetensors library), the index, the config and the card. The
+    file names."""
+    state["starting"] = True  # until the with below owns the thread, a signal is held
+    checker = verify_mod.RangeChecker()
+    with checker:
+        state["starting"] = False
+        if state["held"] is not None:
+            raise Interrupted(state["held"])
+        headers = produce.write_shards(plan, tmp, progress, checker, fsync)
+        checker.finish()  # every byte range re-read and checked
+    for shard in range(plan.shards):
+        name = plan.shard_name(shard)
+        verify_mod.reopen(
+            os.path.join(tmp, name),
+            headers[name],
+            {it.out_name: (it.dtype, tuple(it.shape)) for it in plan.items if it.shard == shard},
+        )
+    index = produce.write_index(plan, tmp)
+    meta = produce.write_config_and_card(plan, tmp)
+    if fsync:  # the shards were flushed as they were closed
+        for f in index + meta:
+            fsync_path(os.path.join(tmp, f))
+        fsync_path(tmp)
+    return list(headers) + index
 
 
 def fsync_path(path: str) -> None:
