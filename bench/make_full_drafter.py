@@ -21,7 +21,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # synth: the test-data generator
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # synth: the test-data generator
 
 import click  # noqa: E402
 import synth  # noqa: E402

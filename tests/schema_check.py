@@ -1,5 +1,5 @@
 """Every ``--json`` output the suite produces is validated against its shipped schema
-(weightcheck/schemas/, generated from weightcheck/reports.py): conftest.run_cli and
+(weightcheck/schemas/, generated from weightcheck/reports/): conftest.run_cli and
 run_subprocess call :func:`check_output`. A small validator for the subset of JSON Schema
 weightcheck/schemagen.py writes (type, enum, properties, required, additionalProperties, items,
 anyOf, $ref to $defs): no dependency."""

@@ -28,6 +28,8 @@ import schema_check
 from conftest import PRODUCERS, ROOT
 from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant
 
+from weightcheck.engines.live_compare import OBSERVED
+
 pytestmark = pytest.mark.engine
 
 ENGINES = ["sglang", "vllm"]
@@ -75,17 +77,6 @@ def params(rep: dict) -> dict:
 
 def codes(rep: dict) -> set:
     return {f["code"] for f in rep["findings"]}
-
-
-# what a fate does, as both the replay and the live loader can see it
-OBSERVED = {
-    "loaded": "writes",
-    "special": "writes",
-    "skipped": "nothing",
-    "dropped": "nothing",
-    "warned": "nothing",
-    "error": "error",
-}
 
 
 def assert_agrees(rep: dict):

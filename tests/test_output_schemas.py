@@ -1,4 +1,4 @@
-"""The JSON Schemas of the reports: generated from weightcheck/reports.py, shipped in the package
+"""The JSON Schemas of the reports: generated from weightcheck/reports/, shipped in the package
 (weightcheck/schemas/), and every ``--json`` output of the suite validates against its own
 (conftest.run_cli -> schema_check.check_output)."""
 

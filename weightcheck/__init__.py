@@ -1,7 +1,7 @@
 """weightcheck: inspect, compare, check and convert EAGLE-3 drafter checkpoints.
 
 The Python API (weightcheck/api.py) is the command line's, as functions returning the commands'
-typed reports (weightcheck/reports.py) — the same reports ``--json`` prints. Run from the
+typed reports (weightcheck/reports/) — the same reports ``--json`` prints. Run from the
 repository's root (tests/test_packaging.py runs this example)::
 
     >>> import weightcheck

@@ -9,7 +9,7 @@ pipeline that gates itself without a subprocess.
             print(f.code, f.subject, f.message)
         raise SystemExit(result.exit_status)
 
-Each result is the command's report (weightcheck/reports.py): typed fields for what a caller
+Each result is the command's report (weightcheck/reports/): typed fields for what a caller
 tests, ``to_dict()`` (``result.report``) and ``to_json()`` what ``--json`` prints, the schema
 weightcheck/schemas/<command>.json. Bad input raises
 :class:`weightcheck.WeightcheckError` (the CLI's exit status 2), with ``where`` (the file) and
@@ -18,12 +18,13 @@ weightcheck/schemas/<command>.json. Bad input raises
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from weightcheck import _API
 from weightcheck.commands import inspect as inspect_mod
-from weightcheck.commands import rule as rule_mod
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.mappings import load_toml_file
 from weightcheck.model import vocab
@@ -31,27 +32,34 @@ from weightcheck.model.dialects import dialect_from_data
 from weightcheck.model.drafter import load_drafter
 from weightcheck.model.target import load_target
 from weightcheck.progress import Progress
-from weightcheck.reports import (
-    CheckReport,
-    CleanReport,
-    CompareReport,
-    ConvertReport,
-    InspectReport,
-    KeptEntry,
-    RuleList,
-    RulePage,
-)
 from weightcheck.rules.base import Finding  # noqa: F401 (exported: weightcheck.Finding)
+
+if TYPE_CHECKING:  # the annotations' names; at run time each is resolved by __getattr__ below
+    from weightcheck.reports.check import CheckReport as CheckResult
+    from weightcheck.reports.compare import CompareReport as CompareResult
+    from weightcheck.reports.convert import ConvertReport as ConvertResult
+    from weightcheck.reports.inspect import InspectReport as InspectResult
+    from weightcheck.reports.pages import CleanReport, RuleList, RulePage
 
 __all__ = [*_API, "WeightcheckError"]  # the names the package exports from here
 
+# The results are the reports (weightcheck/reports/), under the names the API has had since 0.1.
+# Each command's report module is imported when its command runs or its name is first asked for:
+# a command does not build the other commands' report classes (start-up, BENCHMARKS.md).
+_RESULTS = {
+    "InspectResult": ("inspect", "InspectReport"),
+    "CompareResult": ("compare", "CompareReport"),
+    "CheckResult": ("check", "CheckReport"),
+    "ConvertResult": ("convert", "ConvertReport"),
+    "CleanResult": ("pages", "CleanReport"),
+}
 
-# the results are the reports (weightcheck/reports.py); these names are the API's since 0.1
-InspectResult = InspectReport
-CompareResult = CompareReport
-CheckResult = CheckReport
-ConvertResult = ConvertReport
-CleanResult = CleanReport
+
+def __getattr__(name: str):
+    if name in _RESULTS:
+        module, cls = _RESULTS[name]
+        return getattr(importlib.import_module(f"weightcheck.reports.{module}"), cls)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # =============================================================================================
@@ -362,6 +370,7 @@ def clean(folder: str | os.PathLike = ".") -> CleanReport:
     """Remove what killed converts left in ``folder`` (``.OUT.weightcheck-tmp-PID``), never a
     leftover of a process still alive; an OUT a killed ``--force`` had set aside is restored."""
     from weightcheck.commands.convert import publish  # imports the engines
+    from weightcheck.reports.pages import CleanReport, KeptEntry
 
     folder = str(folder)
     if not os.path.isdir(folder):
@@ -377,14 +386,21 @@ def clean(folder: str | os.PathLike = ".") -> CleanReport:
 def rule(code: str) -> RulePage:
     """A rule's page: code, name, severity, needs, summary, what, why, reported, fix (read as
     attributes, or as a mapping: ``rule("WC305")["fix"]``)."""
+    from weightcheck.commands import rule as rule_mod  # imports the rules
+
     return rule_mod.page(code)
 
 
 def rule_list() -> RuleList:
     """``rule --all``: every rule's page, and docs/rules.md's title, introduction and groups."""
+    from weightcheck.commands import rule as rule_mod
+    from weightcheck.reports.pages import RuleList
+
     return RuleList(rules=rule_mod.pages(), catalog=rule_mod.document())
 
 
 def rule_pages() -> list[RulePage]:
     """Every rule's page, in code order."""
+    from weightcheck.commands import rule as rule_mod
+
     return rule_mod.pages()

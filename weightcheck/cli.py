@@ -55,7 +55,7 @@ def _probe(args: list[str]) -> tuple[str, str | None]:
 class _Command(click.Command):
     """A weightcheck command: an error, from click's parsing or from the work, carries the
     output format asked for and the command's name, so that :class:`_Group` reports it in that
-    format (the error report, weightcheck/reports.py ErrorReport)."""
+    format (the error report, weightcheck/reports/pages.py ErrorReport)."""
 
     def parse_args(self, ctx, args):
         given = list(args)  # click's parser consumes the list

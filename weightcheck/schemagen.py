@@ -1,5 +1,5 @@
 """JSON Schema (draft 2020-12) of each report, generated from the report dataclasses' type hints
-(weightcheck/reports.py); shipped as weightcheck/schemas/<name>.json, kept equal to what this
+(weightcheck/reports/); shipped as weightcheck/schemas/<name>.json, kept equal to what this
 generates by a test (tests/test_output_schemas.py).
 
     python -m weightcheck.schemagen          # rewrite weightcheck/schemas/*.json

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from weightcheck.engines.live import LiveView
 
-_OBSERVED = {
+# what a fate does, as both the replay and the live loader can see it (the engine tests compare
+# with it too)
+OBSERVED = {
     "loaded": "writes",
     "special": "writes",
     "skipped": "nothing",
@@ -58,7 +60,7 @@ def _tensor_disagreements(live: LiveView, replay) -> list[dict]:
         r = rep.get(x.name)
         if r is None or x.fate == "unknown" or r.fate == "unknown":
             continue
-        a, b = _OBSERVED.get(x.fate), _OBSERVED.get(r.fate)
+        a, b = OBSERVED.get(x.fate), OBSERVED.get(r.fate)
         if a != b:
             why_live = f" ({x.why})" if x.why else ""
             why_replay = f" ({r.why})" if r.why else ""

@@ -1,4 +1,4 @@
-"""Drawing reports: each report (weightcheck/reports.py) becomes a document of neutral blocks
+"""Drawing reports: each report (weightcheck/reports/) becomes a document of neutral blocks
 (output/blocks.py: key-value rows, tables, notes, verdicts, annotations; one module per command
 builds them) and one emitter per format draws it — text (output/text.py, fitted to the
 terminal, coloured on a terminal only), Markdown, concise and GitHub workflow commands

@@ -1,0 +1,83 @@
+"""The reports the commands return: one dataclass per command (inspect, compare, check, convert,
+rule, clean, error), each in the module named after it (base.py: what they share), typed down to what a caller tests. The API returns them (weightcheck/api.py),
+the renderer draws them (weightcheck/output/), :meth:`Report.to_dict` is ``--json``'s output
+and weightcheck/schemas/*.json is generated from these classes (weightcheck/schema.py).
+
+How a field becomes JSON: under its name, or ``metadata["key"]`` where the name a caller reads
+differs from the JSON key (``InspectReport.tensors`` is the count, JSON's ``tensors`` the list);
+``metadata["omit"]``: left out when None (an optional part of a report); ``metadata["skip"]``: not
+in the JSON at all. Objects sections that other layers build as they see fit (the engine's replay,
+--live, --values, the training gate) are ``dict[str, Any]``: the schema says "an object".
+
+A command imports only its own report's module (``from weightcheck.reports.check import
+CheckReport``); ``from weightcheck.reports import CheckReport`` works too, importing that module
+when the name is first asked for (PEP 562), so ``inspect`` never builds the other commands'
+classes (their definitions are a measurable part of start-up: BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# every public name, and the module of this package that defines it
+_WHERE = {
+    "Report": "base",
+    "SourceFile": "base",
+    "SourceInfo": "base",
+    "key": "base",
+    "optional": "base",
+    "source_info": "base",
+    "to_json": "base",
+    "to_json_value": "base",
+    "CheckReport": "check",
+    "Summary": "check",
+    "ByteCounts": "compare",
+    "CompareReport": "compare",
+    "ConfigDifference": "compare",
+    "DtypeMismatch": "compare",
+    "OnlyIn": "compare",
+    "PairedTensor": "compare",
+    "ShapeMismatch": "compare",
+    "Side": "compare",
+    "Verdict": "compare",
+    "VocabOverlap": "compare",
+    "ConvertReport": "convert",
+    "Gate": "convert",
+    "GateRun": "convert",
+    "PlannedTensor": "convert",
+    "ArchitectureInfo": "inspect",
+    "DialectInfo": "inspect",
+    "InspectConfig": "inspect",
+    "InspectReport": "inspect",
+    "InspectTensor": "inspect",
+    "MissingTensor": "inspect",
+    "Totals": "inspect",
+    "CleanReport": "pages",
+    "ErrorReport": "pages",
+    "Explains": "pages",
+    "KeptEntry": "pages",
+    "RuleList": "pages",
+    "RulePage": "pages",
+}
+
+__all__ = [*_WHERE, "REPORTS"]
+
+
+def __getattr__(name: str):
+    if name == "REPORTS":  # every command's report class, in command order (schemagen.py)
+        return tuple(
+            __getattr__(n)
+            for n in (
+                "InspectReport",
+                "CompareReport",
+                "CheckReport",
+                "ConvertReport",
+                "RulePage",
+                "RuleList",
+                "CleanReport",
+                "ErrorReport",
+            )
+        )
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,115 @@
+"""`weightcheck compare`'s report: the two sides and every difference between them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from weightcheck.model.compatibility import Difference
+from weightcheck.reports.base import Report, SourceInfo, optional
+
+Verdict = Literal["identical", "compatible", "incompatible"]
+
+
+@dataclass
+class Side:
+    source: SourceInfo
+    dialect: str | None
+    architecture: str | None
+    config_architecture: str | None  # the drafter architecture its config names, if any
+
+
+@dataclass
+class OnlyIn:
+    canonical: str
+    name: str
+    presence: str | None
+
+
+@dataclass
+class ShapeMismatch:
+    canonical: str
+    a: list[int]
+    b: list[int]
+
+
+@dataclass
+class DtypeMismatch:
+    canonical: str
+    a: str
+    b: str
+
+
+@dataclass
+class ConfigDifference:
+    field: str
+    category: str  # architecture, serving, informational (mappings/config.toml)
+    a: Any
+    b: Any
+    a_from: str | None
+    b_from: str | None
+    note: str | None = optional()  # why two spellings mean the same (category informational)
+
+
+@dataclass
+class ByteCounts:
+    equal: int
+    different: int
+    not_compared: int
+
+
+@dataclass
+class PairedTensor:
+    canonical: str
+    name_a: str
+    name_b: str
+    shape: list[int]
+    dtype_a: str
+    dtype_b: str
+    bytes_equal: bool | None
+    decided_by: Literal["lfs-sha256", "bytes", "dtype"] | None
+
+
+@dataclass
+class VocabOverlap:
+    a_draft: int
+    b_draft: int
+    shared: int
+    same_index: int
+    a_identity: bool
+    b_identity: bool
+    a_placeholder: bool
+    b_placeholder: bool
+    meaning: str
+
+
+@dataclass(kw_only=True)
+class CompareReport(Report):
+    """``weightcheck compare``: schema ``weightcheck.compare/1``. ``reasons`` and
+    ``strict_failures`` are structured (model/compatibility.py Difference: kind, subject, a, b),
+    written to JSON as their sentences."""
+
+    SCHEMA_NAME = "compare"
+
+    schema: Literal["weightcheck.compare/1"] = field(default="weightcheck.compare/1")
+    verdict: Verdict
+    exit_status: int  # 1: incompatible, or a difference with --strict
+    strict: bool
+    reasons: tuple[Difference, ...]
+    strict_failures: tuple[Difference, ...]
+    a: Side
+    b: Side
+    only_in_a: list[OnlyIn]
+    only_in_b: list[OnlyIn]
+    shape_mismatches: list[ShapeMismatch]
+    dtype_mismatches: list[DtypeMismatch]
+    config_differences: list[ConfigDifference]
+    bytes: ByteCounts
+    tensors: list[PairedTensor]
+    notes: list[str]
+    vocab: VocabOverlap | None
+    values: dict[str, dict[str, Any]] | None = optional()  # --values: per tensor
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0

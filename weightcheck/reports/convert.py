@@ -1,0 +1,84 @@
+"""`weightcheck convert`'s report: the plan, the gate, what was written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from weightcheck.reports.base import Report, key, optional
+from weightcheck.rules.base import Finding
+
+
+@dataclass
+class PlannedTensor:
+    source: str | None
+    canonical: str | None
+    output: str
+    shard: str
+    dtype: str
+    source_dtype: str | None
+    shape: list[int]
+    how: str  # commands/convert/plan.py Item.kind
+    bytes: int
+
+
+@dataclass
+class GateRun:
+    engine: str
+    version: str
+    findings: list[Finding]
+
+
+@dataclass
+class Gate:
+    """convert's gate: check's rules on the planned output (or on SRC: ``on``)."""
+
+    ok: bool
+    engines: list[GateRun]
+    on: Literal["source"] | None = optional()  # run on SRC, which no plan could be made of
+    why: Literal["target", "config_types"] | None = optional()
+
+
+@dataclass(kw_only=True)
+class ConvertReport(Report):
+    """``weightcheck convert``: schema ``weightcheck.convert/1``; ``written`` is None for a dry
+    run and a refused conversion."""
+
+    SCHEMA_NAME = "convert"
+
+    schema: Literal["weightcheck.convert/1"] = field(default="weightcheck.convert/1")
+    source: str
+    source_dialect: str | None
+    to: str
+    out: str
+    shards: list[str]
+    tensor_rows: list[PlannedTensor] = key("tensors")
+    config_changes: list[str]
+    notes: list[str]
+    config: dict[str, Any] | None  # the config written
+    reindex: dict[str, Any] | None = optional()  # --vocab-from
+    check: Gate | None = None
+    refused: bool = False  # the gate found errors: nothing written
+    exit_status: int = 0  # 1: the gate refused
+    written: dict[str, Any] | None = optional()
+    dry: bool = field(default=False, metadata={"skip": True})
+
+    @property
+    def dry_run(self) -> bool:
+        return self.written is None and not self.refused
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files written into OUT (weights and index); a plan's shards; none if refused."""
+        if self.refused:
+            return ()
+        return tuple(self.written["files"]) if self.written is not None else tuple(self.shards)
+
+    @property
+    def tensors(self) -> list[PlannedTensor]:
+        return self.tensor_rows
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The gate's findings, for every engine that reads the layout in turn."""
+        return tuple(f for e in (self.check.engines if self.check else ()) for f in e.findings)

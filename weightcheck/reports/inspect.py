@@ -1,0 +1,124 @@
+"""`weightcheck inspect`'s report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from weightcheck.reports.base import Report, SourceInfo, key
+
+
+@dataclass
+class DialectInfo:
+    name: str | None
+    wrappers: list[str]
+    evidence: list[str]
+
+
+@dataclass
+class ArchitectureInfo:
+    name: str | None
+    evidence: str
+
+
+@dataclass
+class InspectConfig:
+    raw: dict[str, Any] | None
+    normalized: dict[str, Any]
+    provenance: dict[str, str]
+    problems: list[str]
+    key_fields: list[str]
+
+
+@dataclass
+class InspectTensor:
+    name: str
+    canonical: str | None
+    dtype: str
+    shape: list[int]
+    parameters: int
+    bytes: int
+    file: str | None
+    via: str | None
+    expected_shape: list[int] | None
+    status: str
+
+
+@dataclass
+class MissingTensor:
+    canonical: str
+    presence: str
+    shape: list[int] | None
+    note: str | None
+
+
+@dataclass
+class Totals:
+    tensors: int
+    parameters: int
+    bytes: int
+
+
+@dataclass(kw_only=True)
+class InspectReport(Report):
+    """``weightcheck inspect``: schema ``weightcheck.inspect/1``."""
+
+    SCHEMA_NAME = "inspect"
+
+    schema: Literal["weightcheck.inspect/1"] = field(default="weightcheck.inspect/1")
+    source_info: SourceInfo = key("source")
+    dialect_info: DialectInfo = key("dialect")
+    architecture_info: ArchitectureInfo = key("architecture")
+    looks_like_target: str | None  # why SRC looks like a target model, or None
+    config_info: InspectConfig = key("config")
+    tensor_rows: list[InspectTensor] = key("tensors")
+    unknown_names: list[str] = key("unknown")  # names no dialect explains
+    other_dialect: dict[str, str]
+    duplicates: dict[str, list[str]]
+    missing_tensors: list[MissingTensor] = key("missing")
+    totals: Totals
+    notes: list[str]
+
+    # what a caller reads (the API's names)
+    exit_status = 0
+
+    @property
+    def source(self) -> str:
+        return self.source_info.spec
+
+    @property
+    def dialect(self) -> str | None:
+        return self.dialect_info.name
+
+    @property
+    def architecture(self) -> str | None:
+        return self.architecture_info.name
+
+    @property
+    def config(self) -> dict:
+        return self.config_info.normalized
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(self.config_info.problems)
+
+    @property
+    def tensors(self) -> int:
+        return self.totals.tensors
+
+    @property
+    def parameters(self) -> int:
+        return self.totals.parameters
+
+    @property
+    def bytes(self) -> int:
+        return self.totals.bytes
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """Canonical names the config implies and SRC lacks."""
+        return tuple(m.canonical for m in self.missing_tensors)
+
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        return tuple(self.unknown_names)

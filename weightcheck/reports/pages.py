@@ -1,0 +1,98 @@
+"""The reports of `weightcheck rule`, `weightcheck clean` and of an error (exit 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from weightcheck.reports.base import Report, key
+from weightcheck.rules.base import Severity
+
+
+@dataclass
+class Explains:
+    explains: list[str]
+    subject: str
+    why: str
+
+
+@dataclass(kw_only=True)
+class RulePage(Report):
+    """``weightcheck rule CODE``: schema ``weightcheck.rule/1``. Read as a mapping too
+    (``page["fix"]``), as the API gave it before it was typed."""
+
+    SCHEMA_NAME = "rule"
+
+    schema: Literal["weightcheck.rule/1"] = field(default="weightcheck.rule/1")
+    code: str
+    name: str
+    severity: Severity
+    severity_note: str | None
+    needs: str
+    summary: str
+    what: str
+    why: str
+    reported: str
+    fix: str
+    explains: list[Explains]
+    layout_specific: str  # why the finding depends on the layout written in, or ""
+
+    exit_status = 0
+
+    def __getitem__(self, name: str):
+        return self.to_dict()[name]
+
+    def get(self, name: str, default=None):
+        return self.to_dict().get(name, default)
+
+
+@dataclass(kw_only=True)
+class RuleList(Report):
+    """``weightcheck rule --all --json``: schema ``weightcheck.rules/1``."""
+
+    SCHEMA_NAME = "rules"
+
+    schema: Literal["weightcheck.rules/1"] = field(default="weightcheck.rules/1")
+    rules: list[RulePage]
+    # docs/rules.md's title, introduction and code groups (commands/rule.py document()), for
+    # the Markdown document; not in the JSON
+    catalog: dict | None = field(default=None, metadata={"skip": True})
+
+    exit_status = 0
+
+
+@dataclass
+class KeptEntry:
+    name: str
+    pid: int
+
+
+@dataclass(kw_only=True)
+class CleanReport(Report):
+    """``weightcheck clean``: the leftovers of killed converts removed (or restored) and kept."""
+
+    SCHEMA_NAME = "clean"
+
+    schema: Literal["weightcheck.clean/1"] = field(default="weightcheck.clean/1")
+    folder: str
+    removed: tuple[str, ...]
+    kept_entries: list[KeptEntry] = key("kept")
+
+    exit_status = 0
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.kept_entries)
+
+
+@dataclass(kw_only=True)
+class ErrorReport(Report):
+    """Exit status 2: the command could not be done (bad input, a usage error)."""
+
+    SCHEMA_NAME = "error"
+
+    schema: Literal["weightcheck.error/1"] = field(default="weightcheck.error/1")
+    command: str | None
+    exit_status: Literal[2] = 2
+    error: str  # the line stderr gets
+    file: str | None  # the file or repo path concerned, if one is
