@@ -83,5 +83,7 @@ def check_output(args, stdout: str) -> None:
         report = json.loads(stdout)
     except ValueError:
         return  # the test itself says what it expects of a broken output
-    if isinstance(report, dict) and str(report.get("schema", "")).startswith("weightcheck."):
-        validate(report)
+    assert isinstance(report, dict) and str(report.get("schema", "")).startswith("weightcheck."), (
+        f"{args}: a --json output names no weightcheck schema"
+    )
+    validate(report)

@@ -389,3 +389,24 @@ def test_a_pickle_that_is_more_than_tensors_is_refused(ex, tmp_path):
 def test_drafter_without_embedding_needs_a_target(ex):
     r = run_cli("eval", ex["a"], "--hidden-states", ex["specforge"])
     _one_line_exit_2(r, "has no embed_tokens", "--target")
+
+
+# -- the API and the formats -----------------------------------------------------------------------
+def test_the_api_returns_the_report_the_cli_prints(ex):
+    import weightcheck
+
+    r = weightcheck.evaluate(ex["a"], ex["specforge"], target=ex["target"], limit=2)
+    assert isinstance(r, weightcheck.EvalResult) and r.exit_status == 0
+    assert r.drafters[0].samples == 2 and r.ranked[0].rank == 1
+    cli = _eval(ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"], "--limit", 2)
+    assert r.to_dict() == cli
+
+
+def test_markdown_draws_each_drafter_as_a_table(ex):
+    r = run_cli(
+        "eval", ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"],
+        "--limit", 2, "--format", "markdown",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith("## weightcheck eval")
+    assert "| step | acc \\| accepted prefix |" in r.stdout

@@ -35,11 +35,13 @@ _API = (
     "clean",
     "rule",
     "rule_pages",
+    "evaluate",
     "InspectResult",
     "CompareResult",
     "CheckResult",
     "ConvertResult",
     "CleanResult",
+    "EvalResult",
     "Finding",
 )
 __all__ = ["__version__", "WeightcheckError", *_API]

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the annotations' names; at run time each is resolved by __g
     from weightcheck.reports.check import CheckReport as CheckResult
     from weightcheck.reports.compare import CompareReport as CompareResult
     from weightcheck.reports.convert import ConvertReport as ConvertResult
+    from weightcheck.reports.eval import EvalReport as EvalResult
     from weightcheck.reports.inspect import InspectReport as InspectResult
     from weightcheck.reports.pages import CleanReport, RuleList, RulePage
 
@@ -52,6 +53,7 @@ _RESULTS = {
     "CheckResult": ("check", "CheckReport"),
     "ConvertResult": ("convert", "ConvertReport"),
     "CleanResult": ("pages", "CleanReport"),
+    "EvalResult": ("eval", "EvalReport"),
 }
 
 
@@ -361,6 +363,48 @@ def _write(p, progress, force: bool, fsync: bool) -> dict:
         progress = bar.update if bar.enabled else None
     try:
         return publish.write(p, force=force, progress=progress or None, fsync=fsync)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def evaluate(
+    drafters,
+    hidden_states: str | os.PathLike,
+    *,
+    target: str | os.PathLike | None = None,
+    steps: int = 3,
+    limit: int | None = None,
+    dtype: str | None = None,
+    baseline_tps: float | None = None,
+    cycle_ms: float | None = None,
+    draft_ms: float | None = None,
+    token: str | None = None,
+    progress: bool = False,
+) -> EvalResult:
+    """``weightcheck eval``: how well each drafter (a spec, or a list of them) predicts the
+    target on saved hidden states — per-step accuracy, the expected acceptance length ``tau`` of
+    a ``steps``-token chain, ranked; with ``baseline_tps`` and ``cycle_ms`` the predicted tokens
+    per second. Needs torch (``pip install "weightcheck[torch]"``); CPU only."""
+    from weightcheck.commands import eval as eval_mod
+
+    if isinstance(drafters, (str, os.PathLike)):
+        drafters = [drafters]
+    bar = Progress("eval", stream=sys.stderr, unit="sample") if progress else None
+    try:
+        return eval_mod.run(
+            [str(d) for d in drafters],
+            str(hidden_states),
+            target=target,
+            steps=steps,
+            limit=limit,
+            dtype=dtype,
+            token=token,
+            baseline_tps=baseline_tps,
+            cycle_ms=cycle_ms,
+            draft_ms=draft_ms,
+            progress=bar.step if bar is not None and bar.enabled else None,
+        )
     finally:
         if bar is not None:
             bar.close()

@@ -512,9 +512,67 @@ def clean(folder, fmt, as_json):
     _show(r, out)
 
 
-from weightcheck.commands.eval import eval_command  # noqa: E402  (issue #25; torch only inside)
-
-main.add_command(eval_command)
+@main.command("eval")
+@click.argument("drafters", nargs=-1, required=True, metavar="DRAFTER [DRAFTER ...]")
+@click.option(
+    "--hidden-states",
+    "data",
+    required=True,
+    metavar="DATA",
+    help="SpecForge offline hidden states (rows_*/data_<i>.ckpt[.gz]) or speculators' "
+    "hs_<i>.safetensors folder.",
+)
+@click.option(
+    "--target",
+    default=None,
+    metavar="TARGET",
+    help="The target (folder or Hub id): its lm_head, final norm and embedding are read by "
+    "ranges. Without it the data's next token stands for the target's top-1.",
+)
+@click.option("--steps", "-k", default=3, show_default=True, type=int, help="Chain length K.")
+@click.option("--limit", default=None, type=int, help="Read at most N samples.")
+@click.option(
+    "--dtype",
+    default=None,
+    type=click.Choice(["float32", "bfloat16", "float16"]),
+    help="Compute dtype (default: the config's, as the engine builds it).",
+)
+@click.option("--baseline-tps", type=float, default=None, help="Tok/s without speculation.")
+@click.option("--cycle-ms", type=float, default=None, help="One verify cycle, in ms.")
+@click.option("--draft-ms", type=float, default=None, help="Drafting time per cycle, in ms.")
+@token_option
+@output_options(*REPORTS)
+def eval_command(
+    drafters,
+    data,
+    target,
+    steps,
+    limit,
+    dtype,
+    baseline_tps,
+    cycle_ms,
+    draft_ms,
+    token,
+    fmt,
+    as_json,
+):
+    """How well each DRAFTER predicts the target: per-step accuracy and expected acceptance
+    length, from saved hidden states, on a CPU (needs torch). Several drafters are ranked."""
+    out = _output(fmt, as_json)
+    r = api.evaluate(
+        drafters,
+        data,
+        target=target,
+        steps=steps,
+        limit=limit,
+        dtype=dtype,
+        baseline_tps=baseline_tps,
+        cycle_ms=cycle_ms,
+        draft_ms=draft_ms,
+        token=token,
+        progress=True,
+    )
+    _show(r, out)
 
 
 def run():

@@ -11,10 +11,16 @@ from weightcheck.terminal import isatty
 
 
 class Progress:
-    """``update(n)`` adds n bytes of ``total``; ``close()`` clears the line."""
+    """``update(n)`` adds n of ``total`` (bytes, or ``unit``s); ``close()`` clears the line."""
 
     def __init__(
-        self, desc: str, total: int | None = None, stream=None, enabled=None, delay: float = 0.5
+        self,
+        desc: str,
+        total: int | None = None,
+        stream=None,
+        enabled=None,
+        delay: float = 0.5,
+        unit: str = "B",
     ):
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = isatty(self.stream) if enabled is None else enabled
@@ -29,8 +35,8 @@ class Progress:
             self._bar = tqdm(
                 total=total,
                 desc=desc,
-                unit="B",
-                unit_scale=True,
+                unit=unit,
+                unit_scale=unit == "B",
                 file=self.stream,
                 delay=delay,
                 leave=False,
@@ -41,6 +47,12 @@ class Progress:
         self.done += n
         if self._bar is not None:
             self._bar.update(n)
+
+    def step(self, i: int, n: int) -> None:
+        """Item ``i`` of ``n`` done (the total is known once the work has started)."""
+        if self._bar is not None and self._bar.total != n:
+            self._bar.total = n
+        self.update(i - self.done)
 
     def close(self) -> None:
         if self._bar is not None:

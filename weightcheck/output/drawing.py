@@ -6,6 +6,7 @@ from __future__ import annotations
 from weightcheck.output.check import check_document
 from weightcheck.output.compare import compare_document
 from weightcheck.output.convert import convert_document
+from weightcheck.output.eval import eval_document
 from weightcheck.output.inspect import inspect_document
 from weightcheck.output.lines import ConciseEmitter, GithubEmitter
 from weightcheck.output.pages import clean_document, error_document, rule_document, rules_document
@@ -16,6 +17,7 @@ from weightcheck.reports import (
     CompareReport,
     ConvertReport,
     ErrorReport,
+    EvalReport,
     InspectReport,
     RuleList,
     RulePage,
@@ -32,6 +34,7 @@ DOCUMENTS = {
     CompareReport: compare_document,
     CheckReport: check_document,
     ConvertReport: convert_document,
+    EvalReport: eval_document,
     RulePage: rule_document,
     CleanReport: clean_document,
     ErrorReport: error_document,

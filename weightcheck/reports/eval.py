@@ -1,0 +1,100 @@
+"""`weightcheck eval`'s report: the data, the target, and per drafter the per-step accuracies and
+the expected acceptance length (weightcheck/eval/, docs/eval.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from weightcheck.reports.base import Report, optional
+
+
+@dataclass
+class EvalData:
+    path: str  # --hidden-states as given
+    format: Literal["specforge", "speculators"]
+    files: int  # samples read
+    note: str | None  # how the layout was read, when it needs saying
+
+
+@dataclass
+class EvalTarget:
+    spec: str
+    vocab: int
+    hidden: int
+    dtype: str
+
+
+@dataclass
+class EvalStep:
+    step: int  # k: the k-th token of a chain, from 0
+    acc: float | None  # hits / given: the drafter's top-1 is the target's, given an accepted prefix
+    hits: int
+    given: int  # positions whose steps 0..k-1 were all accepted
+    trained_acc: float | None  # SpecForge's acc_k: hits over every counted position
+    trained_hits: int
+    trained_valid: int
+    acc_interval: list[float] | None = optional()  # the bootstrap interval of acc (2+ samples)
+
+
+@dataclass
+class EvalDrafter:
+    samples: int
+    positions: int
+    steps: list[EvalStep]
+    tau: float | None  # the expected acceptance length of a K-step chain
+    data_agreement: float | None  # how often the data's next token is the target's top-1
+    interval: dict[str, Any] | None  # level, method, tau: [low, high] (2+ samples)
+    drafter: str
+    dialect: str | None
+    dtype: str  # the compute dtype
+    embed_from: Literal["drafter", "target"] | None
+    draft_vocab: int
+    rank: int  # 1: the longest expected acceptance
+    predicted_tps: float | None = optional()  # with --baseline-tps and --cycle-ms
+    predicted_tps_interval: list[float] | None = optional()
+    speedup: float | None = optional()
+
+
+@dataclass
+class EvalSpeed:
+    baseline_tps: float
+    cycle_ms: float
+    draft_ms: float
+    break_even_tau: float  # the acceptance length at which speculation matches the baseline
+
+
+@dataclass(kw_only=True)
+class EvalReport(Report):
+    """``weightcheck eval``: schema ``weightcheck.eval/1``."""
+
+    SCHEMA_NAME = "eval"
+
+    schema: Literal["weightcheck.eval/1"] = field(default="weightcheck.eval/1")
+    data: EvalData
+    target: EvalTarget | None
+    reference: str  # what a draft is compared with: the target's top-1, or the data's next token
+    steps: int  # K
+    drafters: list[EvalDrafter]  # in the order given; ``rank`` orders them
+    speed: EvalSpeed | None = optional()
+
+    exit_status = 0  # a class attribute: not in the JSON
+
+    @classmethod
+    def from_dict(cls, r: dict) -> EvalReport:
+        """From weightcheck.eval.run.evaluate's result (plain data)."""
+        return cls(
+            data=EvalData(**r["data"]),
+            target=EvalTarget(**r["target"]) if r["target"] else None,
+            reference=r["reference"],
+            steps=r["steps"],
+            drafters=[
+                EvalDrafter(**{**d, "steps": [EvalStep(**s) for s in d["steps"]]})
+                for d in r["drafters"]
+            ],
+            speed=EvalSpeed(**r["speed"]) if r.get("speed") else None,
+        )
+
+    @property
+    def ranked(self) -> list[EvalDrafter]:
+        return sorted(self.drafters, key=lambda d: d.rank)
