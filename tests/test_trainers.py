@@ -11,7 +11,7 @@ import os
 import shutil
 
 import pytest
-from check_builders import by_code, check, edit, read_config, tensor_map
+from check_builders import by_code, check, edit, read_config, tensor_map, write_sharded
 from conftest import PRODUCERS, run_cli
 
 from weightcheck import trainers
@@ -351,3 +351,50 @@ def test_a_given_map_is_loaded_over_the_buffers_whatever_the_sizes(tmp_path):
     src = PRODUCERS / "specforge-sglang"
     r = trainers.replay_training(src, SF_CFG, training_vocab=src)
     assert r.params["d2t"] == "data" and r.raises is None
+
+
+# --- what the trainer oracles taught after the merge (docs/trainers-oracle.md) -------------------
+def test_speculators_without_a_map_keeps_srcs_own_vocabulary_buffers(tmp_path):
+    """No --d2t-path/--t2d-path and no --draft-vocab-size: parse_vocab_mappings gives None and
+    from_pretrained keeps SRC's d2t/t2d (the oracle: 'src', 'init' where SRC has none); with the
+    run's map they are the map's."""
+    src = PRODUCERS / "speculators-train"
+    r = trainers.replay_training(src, src / "config.json")
+    assert r.params["d2t"] == r.params["t2d"] == "src"
+    no_d2t = edit(src, tmp_path / "no-d2t", drop=("d2t",))
+    r = trainers.replay_training(no_d2t, no_d2t / "config.json")
+    assert (r.params["d2t"], r.params["t2d"]) == ("init", "src")
+    r = trainers.replay_training(src, src / "config.json", training_vocab=src)
+    assert r.params["d2t"] == r.params["t2d"] == "data"
+
+
+def test_shards_without_their_index_are_not_read_by_from_pretrained(tmp_path):
+    """transformers' from_pretrained looks for model.safetensors or an index: shards alone
+    raise OSError in SpecForge (the oracle's sf.shards)."""
+    out = tmp_path / "shards"
+    tensors = list(tensor_map(PRODUCERS / "specforge-sglang").values())
+    write_sharded(out, read_config(PRODUCERS / "specforge-sglang"), tensors, 5)
+    (out / "model.safetensors.index.json").unlink()
+    r = trainers.replay_training(out, SF_CFG)
+    assert r.raises and "model.safetensors" in r.raises and r.fraction == 0.0
+    code, rep = check(out, "--training-config", SF_CFG)
+    (f,) = by_code(rep, "WC908")
+    assert code == 1 and "OSError" in f["message"] and "--to sglang first" in f["message"]
+    with_index = write_sharded(tmp_path / "indexed", read_config(out), tensors, 5)
+    assert trainers.replay_training(with_index, SF_CFG).raises is None
+
+
+def test_speculators_default_target_layers_must_fit_the_verifier(tmp_path):
+    """Null aux ids: speculators takes [2, L // 2, L - 3] of the verifier's L layers, and for
+    target-llama's 4 layers that is [2, 2, 1], not distinct: ValueError (the oracle's sc.*)."""
+    src = PRODUCERS / "speculators-train"
+    target = PRODUCERS / "target-llama"
+
+    def null_ids(c):
+        c["eagle_aux_hidden_state_layer_ids"] = None
+
+    null = edit(src, tmp_path / "null", cfg=null_ids)
+    r = trainers.replay_training(null, null / "config.json", target=target)
+    assert r.raises and "[2, 2, 1]" in r.raises and "resolve_target_layer_ids" in r.raises
+    assert trainers.replay_training(src, src / "config.json", target=target).raises is None
+    assert trainers.replay_training(null, null / "config.json").raises is None  # L unknown

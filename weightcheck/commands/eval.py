@@ -66,7 +66,7 @@ def run(
         import torch  # noqa: F401
     except ImportError:
         raise UsageError(
-            None, "eval runs the drafter: it needs torch (pip install torch)"
+            None, "eval runs the drafter: it needs torch: pip install 'weightcheck[torch]'"
         ) from None
     from weightcheck.eval.run import evaluate
 

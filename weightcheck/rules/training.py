@@ -100,9 +100,16 @@ def training_vocab_unmapped(ctx, finding):
     reduced = ctx.tensor("d2t") is not None or (type(dv) is int and type(v) is int and dv < v)
     if not reduced:
         return
+    r = ctx.training.replay
+    if r is not None and r.trainer == "speculators":
+        how = (
+            "speculators keeps SRC's d2t/t2d unless the run passes --d2t-path/--t2d-path, or "
+            "--draft-vocab-size to build them from the data's token frequencies"
+        )
+    else:
+        how = "SpecForge builds d2t/t2d from the training data"
     yield finding(
-        "no vocabulary map given: SpecForge builds d2t/t2d from the training data; pass "
-        "--training-vocab to check the map the run will use",
+        f"no vocabulary map given: {how}; pass --training-vocab to check the map the run will use",
         "d2t",
     )
 

@@ -318,12 +318,16 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
     """(reason, kind, cite, fix) of the first raise on the trainer's path, or Nones: the
     training config, the shapes, then each trainer's own load."""
     f = tr.facts
-    for said in (_config_raises(tr, d, cfg, f), _mismatch_raises(tr, r, sym, f)):
+    for said in (
+        _config_raises(tr, d, cfg, f),
+        _files_raise(tr, d, r, f),
+        _mismatch_raises(tr, r, sym, f),
+    ):
         if said is not None:
             return said
     if tr.name == "specforge":
         return _specforge_raises(tr, d, r, sym, allowed, training_vocab, f)
-    return _speculators_raises(d, cfg, sym, target, training_vocab, f)
+    return _speculators_raises(tr, d, cfg, sym, target, training_vocab, f)
 
 
 def _config_raises(tr, d, cfg, f):
@@ -357,6 +361,28 @@ def _config_raises(tr, d, cfg, f):
                 "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
     return None
+
+
+def _files_raise(tr, d, r, f):
+    """A pretrained SRC whose folder has none of the weight files transformers' from_pretrained
+    looks for (shards without their index, a weights file of another name): OSError."""
+    names = tr.load.get("weight_files")
+    if r.source_kind != "pretrained" or not names or d.source.kind not in ("folder", "hub"):
+        return None
+    held = set(d.source.files)
+    if d.source.index_file:
+        held.add(d.source.index_file.replace("\\", "/").rsplit("/", 1)[-1])
+    if held & set(names):
+        return None
+    return (
+        f"its loader (transformers' from_pretrained) reads a folder's {', '.join(names)} only; "
+        f"SRC has {', '.join(sorted(held)) or 'none of them'}: OSError, no file named "
+        f"{names[0]}",
+        "files",
+        f["cite_weight_files"],
+        f"weightcheck convert SRC OUT --to {'speculators' if tr.name == 'speculators' else 'sglang'}"
+        " first: it writes model.safetensors, or shards with their index",
+    )
 
 
 def _mismatch_raises(tr, r, sym, f):
@@ -435,7 +461,7 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
     return None, None, None, None
 
 
-def _speculators_raises(d, cfg, sym, target, training_vocab, f):
+def _speculators_raises(tr, d, cfg, sym, target, training_vocab, f):
     """speculators' own load: a vocabulary map that does not fit, no verifier, a verifier of
     another hidden size than the draft's."""
     if training_vocab is not None and _holds("Vd != V", sym):
@@ -468,7 +494,32 @@ def _speculators_raises(d, cfg, sym, target, training_vocab, f):
             f["cite_hidden"],
             HIDDEN_FIX,
         )
-    return None, None, None, None
+    return _target_layers_raise(tr, d.source.config or cfg, target, f) or (None, None, None, None)
+
+
+def _target_layers_raise(tr, cfg: dict, target, f):
+    """speculators resolves the target layers after loading: SRC's ids, or by default
+    [2, L // 2, L - 3] of the verifier's L layers; ids not distinct and within [0, L] raise."""
+    L = getattr(target, "num_layers", None) if target is not None else None
+    default = tr.load.get("default_target_layer_ids")
+    if type(L) is not int or not default:
+        return None  # the verifier's layer count is known only from --target
+    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
+    explicit = ids is not None
+    if not explicit:
+        ids = [expr.evaluate(x, {"L": L}) for x in default]
+    if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+        return None  # ids of the wrong type: WC212 says so
+    if ids and min(ids) >= 0 and max(ids) <= L and len(set(ids)) == len(ids):
+        return None
+    said = "its target layer ids" if explicit else "its default target layer ids"
+    return (
+        f"{said} {ids} are not distinct ids within [0, {L}] for a verifier of {L} layers: "
+        "resolve_target_layer_ids raises ValueError",
+        "aux",
+        f["cite_target_layers"],
+        "set eagle_aux_hidden_state_layer_ids in SRC's config (or pass --target-layer-ids)",
+    )
 
 
 def _state_meta(d) -> dict:
