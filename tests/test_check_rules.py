@@ -653,12 +653,15 @@ def t_training_architecture(w):
 
 @trigger("WC906", "training")
 def t_training_partial_init(w):
-    """speculators 0.9.0 (the training config is a speculators config) leaves what SRC lacks at
-    init: a training config with fc_norm builds fc_norm.* SRC does not hold (SpecForge would
-    raise instead: WC908)."""
-    src = PRODUCERS / "speculators-train"
-    cfg = dict(read_config(src), fc_norm=True, norm_before_fc=False)
-    return src, ["--training-config", w.json_file("train.json", cfg)]
+    """speculators 0.9.0 (the training config is a speculators config) builds from SRC's own
+    config and leaves what SRC lacks at init: SRC's config says fc_norm, so fc_norm.* are built
+    and SRC does not hold them (SpecForge would raise instead: WC908)."""
+
+    def fc_norm(c):
+        c.update(fc_norm=True, norm_before_fc=False)
+
+    src = edit(PRODUCERS / "speculators-train", w.path("fcn"), cfg=fc_norm)
+    return src, ["--training-config", src / "config.json"]
 
 
 @trigger("WC908", "trainer")

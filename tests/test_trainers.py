@@ -398,3 +398,57 @@ def test_speculators_default_target_layers_must_fit_the_verifier(tmp_path):
     assert r.raises and "[2, 2, 1]" in r.raises and "resolve_target_layer_ids" in r.raises
     assert trainers.replay_training(src, src / "config.json", target=target).raises is None
     assert trainers.replay_training(null, null / "config.json").raises is None  # L unknown
+
+
+def test_speculators_builds_from_srcs_own_config_and_validates_it(tmp_path):
+    """--from-pretrained SRC builds from SRC's speculators config.json, whatever config the run
+    is given, and its config classes validate it (the oracle's st.cfg.*, st.jtype.*, st.nl.2)."""
+    src = PRODUCERS / "speculators-train"
+    run_cfg = src / "config.json"  # the run's config: unchanged, valid
+
+    def layer(**kv):
+        def change(c):
+            c["transformer_layer_config"].update(kv)
+
+        return change
+
+    wider = edit(src, tmp_path / "wider", cfg=layer(intermediate_size=256))
+    r = trainers.replay_training(wider, run_cfg)
+    assert r.raises and "mlp" in r.raises  # its MLP is built 256 wide: SRC's tensors are not
+    typed = edit(src, tmp_path / "typed", cfg=layer(hidden_size="64"))
+    assert "hidden_size of the wrong JSON type" in trainers.replay_training(typed, run_cfg).raises
+    two = edit(src, tmp_path / "two", cfg=layer(num_hidden_layers=2))  # one layer_types entry
+    assert "layer_types" in trainers.replay_training(two, run_cfg).raises
+
+    def eagle_int(c):
+        c["eagle_config"] = 5  # no config class of speculators reads it
+
+    assert (
+        trainers.replay_training(edit(src, tmp_path / "e", cfg=eagle_int), run_cfg).raises is None
+    )
+
+
+def test_speculators_raises_when_nothing_sets_t2d(tmp_path):
+    """A reduced vocabulary whose t2d SRC lacks and no map sets: load_verifier_weights takes the
+    verifier's head rows at t2d and raises (the oracle's sc.miss.t2d)."""
+    src = PRODUCERS / "speculators-train"
+    no_t2d = edit(src, tmp_path / "no-t2d", drop=("t2d",))
+    r = trainers.replay_training(no_t2d, no_t2d / "config.json")
+    assert r.raises and "t2d was never set" in r.raises
+    assert (
+        trainers.replay_training(no_t2d, no_t2d / "config.json", training_vocab=src).raises is None
+    )
+
+
+def test_speculators_reads_model_prefixed_names_as_transformers_does(tmp_path):
+    """transformers strips the base model prefix (model.) from a name when the model has the
+    name without it: a checkpoint saved from a wrapper loads fully (the oracle's st.wrap.model);
+    another prefix (draft_model.) does not, and then nothing sets t2d."""
+    src = PRODUCERS / "speculators-train"
+    names = list(tensor_map(src))
+    wrapped = edit(src, tmp_path / "model", rename={n: "model." + n for n in names})
+    r = trainers.replay_training(wrapped, wrapped / "config.json")
+    assert r.raises is None and r.params["fc.weight"] == r.params["t2d"] == "src"
+    other = edit(src, tmp_path / "draft", rename={n: "draft_model." + n for n in names})
+    r = trainers.replay_training(other, other / "config.json")
+    assert r.raises and "t2d was never set" in r.raises

@@ -117,7 +117,15 @@ def _install_wrappers(model_class) -> None:
             TRACK.model = model
             missing = set(info.missing_and_mismatched())
             names = list(model.state_dict().keys())
-            loaded = [n for n in names if n not in missing and n in TRACK.ckpt_names]
+            # a checkpoint name carrying the base model prefix (model.) loads without it
+            # (transformers core_model_loading.py rename_source_key): it is the same tensor
+            prefix = f"{model.base_model_prefix}." if model.base_model_prefix else None
+            loaded = [
+                n
+                for n in names
+                if n not in missing
+                and (n in TRACK.ckpt_names or (prefix and prefix + n in TRACK.ckpt_names))
+            ]
             # neither loaded nor reported missing: a module speculators marks
             # ``_is_hf_initialized`` (model.py:73-79) whose key the checkpoint lacks keeps the
             # memory transformers allocated for it off the meta device (never written)

@@ -174,6 +174,29 @@ class Replay:
         }
 
 
+def _as_loaded(prefix: str | None, src: dict, model: dict) -> dict:
+    """SRC's names as transformers' from_pretrained reads them: a name that carries the model
+    class's ``base_model_prefix`` (``model.``) loads under the name without it when the model has
+    that name (transformers==5.8.1 core_model_loading.py:1146-1154 rename_source_key)."""
+    if not prefix:
+        return src
+    p = prefix + "."
+    return {
+        n[len(p) :] if n.startswith(p) and n[len(p) :] in model else n: t for n, t in src.items()
+    }
+
+
+def _built_from(tr: Trainer, d, training_cfg: dict) -> dict:
+    """The config the trainer builds its model from: the training config, or SRC's own where the
+    trainer reads that ([load] builds_from_src: the key SRC's config must hold; speculators'
+    --from-pretrained builds from SRC's speculators config.json)."""
+    key = tr.load.get("builds_from_src")
+    own = d.source.config
+    if key and isinstance(own, dict) and key in own:
+        return own
+    return training_cfg
+
+
 def _symbols(cfg: dict) -> dict:
     from weightcheck.model import config as config_mod
 
@@ -272,7 +295,11 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
     for the architecture ``training_cfg`` builds; ``target`` (model/target.py Target, config
     only is enough) and ``training_vocab`` (model/vocab.py VocabMap) where given."""
     tr = load(trainer)
-    sym = _symbols(training_cfg)
+    built = _built_from(tr, d, training_cfg)
+    sym = _symbols(built)
+    if built is not training_cfg and "draft_vocab_size" not in built:
+        # read at the top level only: the config class's default otherwise
+        sym["Vd"] = tr.load.get("default_draft_vocab_size", sym.get("Vd"))
     model = _expand(tr, sym)
     ld = tr.load
     state = is_training_state(d.source)
@@ -286,7 +313,7 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         source_kind="training_state" if state and trainer == "specforge" else "pretrained",
         pretty=tr.pretty,
     )
-    src = {t.name: t for t in d.tensors}
+    src = _as_loaded(ld.get("base_model_prefix"), {t.name: t for t in d.tensors}, model)
     r.unexpected = [n for n in src if n not in model]
     r.missing = [n for n in model if n not in src]
     r.mismatched = [
@@ -327,7 +354,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
             return said
     if tr.name == "specforge":
         return _specforge_raises(tr, d, r, sym, allowed, training_vocab, f)
-    return _speculators_raises(tr, d, cfg, sym, target, training_vocab, f)
+    return _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f)
 
 
 def _config_raises(tr, d, cfg, f):
@@ -360,6 +387,42 @@ def _config_raises(tr, d, cfg, f):
                 f["cite_config"],
                 "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
+        return _speculators_config_invalid(d.source.config, f, tr.load.get("not_validated", ()))
+    return None
+
+
+def _speculators_config_invalid(cfg: dict, f, not_validated=()):
+    """speculators' config classes validate SRC's config as they build it: every field's type
+    (transformers' strict config dataclass, pydantic), layer_types one per layer, norm_before_fc
+    and fc_norm not both."""
+    from weightcheck.model import config as config_mod
+
+    bad = sorted(config_mod.normalize(cfg).mistyped - set(not_validated))
+    if bad:
+        return (
+            f"its config classes validate every field: {', '.join(bad)} of the wrong JSON type",
+            "config",
+            f["cite_validation"],
+            None,
+        )
+    tl = cfg.get("transformer_layer_config")
+    tl = tl if isinstance(tl, dict) else {}
+    types, n = tl.get("layer_types"), tl.get("num_hidden_layers")
+    if isinstance(types, list) and type(n) is int and len(types) != n:
+        return (
+            f"num_hidden_layers ({n}) must equal the number of layer_types ({len(types)}): "
+            "transformers' validate_layer_type raises",
+            "config",
+            f["cite_layer_types"],
+            f"write {n} layer_types in transformer_layer_config",
+        )
+    if cfg.get("norm_before_fc") is True and cfg.get("fc_norm") is True:
+        return (
+            "norm_before_fc and fc_norm are both true: its config class refuses them together",
+            "config",
+            f["cite_validation"],
+            None,
+        )
     return None
 
 
@@ -461,7 +524,7 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
     return None, None, None, None
 
 
-def _speculators_raises(tr, d, cfg, sym, target, training_vocab, f):
+def _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f):
     """speculators' own load: a vocabulary map that does not fit, no verifier, a verifier of
     another hidden size than the draft's."""
     if training_vocab is not None and _holds("Vd != V", sym):
@@ -484,6 +547,15 @@ def _speculators_raises(tr, d, cfg, sym, target, training_vocab, f):
             "verifier",
             f["cite_verifier"],
             "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
+        )
+    if r.params.get("t2d") == "init":  # a reduced vocabulary whose t2d nothing set
+        return (
+            "t2d was never set (SRC has none under speculators' own names, and no map was given): "
+            "load_verifier_weights takes the verifier's head rows at t2d and raises",
+            "vocab",
+            f["cite_t2d"],
+            "pass the run's map (--d2t-path/--t2d-path), or convert SRC with "
+            "`weightcheck convert SRC OUT --to speculators` first",
         )
     th = getattr(target, "hidden_size", None) if target is not None else None
     if type(th) is int and type(sym.get("H")) is int and th != sym["H"]:
