@@ -36,26 +36,13 @@ from weightcheck.storage.writer import OutTensor, write_file  # noqa: E402
 
 HIDDEN, VOCAB, DRAFT_VOCAB, TARGET_LAYERS = 128, 2048, 400, 61
 
-# The Kimi-K2.5 MLA drafter, scaled down (tests/check_builders.py MLA_CFG is the same form).
+# The Kimi-K2.5 MLA drafter, scaled down (the tests' too: tests/synth.py KIMI_K25_MLA), with the
+# fields a trainer's export writes besides
 MLA_CONFIG = {
-    "architectures": ["Eagle3DeepseekV2ForCausalLM"],
-    "model_type": "kimi_k2",
-    "hidden_size": HIDDEN,
-    "intermediate_size": 320,
-    "num_attention_heads": 4,
-    "num_hidden_layers": 1,
-    "q_lora_rank": 96,
-    "kv_lora_rank": 64,
-    "qk_nope_head_dim": 32,
-    "qk_rope_head_dim": 16,
-    "v_head_dim": 32,
-    "vocab_size": VOCAB,
-    "draft_vocab_size": DRAFT_VOCAB,
+    **synth.KIMI_K25_MLA,
     "rms_norm_eps": 1e-06,
     "rope_theta": 1000000.0,
     "max_position_embeddings": 131072,
-    "torch_dtype": "bfloat16",
-    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
 }
 
 # Kimi-K2.5's config.json: KimiK25ForConditionalGeneration, the text model nested (kimi_k2).

@@ -13,6 +13,7 @@ import pathlib
 import shutil
 import struct
 
+import synth
 from conftest import PRODUCERS, run_cli
 
 from weightcheck.storage.header import read_local_header
@@ -232,32 +233,12 @@ def model_prefixed(tensors) -> list:
     ]
 
 
-# A tiny MLA drafter (Eagle3DeepseekV2ForCausalLM), the Kimi-K2.5 MLA layout scaled down:
-# midlayer.* names (TorchSpec's native export), d2t/t2d for a 400-token draft vocabulary.
-MLA_CFG = {
-    "architectures": ["Eagle3DeepseekV2ForCausalLM"],
-    "model_type": "kimi_k2",
-    "hidden_size": 128,
-    "intermediate_size": 320,
-    "num_attention_heads": 4,
-    "num_hidden_layers": 1,
-    "q_lora_rank": 96,
-    "kv_lora_rank": 64,
-    "qk_nope_head_dim": 32,
-    "qk_rope_head_dim": 16,
-    "v_head_dim": 32,
-    "vocab_size": 2048,
-    "draft_vocab_size": 400,
-    "torch_dtype": "bfloat16",
-    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
-}
+MLA_CFG = synth.KIMI_K25_MLA  # the Kimi-K2.5 MLA drafter, scaled down
 
 
 def mla_drafter(folder, seed: int = 0, drop=(), **cfg) -> pathlib.Path:
     """MLA_CFG with ``cfg`` over it and the keys ``drop`` removed, written by synth (the tensors
     the config implies, with its defaults)."""
-    import synth
-
     c = {k: v for k, v in {**MLA_CFG, **cfg}.items() if k not in drop}
     synth.write_drafter(str(folder), c, seed=seed)
     return pathlib.Path(folder)

@@ -132,6 +132,28 @@ def write_drafter(
     return path
 
 
+# A tiny MLA drafter (Eagle3DeepseekV2ForCausalLM): the Kimi-K2.5 MLA layout scaled down, with
+# midlayer.* names (TorchSpec's native export) and d2t/t2d for a 400-token draft vocabulary. The
+# tests' MLA drafter (check_builders.MLA_CFG) and the bundled example's (examples/make_examples.py).
+KIMI_K25_MLA = {
+    "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+    "model_type": "kimi_k2",
+    "hidden_size": 128,
+    "intermediate_size": 320,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 1,
+    "q_lora_rank": 96,
+    "kv_lora_rank": 64,
+    "qk_nope_head_dim": 32,
+    "qk_rope_head_dim": 16,
+    "v_head_dim": 32,
+    "vocab_size": 2048,
+    "draft_vocab_size": 400,
+    "torch_dtype": "bfloat16",
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
+}
+
+
 def scaled_config(
     cfg: dict,
     hidden: int = 128,

@@ -60,7 +60,6 @@ import os
 import sys
 import tempfile
 import time
-import warnings
 from collections import Counter
 
 from trainer_oracle_common import (
@@ -76,11 +75,6 @@ from trainer_oracle_common import (
     src_tensors,
     target_tensors,
 )
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TQDM_DISABLE", "1")
-warnings.filterwarnings("ignore")
 
 TRAINER = "specforge"
 VERSION = "0.2.0"

@@ -58,7 +58,6 @@ import os
 import sys
 import tempfile
 import time
-import warnings
 
 from trainer_oracle_common import (
     DATA,
@@ -74,11 +73,6 @@ from trainer_oracle_common import (
     src_tensors,
     target_tensors,
 )
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TQDM_DISABLE", "1")
-warnings.filterwarnings("ignore")
 
 TRAINER = "speculators"
 VERSION = "0.9.0"

@@ -19,8 +19,15 @@ import json
 import os
 import sys
 import traceback
+import warnings
 
 SRC, TARGET, INIT, DATA = "src", "target", "init", "data"
+
+# both oracles run offline and quiet: set before either imports transformers or its trainer
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TQDM_DISABLE", "1")
+warnings.filterwarnings("ignore")
 
 
 def first_line(e: BaseException) -> str:
