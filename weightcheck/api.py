@@ -24,7 +24,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from weightcheck import _API
-from weightcheck.commands import inspect as inspect_mod
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.mappings import load_toml_file
 from weightcheck.model import vocab
@@ -88,6 +87,8 @@ def inspect(
     mapping: str | os.PathLike | None = None,
 ) -> InspectResult:
     """What is in a checkpoint: dialect, architecture, config, tensors."""
+    from weightcheck.commands import inspect as inspect_mod  # each command's, when it runs
+
     d = load_drafter(str(src), revision=revision, token=token, extra_dialects=_dialects(mapping))
     return inspect_mod.report(d)
 

@@ -25,8 +25,9 @@ from weightcheck.mappings import Expr, Path, Regex
 
 # The shapes of the files: plain dataclasses, built once by the loader and only read after. Every
 # command imports this module, and a frozen dataclass costs several times as much to define; the
-# two whose instances the model keeps (TensorTemplate, FieldSpec) stay frozen.
-shape = dataclass(eq=False)
+# two whose instances the model keeps (TensorTemplate, FieldSpec) stay frozen. No generated
+# __eq__ or __repr__ either: each is one more exec per class at import.
+shape = dataclass(eq=False, repr=False)
 
 # ---------------------------------------------------------------------------------------------
 # dialects: mappings/dialects/*.toml and a user's --mapping file

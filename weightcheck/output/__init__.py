@@ -39,8 +39,6 @@ def emit(report, out: Output, **options) -> str:
         return report.to_json()
     # the documents and emitters, loaded only to draw: JSON needs none of them, and they cost
     # ~55 ms of a command's start-up (tabulate alone ~35 ms), more than inspect --json takes
-    from weightcheck.output.drawing import DOCUMENTS, document, draw
+    from weightcheck.output.drawing import document, draw
 
-    if options:
-        return draw(DOCUMENTS[type(report)](report, **options), out)
-    return draw(document(report), out)
+    return draw(document(report, **options), out)

@@ -1,54 +1,43 @@
 """The documents and emitters by report type and by format (what :func:`weightcheck.output.emit`
-loads to draw anything but JSON)."""
+loads to draw anything but JSON). Each is imported when a report of its type, or its format, is
+drawn: a command loads its own document module, not the other commands' (start-up)."""
 
 from __future__ import annotations
 
-from weightcheck.output.check import check_document
-from weightcheck.output.compare import compare_document
-from weightcheck.output.convert import convert_document
-from weightcheck.output.eval import eval_document
-from weightcheck.output.inspect import inspect_document
-from weightcheck.output.lines import ConciseEmitter, GithubEmitter
-from weightcheck.output.pages import clean_document, error_document, rule_document, rules_document
-from weightcheck.output.text import MarkdownEmitter, TextEmitter
-from weightcheck.reports import (
-    CheckReport,
-    CleanReport,
-    CompareReport,
-    ConvertReport,
-    ErrorReport,
-    EvalReport,
-    InspectReport,
-    RuleList,
-    RulePage,
-)
+import importlib
 
+# format -> (module, emitter class)
 EMITTERS = {
-    "text": TextEmitter,
-    "markdown": MarkdownEmitter,
-    "concise": ConciseEmitter,
-    "github": GithubEmitter,
+    "text": ("weightcheck.output.text", "TextEmitter"),
+    "markdown": ("weightcheck.output.text", "MarkdownEmitter"),
+    "concise": ("weightcheck.output.lines", "ConciseEmitter"),
+    "github": ("weightcheck.output.lines", "GithubEmitter"),
 }
+# report class -> (module, document function)
 DOCUMENTS = {
-    InspectReport: inspect_document,
-    CompareReport: compare_document,
-    CheckReport: check_document,
-    ConvertReport: convert_document,
-    EvalReport: eval_document,
-    RulePage: rule_document,
-    CleanReport: clean_document,
-    ErrorReport: error_document,
+    "InspectReport": ("weightcheck.output.inspect", "inspect_document"),
+    "CompareReport": ("weightcheck.output.compare", "compare_document"),
+    "CheckReport": ("weightcheck.output.check", "check_document"),
+    "ConvertReport": ("weightcheck.output.convert", "convert_document"),
+    "EvalReport": ("weightcheck.output.eval", "eval_document"),
+    "RulePage": ("weightcheck.output.pages", "rule_document"),
+    "RuleList": ("weightcheck.output.pages", "rule_list_document"),
+    "CleanReport": ("weightcheck.output.pages", "clean_document"),
+    "ErrorReport": ("weightcheck.output.pages", "error_document"),
 }
 
 
-def document(report) -> list:
-    """The blocks a report is drawn from."""
-    if isinstance(report, RuleList):
-        c = report.catalog or {}
-        return rules_document(report, c.get("title", ""), c.get("intro", ""), c.get("groups", ()))
-    return DOCUMENTS[type(report)](report)
+def _load(where: tuple[str, str]):
+    module, name = where
+    return getattr(importlib.import_module(module), name)
+
+
+def document(report, **options) -> list:
+    """The blocks a report is drawn from (``options``: what it shows besides, check's
+    ``explain``)."""
+    return _load(DOCUMENTS[type(report).__name__])(report, **options)
 
 
 def draw(blocks: list, out) -> str:
     """A document in ``out``'s format (output.Output; not JSON: that is the report's)."""
-    return EMITTERS[out.fmt](out.width, out.color)(blocks)
+    return _load(EMITTERS[out.fmt])(out.width, out.color)(blocks)

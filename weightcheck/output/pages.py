@@ -61,6 +61,12 @@ def rule_document(page: RulePage) -> list:
     return [rule_page(page)]
 
 
+def rule_list_document(r: RuleList) -> list:
+    """``rule --all``: every page, grouped as docs/rules.md groups them."""
+    c = r.catalog or {}
+    return rules_document(r, c.get("title", ""), c.get("intro", ""), c.get("groups", ()))
+
+
 def rules_document(r: RuleList, title: str = "", intro: str = "", groups=()) -> list:
     """``rule --all``: the index of every rule; in Markdown, docs/rules.md (the introduction,
     then each group of codes with its pages)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from weightcheck import trainers
 from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
@@ -188,6 +187,10 @@ def training_gate(
     """The WC9xx rules' input: can SRC initialize exactly that architecture? ``trainer``
     (specforge | speculators; None: detected from the training config) is replayed
     (weightcheck/trainers/): what it loads, takes, leaves at init, or that it raises."""
+    # the trainers' replay, like the engines', is imported when it runs (--training-config):
+    # every other check would pay for it at start-up
+    from weightcheck import trainers
+
     g = _gate(d, training_cfg, allow_partial_init)
     name = trainer or trainers.detect(training_cfg)
     if name is not None:

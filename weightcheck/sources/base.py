@@ -19,6 +19,9 @@ from weightcheck.storage.header import MAX_JSON_DEPTH, Header, json_depth_ok
 MAX_CONFIG_BYTES = 10_000_000
 MAX_INDEX_BYTES = 50_000_000
 
+# where trainers keep the drafter's tensors inside a pickled dict, in order of preference
+STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")
+
 
 SourceKind = Literal["hub", "folder", "file"]
 FileFormat = Literal["safetensors", "pickle"]

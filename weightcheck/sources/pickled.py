@@ -8,15 +8,17 @@ when torch is installed; never unpickled otherwise.
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
-from weightcheck.sources import torchzip
-from weightcheck.sources.base import Source, TensorRecord, WeightFile, note_duplicate
+from weightcheck.sources.base import (
+    STATE_KEYS,
+    Source,
+    TensorRecord,
+    WeightFile,
+    note_duplicate,
+)
 from weightcheck.storage.header import TORCH_NAMES
 
 PICKLE_EXT = (".bin", ".pt", ".pth")
 _TORCH_DTYPES = {f"torch.{name}": st for st, name in TORCH_NAMES.items()}
-
-# where trainers keep the drafter's tensors inside a pickled dict, in order of preference
-_STATE_KEYS = torchzip.STATE_KEYS
 
 
 def load_pickled(path: str) -> tuple[dict, str | None]:
@@ -56,7 +58,7 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
         raise WeightcheckError(path, f"cannot load pickled checkpoint: {msg}") from None
     key = None
     if isinstance(obj, dict):
-        for k in _STATE_KEYS:
+        for k in STATE_KEYS:  # where trainers keep the drafter's tensors, in order
             if isinstance(obj.get(k), dict):
                 obj, key = obj[k], k
                 break
@@ -81,6 +83,10 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
 
 
 def add_pickled_file(src: Source, wf: WeightFile) -> None:
+    # the torch zip reader (and pickletools, zipfile) only when a pickled file is there: ~4 ms
+    # of every command's start-up otherwise
+    from weightcheck.sources import torchzip
+
     got = torchzip.read(wf.local_path)
     if got is not None and got[0]:
         metas, wf.pickle_key, wf.pickle_meta = got

@@ -20,6 +20,8 @@ import struct
 import zipfile
 from dataclasses import dataclass
 
+from weightcheck.sources.base import STATE_KEYS
+
 # torch.<X>Storage -> safetensors dtype, element size (torch/storage.py _LegacyStorage types)
 _STORAGES = {
     "BFloat16Storage": ("BF16", 2),
@@ -36,9 +38,6 @@ _STORAGES = {
 _REBUILD = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor")}
 _ALLOWED = _REBUILD | {("collections", "OrderedDict"), ("torch._utils", "_rebuild_parameter")}
 MAX_PICKLE = 256 << 20
-
-# where trainers keep the drafter's tensors inside a pickled dict, in order of preference
-STATE_KEYS = ("draft_state_dict", "state_dict", "model_state_dict", "model", "module")
 
 
 class NotStatic(Exception):
