@@ -26,10 +26,8 @@ from typing import TYPE_CHECKING
 from weightcheck import _API
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.mappings import load_toml_file
-from weightcheck.model import vocab
 from weightcheck.model.dialects import dialect_from_data
 from weightcheck.model.drafter import load_drafter
-from weightcheck.model.target import load_target
 from weightcheck.progress import Progress
 from weightcheck.rules.base import Finding  # noqa: F401 (exported: weightcheck.Finding)
 
@@ -153,6 +151,8 @@ def check(
     ``allow_partial_init``: with ``training_config``, another architecture than SRC's is a
     warning (WC905), not an error."""
     from weightcheck.commands import check as check_mod  # imports the engines
+    from weightcheck.model import vocab
+    from weightcheck.model.target import load_target
 
     name, version = _check_options(
         engine, live, training_config, allow_partial_init, values, trainer
@@ -309,6 +309,9 @@ def _convert_inputs(token, config_from, target, embeddings, lm_head_from, vocab_
     """What convert reads besides SRC: --config-from REF, --target, the targets of
     --embeddings from= and --lm-head-from (their weights are needed, not only their config), and
     --vocab-from's map."""
+    from weightcheck.model import vocab
+    from weightcheck.model.target import load_target
+
     ref = load_drafter(str(config_from), token=token) if config_from is not None else None
     tgt = load_target(str(target), token=token) if target is not None else None
     emb = (
