@@ -255,3 +255,27 @@ def test_the_cached_data_equal_the_built(cache, monkeypatch):
     assert again == built and again[0] is not built[0]
     monkeypatch.undo()
     mappings.forget()
+
+
+# --- the trainers' files go through the same loader -----------------------------------------------
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('missing = "raises"', 'missng = "raises"', "load.missng: unknown key; allowed: missing"),
+        (
+            'missing = "raises"',
+            'missing = "raise"',
+            "load.missing: expected one of 'raises', 'init'",
+        ),
+        ('\norigin = "target"', '\norigin = "the target"', "param[0].origin: expected one of"),
+        ("layers_built = 1", "layers_built = 1.5", "trainer.layers_built: expected"),
+    ],
+)
+def test_a_wrong_trainer_file_is_one_line_naming_the_key(data_dir, old, new, message):
+    from weightcheck import trainers
+
+    trainers.load.cache_clear()
+    edit(data_dir / "trainers" / "specforge.toml", old, new)
+    r = run_cli("check", SRC, "--training-config", SRC / "config.json")
+    trainers.load.cache_clear()
+    one_error_line(r, "mappings/trainers/specforge.toml", message)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from weightcheck.mappings import Expr, Path, Regex
+from weightcheck.mappings import Expr, Path, Regex, Version
 
 # The shapes of the files: plain dataclasses, built once by the loader and only read after. Every
 # command imports this module, and a frozen dataclass costs several times as much to define; the
@@ -209,3 +209,81 @@ class RulesFile:
     rule: dict[str, RulePage]
     # the roots whose causes are applied first claim a consequence two roots explain
     cause_order: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# trainers: mappings/trainers/*.toml (weightcheck/trainers/, docs/trainers.md)
+
+
+@shape
+class TrainerInfo:
+    """[trainer]"""
+
+    name: str
+    version: Version
+    versions_read: tuple[Version, ...]
+    architectures: tuple[str, ...]  # the classes its EAGLE-3 strategy builds
+    layers_built: int | str  # a count, or the symbol that gives it (L)
+    detect: str  # what in a training config says it is this trainer's
+    cite_architectures: str = ""
+    cite_detect: str = ""
+    cite_layers: str = ""
+
+
+@shape
+class TrainerLoad:
+    """[load]: how the trainer loads a pretrained drafter for training; every fact cited."""
+
+    missing: Literal["raises", "init"]  # a parameter SRC lacks
+    shape_mismatch: Literal["raises"]
+    allowed_missing: tuple[str, ...] = ()
+    weight_files: tuple[str, ...] = ()  # the only names its loader reads in a folder
+    training_state_unexpected: Literal["raises"] | None = None
+    state_file: str | None = None  # a run checkpoint it warm-starts from
+    strategy: str | None = None
+    requires_speculators_config: bool = False
+    requires_verifier: bool = False
+    requires_equal_hidden: bool = False
+    builds_from_src: str | None = None  # the key SRC's config holds when it builds from that
+    default_draft_vocab_size: int | None = None
+    not_validated: tuple[str, ...] = ()
+    base_model_prefix: str | None = None
+    default_target_layer_ids: tuple[Expr, ...] = ()
+    cite_names: str = ""
+    cite_unexpected: str = ""
+    cite_missing: str = ""
+    cite_shape: str = ""
+    cite_weight_files: str = ""
+    cite_state: str = ""
+    cite_config: str = ""
+    cite_verifier: str = ""
+    cite_hidden: str = ""
+    cite_builds_from: str = ""
+    cite_draft_vocab: str = ""
+    cite_validation: str = ""
+    cite_layer_types: str = ""
+    cite_base_model_prefix: str = ""
+    cite_t2d: str = ""
+    cite_target_layers: str = ""
+
+
+@shape
+class TrainerParam:
+    """[[param]]: a parameter or buffer of the trainer's model, by its own name."""
+
+    name: str  # {layer} and {i} expanded by the replay
+    shape: tuple[Expr, ...]
+    cite: str
+    origin: Literal["src", "target", "src_else_target", "data"] = "src"
+    when: Expr | None = None
+    for_each: Expr | None = None
+    buffer: bool = False
+    data_when: Expr | None = None
+    data_if_map: bool = False  # a run's map given (--training-vocab) is loaded whatever the sizes
+
+
+@shape
+class TrainerFile:
+    trainer: TrainerInfo
+    load: TrainerLoad
+    param: tuple[TrainerParam, ...]

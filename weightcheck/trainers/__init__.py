@@ -13,11 +13,12 @@ The loader is small and self-contained on purpose (no schema shared with the eng
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field
 
-from weightcheck import expr, mappings
+from weightcheck import expr, mappings, schema
 from weightcheck.errors import WeightcheckError
 
 __all__ = [
@@ -41,17 +42,7 @@ HIDDEN_FIX = (
 )
 
 
-@dataclass(frozen=True)
-class Param:
-    name: str  # the trainer model's own name; {layer} and {i} expanded by replay
-    shape: tuple[str, ...]
-    origin: str = "src"  # src | target | src_else_target | data
-    when: str | None = None
-    for_each: str | None = None
-    buffer: bool = False
-    data_when: str | None = None
-    data_if_map: bool = False  # a run's map given (--training-vocab) is loaded whatever the sizes
-    cite: str = ""
+Param = schema.TrainerParam  # a parameter or buffer of the trainer's model (mappings/trainers/)
 
 
 @dataclass(frozen=True)
@@ -72,37 +63,33 @@ class Trainer:
 
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> Trainer:
-    """mappings/trainers/<name>.toml, checked enough that a typo fails here, not mid-replay."""
+    """mappings/trainers/<name>.toml through the one typed loader (weightcheck/schema.py
+    TrainerFile): an unknown key or a value of the wrong kind fails with the file and the key."""
     if name not in TRAINERS:
         raise WeightcheckError(None, f"--trainer {name}: known trainers are {', '.join(TRAINERS)}")
-    path = mappings.root() / "trainers" / f"{name}.toml"
-    data = mappings.load_toml_file(path)
-    where = f"mappings/trainers/{name}.toml"
-    try:
-        t, ld = data["trainer"], data["load"]
-        params = []
-        for p in data["param"]:
-            unknown = set(p) - {f.name for f in Param.__dataclass_fields__.values()}
-            if unknown or p.get("origin", "src") not in (
-                "src",
-                "target",
-                "src_else_target",
-                "data",
-            ):
-                raise WeightcheckError(where, f"param {p.get('name')}: bad keys {sorted(unknown)}")
-            params.append(Param(**{**p, "shape": tuple(p["shape"])}))
-        return Trainer(
-            name=t["name"],
-            version=t["version"],
-            versions_read=tuple(t["versions_read"]),
-            architectures=tuple(t["architectures"]),
-            layers_built=t["layers_built"],
-            load=dict(ld),
-            params=tuple(params),
-            facts={k: v for d in (t, ld) for k, v in d.items() if k.startswith("cite")},
-        )
-    except (KeyError, TypeError) as e:
-        raise WeightcheckError(where, f"malformed trainer data: {e}") from None
+    relpath = f"trainers/{name}.toml"
+    data = mappings.build(schema.TrainerFile, mappings.load(relpath), mappings.where(relpath))
+    t, ld = data.trainer, data.load
+    facts = {
+        f.name: getattr(part, f.name)
+        for part in (t, ld)
+        for f in dataclasses.fields(part)
+        if f.name.startswith("cite")
+    }
+    return Trainer(
+        name=t.name,
+        version=t.version,
+        versions_read=t.versions_read,
+        architectures=t.architectures,
+        layers_built=t.layers_built,
+        load={
+            f.name: getattr(ld, f.name)
+            for f in dataclasses.fields(ld)
+            if not f.name.startswith("cite")
+        },
+        params=data.param,
+        facts=facts,
+    )
 
 
 def detect(cfg: dict) -> str | None:
@@ -310,7 +297,7 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         params={},
         numel={n: _numel(s) for n, (s, _) in model.items()},
         buffers=frozenset(n for n, (_, p) in model.items() if p.buffer),
-        source_kind="training_state" if state and trainer == "specforge" else "pretrained",
+        source_kind="training_state" if state and ld.get("state_file") else "pretrained",
         pretty=tr.pretty,
     )
     src = _as_loaded(ld.get("base_model_prefix"), {t.name: t for t in d.tensors}, model)
@@ -352,7 +339,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
     ):
         if said is not None:
             return said
-    if tr.name == "specforge":
+    if tr.load.get("missing") == "raises":  # SpecForge: its warm start requires every parameter
         return _specforge_raises(tr, d, r, sym, allowed, training_vocab, f)
     return _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f)
 
@@ -360,7 +347,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
 def _config_raises(tr, d, cfg, f):
     """The training config the trainer cannot build from (and, for speculators, SRC's own)."""
     archs = cfg.get("architectures")
-    if tr.name == "specforge":
+    if not tr.load.get("requires_speculators_config"):
         if not (isinstance(archs, list) and len(archs) == 1 and archs[0] in tr.architectures):
             return (
                 f"its EAGLE-3 strategy builds {tr.architectures[0]} only; the training config "
@@ -450,9 +437,10 @@ def _files_raise(tr, d, r, f):
 
 def _mismatch_raises(tr, r, sym, f):
     """A parameter of another shape in SRC than the trainer builds: its loader raises."""
-    if not r.mismatched:
+    if not r.mismatched or tr.load.get("shape_mismatch") != "raises":
         return None
-    hold = speculators_cannot_hold_reason(r.mismatched, sym) if tr.name == "speculators" else None
+    equal = tr.load.get("requires_equal_hidden")
+    hold = speculators_cannot_hold_reason(r.mismatched, sym) if equal else None
     if hold:
         return hold, "hidden", f["cite_hidden"], HIDDEN_FIX
     n, a, b = r.mismatched[0]
@@ -488,7 +476,8 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
             else f"its model has no place for {_few(extras)} under any name: SpecForge "
             "cannot fine-tune this drafter as it is"
         )
-    if r.source_kind == "training_state" and r.unexpected:
+    strict = tr.load.get("training_state_unexpected") == "raises"
+    if r.source_kind == "training_state" and r.unexpected and strict:
         return (
             f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}): "
             "a SpecForge checkpoint is loaded by name, never renamed, and any unexpected "
@@ -540,7 +529,7 @@ def _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f):
                 None,
             )
     verifier = _verifier(d.source.config) if d.source.config else _verifier(cfg)
-    if not verifier:
+    if not verifier and tr.load.get("requires_verifier"):
         return (
             "speculators_config.verifier.name_or_path is null: load_verifier_weights calls "
             "AutoConfig.from_pretrained(None)",
@@ -558,7 +547,8 @@ def _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f):
             "`weightcheck convert SRC OUT --to speculators` first",
         )
     th = getattr(target, "hidden_size", None) if target is not None else None
-    if type(th) is int and type(sym.get("H")) is int and th != sym["H"]:
+    equal = tr.load.get("requires_equal_hidden")
+    if equal and type(th) is int and type(sym.get("H")) is int and th != sym["H"]:
         return (
             f"the verifier's hidden size is {th}, the draft's {sym['H']}: speculators requires "
             "them equal (its fc reads the draft hidden size)",
