@@ -82,8 +82,8 @@ def _mappings_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_dir(tmp_path_factory):
-    """A folder for inputs shared by a whole session (convert_helpers.llama_target)."""
-    import convert_helpers
+    """A folder for inputs shared by a whole session (helpers.convert.llama_target)."""
+    from helpers import convert as convert_helpers
 
     convert_helpers.SESSION_DIR = tmp_path_factory.mktemp("session")
 

@@ -134,7 +134,7 @@ def write_drafter(
 
 # A tiny MLA drafter (Eagle3DeepseekV2ForCausalLM): the Kimi-K2.5 MLA layout scaled down, with
 # midlayer.* names (TorchSpec's native export) and d2t/t2d for a 400-token draft vocabulary. The
-# tests' MLA drafter (check_builders.MLA_CFG) and the bundled example's (examples/make_examples.py).
+# tests' MLA drafter (helpers.builders.MLA_CFG) and the bundled example's (examples/make_examples.py).
 KIMI_K25_MLA = {
     "architectures": ["Eagle3DeepseekV2ForCausalLM"],
     "model_type": "kimi_k2",

@@ -1,6 +1,6 @@
 """Bad input: one line on stderr naming the file and the problem, exit 2, never a traceback.
 
-Every malformed file is written here by hand (struct + JSON); see helpers_bad.st_bytes.
+Every malformed file is written here by hand (struct + JSON); see helpers.bad_input.st_bytes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import struct
 
 import pytest
 from conftest import run_cli, run_subprocess
-from helpers_bad import assert_bad_input, entry, st_bytes, tiny_st, write_bytes
+from helpers.bad_input import entry, one_error_line, st_bytes, tiny_st, write_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -237,7 +237,7 @@ IDS = [c[0] for c in MALFORMED]
 @pytest.mark.parametrize("name,content,fragment,lib_refuses", MALFORMED, ids=IDS)
 def test_malformed_safetensors_file(tmp_path, name, content, fragment, lib_refuses):
     path = write_bytes(tmp_path / f"{name}.safetensors", content)
-    line = assert_bad_input(run_cli("inspect", path), path, fragment)
+    line = one_error_line(run_cli("inspect", path), fragment, where=path)
     assert len(line) < 600, line  # one readable line, not a dump of the header
 
 
@@ -246,7 +246,7 @@ def test_malformed_model_safetensors_in_folder(tmp_path, name, content, fragment
     folder = tmp_path / "ckpt"
     path = write_bytes(folder / "model.safetensors", content)
     (folder / "config.json").write_text("{}")
-    assert_bad_input(run_cli("inspect", folder), path, fragment)
+    one_error_line(run_cli("inspect", folder), fragment, where=path)
 
 
 @pytest.mark.parametrize("name,content,fragment,lib_refuses", MALFORMED, ids=IDS)
@@ -373,14 +373,14 @@ def test_structured_fuzz_never_crashes(header, datalen):
 # --- paths that are not checkpoints -----------------------------------------------------------
 def test_path_not_found(tmp_path):
     missing = tmp_path / "no" / "such" / "drafter"
-    assert_bad_input(run_cli("inspect", missing), missing, "path not found")
+    one_error_line(run_cli("inspect", missing), "path not found", where=missing)
 
 
 def test_relative_path_to_missing_file_is_not_sent_to_the_hub(tmp_path, monkeypatch):
     """`dir/model.safetensors` looks like org/name, but a weights file name means a typo'd path."""
     monkeypatch.chdir(tmp_path)
     r = run_cli("inspect", "nodir/model.safetensors")
-    line = assert_bad_input(r, "nodir/model.safetensors", "path not found")
+    line = one_error_line(r, "path not found", where="nodir/model.safetensors")
     assert "huggingface" not in line.lower()
 
 
@@ -389,17 +389,17 @@ def test_folder_that_is_not_a_checkpoint(tmp_path):
     folder.mkdir()
     (folder / "README.md").write_text("hello")
     (folder / "config.json").write_text("{}")
-    assert_bad_input(run_cli("inspect", folder), folder, "not a checkpoint")
+    one_error_line(run_cli("inspect", folder), "not a checkpoint", where=folder)
 
 
 def test_empty_folder(tmp_path):
-    assert_bad_input(run_cli("inspect", tmp_path), tmp_path, "not a checkpoint")
+    one_error_line(run_cli("inspect", tmp_path), "not a checkpoint", where=tmp_path)
 
 
 def test_folder_not_a_checkpoint_hints_at_subfolders(tmp_path):
     tiny_st(tmp_path / "run" / "step100" / "model.safetensors")
-    line = assert_bad_input(
-        run_cli("inspect", tmp_path / "run"), tmp_path / "run", "not a checkpoint"
+    line = one_error_line(
+        run_cli("inspect", tmp_path / "run"), "not a checkpoint", where=tmp_path / "run"
     )
     assert "step100" in line
 
@@ -416,7 +416,7 @@ def test_folder_not_a_checkpoint_hints_at_subfolders(tmp_path):
 )
 def test_file_with_another_extension(tmp_path, fname, content):
     path = write_bytes(tmp_path / fname, content)
-    assert_bad_input(run_cli("inspect", path), path, "not a checkpoint")
+    one_error_line(run_cli("inspect", path), "not a checkpoint", where=path)
 
 
 # --- indexes ---------------------------------------------------------------------------------
@@ -431,8 +431,11 @@ def test_index_naming_a_missing_shard(tmp_path):
     idx = _index(
         tmp_path, {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
     )
-    assert_bad_input(
-        run_cli("inspect", tmp_path), idx, "model-00002-of-00002.safetensors", "does not exist"
+    one_error_line(
+        run_cli("inspect", tmp_path),
+        "model-00002-of-00002.safetensors",
+        "does not exist",
+        where=idx,
     )
 
 
@@ -455,7 +458,7 @@ def test_index_names_escaping_the_folder_are_refused(tmp_path, fname, fragment):
     if fname == "OUTSIDE_ABS":
         fname = str(outside)
     idx = _index(folder, {"a": fname})
-    assert_bad_input(run_cli("inspect", folder), idx, "refused", fragment)
+    one_error_line(run_cli("inspect", folder), "refused", fragment, where=idx)
 
 
 def test_index_symlink_pointing_outside_is_refused(tmp_path):
@@ -464,7 +467,9 @@ def test_index_symlink_pointing_outside_is_refused(tmp_path):
     folder.mkdir()
     os.symlink(outside, folder / "model-00001-of-00001.safetensors")
     idx = _index(folder, {"a": "model-00001-of-00001.safetensors"})
-    assert_bad_input(run_cli("inspect", folder), idx, "refused", "link leading out of the folder")
+    one_error_line(
+        run_cli("inspect", folder), "refused", "link leading out of the folder", where=idx
+    )
 
 
 def test_index_symlinked_directory_pointing_outside_is_refused(tmp_path):
@@ -473,7 +478,7 @@ def test_index_symlinked_directory_pointing_outside_is_refused(tmp_path):
     folder.mkdir()
     os.symlink(tmp_path / "elsewhere", folder / "shards")
     idx = _index(folder, {"a": "shards/shard.safetensors"})
-    assert_bad_input(run_cli("inspect", folder), idx, "refused")
+    one_error_line(run_cli("inspect", folder), "refused", where=idx)
 
 
 def test_index_symlink_inside_the_folder_is_fine(tmp_path):
@@ -506,21 +511,21 @@ def test_index_symlink_inside_the_folder_is_fine(tmp_path):
 def test_bad_index(tmp_path, content, fragment):
     (tmp_path / "notes.txt").write_text("x")
     idx = write_bytes(tmp_path / "model.safetensors.index.json", content)
-    assert_bad_input(run_cli("inspect", tmp_path), idx, fragment)
+    one_error_line(run_cli("inspect", tmp_path), fragment, where=idx)
 
 
 def test_bad_pytorch_index(tmp_path):
     idx = write_bytes(
         tmp_path / "pytorch_model.bin.index.json", b'{"weight_map": {"a": "../x.bin"}}'
     )
-    assert_bad_input(run_cli("inspect", tmp_path), idx, "leaves the folder", "refused")
+    one_error_line(run_cli("inspect", tmp_path), "leaves the folder", "refused", where=idx)
 
 
 def test_index_given_as_the_path(tmp_path):
     idx = write_bytes(
         tmp_path / "model.safetensors.index.json", b'{"weight_map": {"a": "/etc/passwd"}}'
     )
-    assert_bad_input(run_cli("inspect", idx), idx, "absolute path", "refused")
+    one_error_line(run_cli("inspect", idx), "absolute path", "refused", where=idx)
 
 
 # --- config.json ------------------------------------------------------------------------------
@@ -541,7 +546,7 @@ def test_bad_config_json(tmp_path, content, fragment, layout):
     st_path = tiny_st(tmp_path / "model.safetensors")
     cfg = write_bytes(tmp_path / "config.json", content)
     target = tmp_path if layout == "folder" else st_path
-    assert_bad_input(run_cli("inspect", target), cfg, fragment)
+    one_error_line(run_cli("inspect", target), fragment, where=cfg)
 
 
 def test_config_json_that_is_a_folder_is_ignored(tmp_path):
@@ -607,7 +612,7 @@ def test_evil_pickle_is_refused_and_never_runs(tmp_path, layout):
         path = write_bytes(folder / layout, _evil_pickle(marker))
         target = folder
     r = run_cli("inspect", target)
-    line = assert_bad_input(r, path, "refused", "weights_only=True")
+    line = one_error_line(r, "refused", "weights_only=True", where=path)
     assert "posix.mkdir" in line or "mkdir" in line or "Unsupported" in line
     assert not marker.exists(), "the pickle's code ran"
     assert "weights_only` set to `False`" not in line  # never suggest the unsafe load
@@ -621,7 +626,7 @@ def test_evil_pickle_in_a_real_process(tmp_path):
         tmp_path / "pytorch_model.bin", pickle.dumps({"fc.weight": _MakesMarker(marker)})
     )
     r = run_subprocess("inspect", tmp_path)
-    assert_bad_input(r, path, "refused")
+    one_error_line(r, "refused", where=path)
     assert not marker.exists()
 
 
@@ -636,17 +641,17 @@ def test_evil_pickle_in_a_real_process(tmp_path):
 def test_corrupt_pickles(tmp_path, content, fragment):
     pytest.importorskip("torch")
     path = write_bytes(tmp_path / "model.pt", content)
-    assert_bad_input(run_cli("inspect", path), path, fragment)
+    one_error_line(run_cli("inspect", path), fragment, where=path)
 
 
 def test_pickle_without_a_state_dict(tmp_path):
     torch = pytest.importorskip("torch")
     p1 = tmp_path / "list.pt"
     torch.save([torch.zeros(2)], p1)
-    assert_bad_input(run_cli("inspect", p1), p1, "holds a list, not a state dict")
+    one_error_line(run_cli("inspect", p1), "holds a list, not a state dict", where=p1)
     p2 = tmp_path / "nothing.pt"
     torch.save({"step": 3, "lr": 0.1}, p2)
-    assert_bad_input(run_cli("inspect", p2), p2, "holds no tensors")
+    one_error_line(run_cli("inspect", p2), "holds no tensors", where=p2)
 
 
 # --- a real process: no traceback ever reaches stderr ------------------------------------------
@@ -665,15 +670,15 @@ def test_bad_safetensors_in_a_real_process(tmp_path, case):
     name, content, fragment, _ = next(c for c in MALFORMED if c[0] == case)
     path = write_bytes(tmp_path / "model.safetensors", content)
     r = run_subprocess("inspect", path, "--json")
-    assert_bad_input(r, path, fragment)
+    one_error_line(r, fragment, where=path)
 
 
 def test_bad_paths_in_a_real_process(tmp_path):
     missing = tmp_path / "missing"
-    assert_bad_input(run_subprocess("inspect", missing), missing, "path not found")
+    one_error_line(run_subprocess("inspect", missing), "path not found", where=missing)
     (tmp_path / "cfgdir").mkdir()
     cfg = write_bytes(tmp_path / "cfgdir" / "config.json", b"[]")
     tiny_st(tmp_path / "cfgdir" / "model.safetensors")
-    assert_bad_input(run_subprocess("inspect", tmp_path / "cfgdir"), cfg, "is an array")
+    one_error_line(run_subprocess("inspect", tmp_path / "cfgdir"), "is an array", where=cfg)
     idx = _index(tmp_path, {"a": "../../etc/passwd.safetensors"})
-    assert_bad_input(run_subprocess("inspect", tmp_path), idx, "refused")
+    one_error_line(run_subprocess("inspect", tmp_path), "refused", where=idx)

@@ -11,11 +11,11 @@ import copy
 import struct
 
 import pytest
-from check_builders import (
+from conftest import PRODUCERS, run_cli
+from helpers.builders import (
     consequences_of,
     fixture_variant,
 )
-from conftest import PRODUCERS, run_cli
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError

@@ -2,7 +2,7 @@
 ones; the failure modes of docs/formats.md §4 each caught with their code; the producers' own
 checkpoints (tests/fixtures/producers/) pass their engine; exit codes and output formats.
 
-Broken drafters are built from clean ones by editing exactly one thing (tests/check_builders.py).
+Broken drafters are built from clean ones by editing exactly one thing (tests/helpers/builders.py).
 A new rule without an entry in TRIGGERS, or without a `### WCxxx` page in docs/rules.md, fails
 the meta-tests below.
 """
@@ -17,7 +17,8 @@ from typing import Callable
 
 import pytest
 import synth
-from check_builders import (
+from conftest import K2, K25, PRODUCERS, ROOT, load_config, run_cli
+from helpers.builders import (
     TARGET,
     by_code,
     check,
@@ -37,7 +38,6 @@ from check_builders import (
     with_value,
     write_sharded,
 )
-from conftest import K2, K25, PRODUCERS, ROOT, load_config, run_cli
 
 import weightcheck.commands.check  # noqa: F401  (registers the WC7xx engine rules)
 from weightcheck.rules import ERROR, INFO, RULES, WARNING
@@ -646,7 +646,7 @@ def t_training_config_differs(w):
 def t_training_architecture(w):
     """issue #21: the founding question — a Llama drafter (the K2 shape) as the init of an MLA
     drafter whose sizes line up: compare says incompatible, so does the gate."""
-    from check_builders import MLA_CFG
+    from helpers.builders import MLA_CFG
 
     return _training(w, dict(MLA_CFG))
 

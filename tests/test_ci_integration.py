@@ -36,7 +36,7 @@ def project(tmp_path, examples_out):
     proj = tmp_path / "project"
     (proj / "models").mkdir(parents=True)
     shutil.copytree(examples_out / "kimi-k2-drafter", proj / "models" / "good")
-    import check_builders
+    from helpers import builders as check_builders
 
     check_builders.edit(
         examples_out / "kimi-k25-drafter", proj / "models" / "no-head", drop=["lm_head.weight"]
@@ -95,7 +95,7 @@ def test_the_actions_check_step_annotates_as_github_wants(tmp_path, examples_out
     step = action["runs"]["steps"][-1]
     script = step["run"].replace("${{ github.action_path }}", str(ROOT))
     broken = tmp_path / "no-head"
-    import check_builders
+    from helpers import builders as check_builders
 
     check_builders.edit(examples_out / "kimi-k25-drafter", broken, drop=["lm_head.weight"])
     env = _env(tmp_path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import synth
 from conftest import K25, PRODUCERS, load_config, run_cli
-from convert_helpers import llama_target, with_aux_ids
+from helpers.convert import llama_target, with_aux_ids
 
 TARGET = PRODUCERS / "target-llama"
 SOURCES = [

@@ -9,8 +9,8 @@ import json
 import re
 
 import pytest
-from check_builders import by_code, check, copy_fixture, edit
 from conftest import PRODUCERS, run_cli
+from helpers.builders import by_code, check, copy_fixture, edit
 
 from weightcheck.model import config as config_mod
 
@@ -164,7 +164,7 @@ def test_no_config_field_of_any_wrong_type_crashes_a_command(tmp_path):
     compare answer — findings, a refusal or one line — and never crash (the new-user trial found
     WC405 comparing a string rope_theta and convert concatenating string aux ids)."""
     import stress
-    from check_builders import TARGET
+    from helpers.builders import TARGET
 
     paths = sorted({p for spec in config_mod.field_specs() for p in spec.paths})
     # every path with every wrong type under -m stress; by default every path once, the types

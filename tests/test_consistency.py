@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from check_builders import (
+from conftest import run_cli
+from helpers.builders import (
     MLA_CFG,
     PRODUCERS,
     TARGET,
@@ -18,7 +19,6 @@ from check_builders import (
     mla_drafter,
     tensor_map,
 )
-from conftest import run_cli
 
 SF = PRODUCERS / "specforge-sglang"
 
@@ -257,7 +257,7 @@ def test_layers_beyond_num_hidden_layers_are_one_wc406(tmp_path):
 
 
 def test_compare_says_which_config_requires_a_tensor_only_one_side_has(tmp_path):
-    from check_builders import write_checkpoint
+    from helpers.builders import write_checkpoint
 
     tm = tensor_map(SF)
     from weightcheck.storage.writer import OutTensor

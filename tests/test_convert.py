@@ -20,7 +20,8 @@ import time
 import pytest
 import synth
 from conftest import K25, PRODUCERS, ROOT, load_config, run_cli
-from convert_helpers import (
+from helpers.builders import read_config
+from helpers.convert import (
     ENGINE_OF,
     TARGET,
     TRAINED_WITH,
@@ -28,7 +29,6 @@ from convert_helpers import (
     captured,
     check,
     compare,
-    config,
     convert,
     errors_of,
     fixture_target,
@@ -110,7 +110,7 @@ def assert_round_trip(src, back, mid=None):
     assert c["verdict"] == "identical", c["reasons"]
     assert c["reasons"] == [] and c["bytes"]["different"] == 0 and c["bytes"]["not_compared"] == 0
     assert not any(d["field"] == "aux_layer_ids" for d in c["config_differences"])
-    assert aux_ids(config(back)) == aux_ids(config(src))
+    assert aux_ids(read_config(back)) == aux_ids(read_config(src))
     if mid is not None:  # the intermediate step holds the same bytes under the other names
         assert tensor_bytes(mid) == a
         assert compare(src, mid)["verdict"] == "identical"
@@ -124,10 +124,10 @@ def test_round_trip_llama_family_synthetic(tmp_path, make_drafter, via):
     before = snapshot(src)
     mid, back = tmp_path / "mid", tmp_path / "back"
     r1 = convert(src, mid, "--to", via, "--target", llama_target())
-    assert aux_ids(config(mid)) == [3, 31, 59]  # vLLM convention for a Llama target
+    assert aux_ids(read_config(mid)) == [3, 31, 59]  # vLLM convention for a Llama target
     assert all(t["how"] == "copy" for t in r1["tensors"])
     r2 = convert(mid, back, "--to", "sglang")
-    assert config(back)["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
+    assert read_config(back)["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     assert any("[3, 31, 59]" in c and "[2, 30, 58]" in c for c in r2["config_changes"])
     assert_round_trip(src, back, mid)
     assert snapshot(src) == before
@@ -140,7 +140,11 @@ def test_round_trip_kimi_synthetic_with_target(
     src = make_drafter("src", tiny_cfg, seed=4)
     mid, back = tmp_path / "mid", tmp_path / "back"
     convert(src, mid, "--to", via, "--target", deepseek_target)
-    assert aux_ids(config(mid)) == [2, 30, 58]  # same layers on a DeepSeek target (docs/engines.md)
+    assert aux_ids(read_config(mid)) == [
+        2,
+        30,
+        58,
+    ]  # same layers on a DeepSeek target (docs/engines.md)
     convert(mid, back, "--to", "sglang", "--target", deepseek_target)
     assert_round_trip(src, back, mid)
 
@@ -150,7 +154,7 @@ def test_round_trip_kimi_via_vllm_without_target_keeps_family(tmp_path, make_dra
     src = make_drafter("src", tiny_cfg, seed=4)
     mid, back = tmp_path / "mid", tmp_path / "back"
     convert(src, mid, "--to", "vllm")
-    assert config(mid)["model_type"] == "kimi_k2"
+    assert read_config(mid)["model_type"] == "kimi_k2"
     convert(mid, back, "--to", "sglang")
     assert_round_trip(src, back, mid)
 
@@ -161,11 +165,11 @@ def test_round_trip_kimi_via_speculators_without_target(tmp_path, make_drafter, 
     src = make_drafter("src", tiny_cfg, seed=4)
     mid, back = tmp_path / "mid", tmp_path / "back"
     convert(src, mid, "--to", "speculators")
-    assert config(mid)["speculators_config"]["verifier"]["architectures"] == [
+    assert read_config(mid)["speculators_config"]["verifier"]["architectures"] == [
         "DeepseekV3ForCausalLM"
     ]
     convert(mid, back, "--to", "sglang")
-    assert aux_ids(config(back)) == [2, 30, 58]
+    assert aux_ids(read_config(back)) == [2, 30, 58]
 
 
 @pytest.mark.parametrize("via", ["speculators", "vllm"])
@@ -175,7 +179,7 @@ def test_round_trip_producer_fixtures(tmp_path, fixture, via):
     before = snapshot(src)
     mid, back = tmp_path / "mid", tmp_path / "back"
     convert(src, mid, "--to", via, "--target", TARGET)
-    assert aux_ids(config(mid)) == [1, 2, 3]  # the fixtures capture outputs of layers 0, 1, 2
+    assert aux_ids(read_config(mid)) == [1, 2, 3]  # the fixtures capture outputs of layers 0, 1, 2
     convert(mid, back, "--to", "sglang", "--target", TARGET)
     assert_round_trip(src, back, mid)
     for d in (mid, back):
@@ -220,8 +224,8 @@ def test_every_fixture_to_every_destination(tmp_path, fixture, to):
     layer = "midlayer." if to == "sglang" else "layers.0."
     assert any(n.startswith(layer) for n in names)
     assert not any(n.startswith("layers.0." if to == "sglang" else "midlayer.") for n in names)
-    cfg = config(out)
-    src_ids = aux_ids(config(src))
+    cfg = read_config(out)
+    src_ids = aux_ids(read_config(src))
     if to == "speculators":
         assert cfg["architectures"] == ["Eagle3Speculator"]
         assert cfg["speculators_model_type"] == "eagle3"
@@ -259,7 +263,7 @@ def test_draft_vocab_size_written_when_the_source_omits_it(tmp_path, make_drafte
     src = make_drafter("src", cfg)
     assert tensor_bytes(src)["lm_head.weight"][1] == (2048, 128)
     convert(src, tmp_path / "out", "--to", to, "--target", llama_target())
-    assert config(tmp_path / "out")["draft_vocab_size"] == 2048
+    assert read_config(tmp_path / "out")["draft_vocab_size"] == 2048
     assert check(tmp_path / "out", to)["ok"]
 
 
@@ -268,11 +272,11 @@ def test_speculators_layout_keeps_sliding_window(tmp_path):
     src = PRODUCERS / "speculators-train"
     out = tmp_path / "out"
     convert(src, out, "--to", "speculators", "--target", fixture_target())
-    layer = config(out)["transformer_layer_config"]
-    want = config(src)["transformer_layer_config"]
+    layer = read_config(out)["transformer_layer_config"]
+    want = read_config(src)["transformer_layer_config"]
     for k in ("layer_types", "sliding_window", "use_sliding_window"):
         assert layer[k] == want[k], k
-    assert config(out)["norm_before_residual"] is True
+    assert read_config(out)["norm_before_residual"] is True
 
 
 # the last target layer each engine captures among the trained ones (TARGET has 4 layers): id L in
@@ -293,7 +297,7 @@ LAST_LAYERS = {"sglang": [0, 1, 2], "vllm": [0, 1, 3]}
 def test_the_targets_last_layer_survives_every_conversion(tmp_path, fixture, to):
     src = tmp_path / "src"
     shutil.copytree(PRODUCERS / fixture, src)
-    cfg = config(src)
+    cfg = read_config(src)
     ids = LAST_LAYER_IDS[TRAINED_WITH[fixture]]
     if isinstance(cfg.get("eagle_config"), dict):
         cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
@@ -386,12 +390,12 @@ def test_aux_ids_llama_target_both_ways(tmp_path, make_drafter, llama61_target):
     src = make_drafter("src", llama_cfg())
     vl, sp, back = tmp_path / "vllm", tmp_path / "spec", tmp_path / "back"
     r = convert(src, vl, "--to", "vllm", "--target", llama61_target)
-    assert config(vl)["eagle_aux_hidden_state_layer_ids"] == [3, 31, 59]
+    assert read_config(vl)["eagle_aux_hidden_state_layer_ids"] == [3, 31, 59]
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
     assert "[2, 30, 58]" in line and "[3, 31, 59]" in line and "llama" in line
     assert llama61_target.name in line and str(llama61_target) not in line
     convert(src, sp, "--to", "speculators", "--target", llama61_target)
-    assert config(sp)["eagle_aux_hidden_state_layer_ids"] == [3, 31, 59]
+    assert read_config(sp)["eagle_aux_hidden_state_layer_ids"] == [3, 31, 59]
     # the engines capture the same layers: SGLang k, vLLM k-1
     want = sglang_captures([2, 30, 58], "llama")
     assert want == vllm_captures([3, 31, 59], "llama") == [2, 30, 58]
@@ -399,7 +403,7 @@ def test_aux_ids_llama_target_both_ways(tmp_path, make_drafter, llama61_target):
     assert captured(vl, "vllm", llama61_target) == want
     assert captured(sp, "vllm", llama61_target) == want
     r = convert(vl, back, "--to", "sglang", "--target", llama61_target)
-    assert config(back)["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
+    assert read_config(back)["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     assert any("[3, 31, 59]" in c and "[2, 30, 58]" in c for c in r["config_changes"])
 
 
@@ -422,7 +426,7 @@ def test_aux_ids_same_for_every_family_need_no_target(tmp_path, make_drafter):
     targets alike: no target needed, and the output says why."""
     src = make_drafter("src", with_aux_ids(llama_cfg(), [1, 29, 57]))
     r = convert(src, tmp_path / "out", "--to", "vllm")
-    assert config(tmp_path / "out")["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
+    assert read_config(tmp_path / "out")["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
     assert "every target family" in line
 
@@ -433,7 +437,7 @@ def test_aux_ids_kimi_drafter_config(tmp_path, make_drafter, tiny_cfg, deepseek_
     src = make_drafter("src", tiny_cfg)
     out = tmp_path / "out"
     r = convert(src, out, "--to", "vllm")
-    assert config(out)["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
+    assert read_config(out)["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
     assert "kept" in line and "kimi_k2" in line
     assert (
@@ -458,7 +462,7 @@ def test_aux_ids_deepseek_target(tmp_path, make_drafter, deepseek_target, sglang
     )  # model_type llama: --target decides
     out, back = tmp_path / "out", tmp_path / "back"
     r = convert(src, out, "--to", "vllm", "--target", deepseek_target)
-    assert config(out)["eagle_aux_hidden_state_layer_ids"] == vllm_ids
+    assert read_config(out)["eagle_aux_hidden_state_layer_ids"] == vllm_ids
     assert sglang_captures(sglang_ids, "deepseek") == vllm_captures(vllm_ids, "deepseek")
     assert captured(out, "vllm", deepseek_target) == sglang_captures(sglang_ids, "deepseek")
     line = next(c for c in r["config_changes"] if c.startswith("aux layer ids"))
@@ -471,7 +475,7 @@ def test_aux_ids_deepseek_target(tmp_path, make_drafter, deepseek_target, sglang
         assert r.exit_code == 2 and "--target" in r.stderr, r
     # and back: ids that make SGLang capture the same layers
     convert(out, back, "--to", "sglang", "--target", deepseek_target)
-    ids_back = aux_ids(config(back))
+    ids_back = aux_ids(read_config(back))
     assert sglang_captures(ids_back, "deepseek") == sglang_captures(sglang_ids, "deepseek")
 
 
@@ -479,13 +483,13 @@ def test_aux_ids_deepseek_target(tmp_path, make_drafter, deepseek_target, sglang
 # 5. refusals and --config-from
 def test_refuses_norm_before_residual_to_sglang(tmp_path):
     src = PRODUCERS / "speculators-train"
-    assert config(src)["norm_before_residual"] is True
+    assert read_config(src)["norm_before_residual"] is True
     msg = refused(src, tmp_path / "out", "--to", "sglang")
     assert "norm_before_residual" in msg and "SGLang" in msg
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
     # vLLM has the option: converted, and the flag is kept
     convert(src, tmp_path / "v", "--to", "vllm", "--target", fixture_target())
-    assert config(tmp_path / "v")["norm_before_residual"] is True
+    assert read_config(tmp_path / "v")["norm_before_residual"] is True
 
 
 def test_out_exists_needs_force(tmp_path, make_drafter):
@@ -553,7 +557,7 @@ def test_config_from_compatible_founding_case(tmp_path, make_drafter, tiny_cfg, 
     r = convert(src, out, "--to", to, "--target", llama_target(), "--config-from", ref)
     # named by its folder only: the notes go into the model card (#21)
     assert any(ref.name in n and str(ref) not in n and "compatible" in n for n in r["notes"])
-    cfg = config(out)
+    cfg = read_config(out)
     if to == "sglang":  # REF's config, key for key (dtype also spelled torch_dtype)
         for k, v in ref_cfg.items():
             assert cfg[k] == v, k
@@ -735,7 +739,7 @@ def test_dtype_cast(tmp_path, make_drafter, flag, dtype):
             assert torch.equal(b[k], v.to(b[k].dtype)), k
         else:  # d2t / t2d are not cast
             assert b[k].dtype == v.dtype and torch.equal(b[k], v), k
-    assert config(out)["dtype"] == config(out)["torch_dtype"] == dtype
+    assert read_config(out)["dtype"] == read_config(out)["torch_dtype"] == dtype
     c = compare(src, out, "--values")
     assert c["verdict"] == "compatible" and c["reasons"] == []
     if flag == "fp32":  # an exact widening
@@ -790,7 +794,7 @@ def test_embeddings_from_hub_target_reads_only_that_tensor(tmp_path, hub):
 def test_lm_head_from_target_gathers_d2t_rows(tmp_path):
     import torch
 
-    cfg = config(PRODUCERS / "specforge-sglang")
+    cfg = read_config(PRODUCERS / "specforge-sglang")
     src = tmp_path / "src"
     synth.write_drafter(str(src), cfg, skip=("lm_head.weight",), seed=3)
     out = tmp_path / "out"
@@ -1011,7 +1015,7 @@ def test_pickled_training_state_matches_export(tmp_path, to):
     c = compare(export, out)
     assert c["verdict"] == "identical", c["reasons"]
     assert check(out, ENGINE_OF[to], TARGET)["ok"]
-    assert aux_ids(config(out)) == ([0, 1, 2] if to == "sglang" else [1, 2, 3])
+    assert aux_ids(read_config(out)) == ([0, 1, 2] if to == "sglang" else [1, 2, 3])
 
 
 def test_pickled_training_state_needs_a_config(tmp_path):
@@ -1024,7 +1028,7 @@ def test_mla_drafter_is_refused_by_the_speculators_format(tmp_path):
     """The speculators format holds Llama EAGLE-3 drafters (Eagle3Speculator): an MLA drafter is
     refused with one line, not written under a Llama architecture (--to sglang / vllm convert it:
     tests/test_mla.py)."""
-    from check_builders import mla_drafter
+    from helpers.builders import mla_drafter
 
     src = mla_drafter(tmp_path / "mla")
     r = run_cli("convert", src, tmp_path / "out", "--to", "speculators")

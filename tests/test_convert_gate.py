@@ -7,7 +7,7 @@ refuses the conversion: exit 1, the findings printed, nothing written. Every out
 written passes `check --engine` for the engines that read it.
 
 Each case is the same kind of input as the issue's report: the SpecForge fixture with one thing
-changed at the byte level (check_builders).
+changed at the byte level (tests/helpers/builders.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import json
 import struct
 
 import pytest
-from check_builders import fixture_variant
 from conftest import PRODUCERS, run_cli
-from convert_helpers import ENGINE_OF, check, fixture_target, leftovers
+from helpers.builders import fixture_variant
+from helpers.convert import ENGINE_OF, check, fixture_target, leftovers
 
 from weightcheck import api
 from weightcheck.storage.writer import OutTensor
@@ -185,7 +185,7 @@ def test_missing_head_taken_from_the_target_passes_the_gate(tmp_path):
 
 def test_the_gate_checks_against_the_target_given(tmp_path):
     """A drafter of another geometry than --target's: refused, naming the target mismatch."""
-    from convert_helpers import llama_target
+    from helpers.convert import llama_target
 
     r = run_cli("convert", SRC, tmp_path / "out", "--to", "sglang", "--target", llama_target())
     assert r.exit_code == 1 and "WC501" in r.stdout

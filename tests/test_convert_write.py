@@ -3,7 +3,7 @@ next chunk is copied (and stopping early on a mismatch), --fsync, the text after
 while the checker thread starts, and what a rename imports.
 
 Everything runs through the CLI in-process (conftest.run_cli) or in a fresh interpreter for the
-import checks. Tensor bytes are read back with the safetensors library (convert_helpers).
+import checks. Tensor bytes are read back with the safetensors library (tests/helpers/convert.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import threading
 import pytest
 import synth
 from conftest import K25, ROOT, load_config, run_cli
-from convert_helpers import (
+from helpers.convert import (
     convert,
     leftovers,
     llama_target,

@@ -5,8 +5,8 @@ real map and gives no re-index advice built on it; the one test is model/vocab.p
 
 from __future__ import annotations
 
-from check_builders import by_code, check, copy_fixture, placeholder_drafter, read_config
 from conftest import run_cli
+from helpers.builders import by_code, check, copy_fixture, placeholder_drafter, read_config
 
 from weightcheck.model import vocab
 

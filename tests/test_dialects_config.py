@@ -7,9 +7,15 @@ import json
 
 import pytest
 import synth
-from check_builders import MLA_CFG
 from conftest import run_cli
-from helpers_bad import canonical_tensors, dialect_names, inspect_json, tensor_bytes, write_renamed
+from helpers.bad_input import (
+    canonical_tensors,
+    dialect_names,
+    inspect_json,
+    out_bytes,
+    write_renamed,
+)
+from helpers.builders import MLA_CFG
 
 from weightcheck.model import config as config_mod
 from weightcheck.model import dialects, inventory
@@ -290,7 +296,7 @@ def test_unknown_names_from_canonicalize_directly():
 
 def test_duplicate_canonical_names(tmp_path, tiny_cfg):
     t = next(t for t in canonical_tensors(tiny_cfg) if t.name == "midlayer.mlp.up_proj.weight")
-    extra = [OutTensor("layers.0.mlp.up_proj.weight", t.dtype, t.shape, tensor_bytes(t))]
+    extra = [OutTensor("layers.0.mlp.up_proj.weight", t.dtype, t.shape, out_bytes(t))]
     write_renamed(tmp_path / "d", tiny_cfg, _sf, extra=extra)
     r = inspect_json(run_cli, tmp_path / "d")
     assert r["duplicates"] == {
@@ -604,7 +610,7 @@ def test_fc_norm_absent_means_not_expected(make_drafter, tiny_cfg):
     assert st["fc_norm.0.weight"] == "not expected by config"
 
 
-# the MLA drafter of check_builders, with a rope base of its own and vLLM-style ids
+# the MLA drafter of helpers.builders, with a rope base of its own and vLLM-style ids
 MLA = {
     **MLA_CFG,
     "rope_theta": 50000.0,

@@ -10,7 +10,8 @@ import os
 
 import pytest
 from conftest import PRODUCERS, run_cli
-from convert_helpers import config, convert, header, leftovers, llama_target, refused
+from helpers.builders import read_config
+from helpers.convert import convert, header, leftovers, llama_target, refused
 from test_target import kimi_k25_target
 
 from weightcheck.commands.convert import produce
@@ -138,7 +139,7 @@ def test_no_file_of_out_names_the_writers_folder(make_drafter, tmp_path):
 
 # --- the speculators verifier -----------------------------------------------------------------
 def _verifier(out):
-    return config(out)["speculators_config"]["verifier"]
+    return read_config(out)["speculators_config"]["verifier"]
 
 
 def test_a_local_target_is_not_written_as_the_verifier(make_drafter, tmp_path, monkeypatch):

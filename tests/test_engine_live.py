@@ -3,7 +3,7 @@ draft class built on the meta device and its own ``load_weights`` given header-s
 
 Opt-in group (marker ``engine``; setup.cfg deselects it by default):
 ``python -m pytest -m engine tests/test_engine_live.py``. The interpreters are the side venvs'
-(tests/engine_helpers.py ``side_python``: WEIGHTCHECK_SGLANG_PYTHON / WEIGHTCHECK_VLLM_PYTHON,
+(tests/helpers/engine.py ``side_python``: WEIGHTCHECK_SGLANG_PYTHON / WEIGHTCHECK_VLLM_PYTHON,
 else ``${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/<engine>/bin/python``); without one its
 tests are skipped. weightcheck runs there from this checkout (PYTHONPATH), with the one
 dependency the side venvs lack (tabulate) copied from this interpreter's install into a
@@ -26,7 +26,7 @@ import subprocess
 import pytest
 import schema_check
 from conftest import PRODUCERS, ROOT
-from engine_helpers import PRODUCER_FIXTURES, read_st, side_python, variant
+from helpers.engine import PRODUCER_FIXTURES, read_st, side_python, variant
 
 from weightcheck.engines.live_compare import OBSERVED
 

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 from conftest import ROOT
-from engine_helpers import side_python
+from helpers.engine import side_python
 
 pytestmark = pytest.mark.engine
 

@@ -27,7 +27,7 @@ import sys
 
 import pytest
 from conftest import PRODUCERS, ROOT
-from engine_helpers import (
+from helpers.engine import (
     PRODUCER_FIXTURES,
     assert_record_schema,
     convert_copy,

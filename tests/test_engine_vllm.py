@@ -34,8 +34,8 @@ import time
 
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli
-from convert_helpers import canon
-from engine_helpers import side_python
+from helpers.convert import canon
+from helpers.engine import side_python
 
 from weightcheck.commands.convert import produce
 from weightcheck.storage.header import read_local_header

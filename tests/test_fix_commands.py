@@ -12,15 +12,15 @@ import shlex
 import struct
 
 import pytest
-from check_builders import (
+from conftest import PRODUCERS, run_cli
+from helpers.builders import (
     fixture_variant,
     model_prefixed,
     read_config,
     read_tensors,
     write_checkpoint,
 )
-from conftest import PRODUCERS, run_cli
-from convert_helpers import fixture_target
+from helpers.convert import fixture_target
 
 from weightcheck.storage.writer import OutTensor
 

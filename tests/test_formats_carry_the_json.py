@@ -13,9 +13,9 @@ import re
 
 import pytest
 import synth
-from check_builders import edit, mla_drafter
 from conftest import PRODUCERS, run_cli
-from convert_helpers import TARGET, config, convert, refused, tensor_bytes
+from helpers.builders import edit, mla_drafter, read_config
+from helpers.convert import TARGET, convert, refused, tensor_bytes
 from test_vocab import A_MAP, B_MAP, FROM_TARGET, MOVED, SAME, drafter
 
 from weightcheck.storage.writer import OutTensor, write_file
@@ -107,12 +107,12 @@ def written(tmp_path):
 def test_every_file_convert_writes_carries_the_mark(written):
     index = json.loads((written / "model.safetensors.index.json").read_text())
     assert index["metadata"]["weightcheck_converted_to"] == "sglang"
-    assert config(written)["weightcheck_converted_to"] == "sglang"
+    assert read_config(written)["weightcheck_converted_to"] == "sglang"
     card = (written / "README.md").read_text()
     assert card.splitlines()[0].startswith("<!-- written by weightcheck convert")
     # and so a weightcheck output is replaced
     convert(SPECFORGE, written, "--to", "vllm", "--force", "--target", TARGET)
-    assert config(written)["weightcheck_converted_to"] == "vllm"
+    assert read_config(written)["weightcheck_converted_to"] == "vllm"
 
 
 @pytest.mark.parametrize(
@@ -171,7 +171,7 @@ def test_card_names_a_target_taken_embedding_by_its_folder(tmp_path):
 def _f16_target(folder):
     """target-llama's config (hidden 64, vocab 512) with F16 embedding and lm_head."""
     folder.mkdir()
-    cfg = dict(config(TARGET), dtype="float16")
+    cfg = dict(read_config(TARGET), dtype="float16")
     (folder / "config.json").write_text(json.dumps(cfg))
     n = 512 * 64 * 2
     write_file(
@@ -198,7 +198,7 @@ def test_embeddings_from_target_cast_to_the_drafters_dtype_as_lm_head_from(tmp_p
     assert "WC208" not in gate  # no mix of dtypes
     # --lm-head-from decides it the same way (the one function: plan.taken_dtype)
     src = tmp_path / "headless"
-    synth.write_drafter(str(src), config(SPECFORGE), skip=("lm_head.weight",), seed=3)
+    synth.write_drafter(str(src), read_config(SPECFORGE), skip=("lm_head.weight",), seed=3)
     r = convert(src, tmp_path / "head", "--to", "sglang", "--lm-head-from", tgt)
     (head,) = [t for t in r["tensors"] if t["output"] == "lm_head.weight"]
     assert (head["source_dtype"], head["dtype"]) == ("F16", "BF16")
@@ -215,7 +215,7 @@ def test_an_own_lm_head_is_written_untied_when_the_source_does_not_say(tmp_path,
     src = edit(SPECFORGE, tmp_path / "src", cfg=lambda c: c.pop("tie_word_embeddings"))
     out = tmp_path / "out"
     r = convert(src, out, "--to", to, "--target", TARGET)
-    cfg = config(out)
+    cfg = read_config(out)
     layer = cfg["transformer_layer_config"] if to == "speculators" else cfg
     assert layer["tie_word_embeddings"] is False
     (said,) = [c for c in r["config_changes"] if c.startswith("tie_word_embeddings: ")]

@@ -11,7 +11,7 @@ promise tested here, in real processes (``python -m weightcheck convert``):
   left behind, OUT complete or absent.
 
 Deterministic faults at exact points (right after a rename) run weightcheck through
-``tests/hardening_helpers.py`` as a script, which wraps ``os.rename``; weightcheck is unchanged.
+``tests/helpers/hardening.py`` as a script, which wraps ``os.rename``; weightcheck is unchanged.
 The four convert.py bugs these tests found (docs/reliability.md, bugs 11-14) are fixed; their
 tests now pass as ordinary tests.
 """
@@ -33,8 +33,9 @@ import pytest
 import stress
 import synth
 from conftest import ROOT, run_cli
-from convert_helpers import TMP_MARK, leftovers
-from hardening_helpers import fill, one_error_line, remount, run_injected, tmpfs
+from helpers.bad_input import one_error_line
+from helpers.convert import TMP_MARK, leftovers
+from helpers.hardening import fill, remount, run_injected, tmpfs
 
 KILL_TRIALS = stress.count(48, 6)
 TERM_TRIALS = stress.count(12, 4)

@@ -26,8 +26,8 @@ import pytest
 import stress
 import synth
 from conftest import run_cli, run_subprocess
-from hardening_helpers import OpenAudit, one_error_line
-from helpers_bad import entry, st_bytes, tiny_st, write_bytes
+from helpers.bad_input import entry, one_error_line, st_bytes, tiny_st, write_bytes
+from helpers.hardening import OpenAudit
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

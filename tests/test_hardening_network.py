@@ -24,7 +24,8 @@ import time
 import pytest
 import synth
 from conftest import K2, load_config, run_cli, run_subprocess
-from hardening_helpers import OpenAudit, one_error_line
+from helpers.bad_input import one_error_line
+from helpers.hardening import OpenAudit
 from hubserver import HubServer, hf_env, patch_hf_hub
 
 REPO = "org/d"

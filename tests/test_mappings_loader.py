@@ -12,11 +12,11 @@ user's home.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli, run_subprocess
+from helpers.bad_input import one_error_line
 
 from weightcheck import mappings
 
@@ -38,13 +38,6 @@ def edit(path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, old
     path.write_text(text.replace(old, new, 1))
-
-
-def one_error_line(r, file: str, message: str) -> None:
-    assert r.exit_code == 2, r
-    assert "Traceback" not in r.stderr and r.stdout == "", r
-    (line,) = r.stderr.strip().splitlines()
-    assert re.search(re.escape(file) + r": .*" + re.escape(message), line), line
 
 
 # --- a user's --mapping dialect file --------------------------------------------------------
@@ -83,7 +76,7 @@ def test_a_bad_user_mapping_file_is_one_line_exit_2(tmp_path, old, new, message)
     f.write_text(USER_DIALECT.replace(old, new, 1))
     out = tmp_path / "out"
     r = run_cli("convert", SRC, out, "--to", "sglang", "--dry-run", "--mapping", f)
-    one_error_line(r, str(f), message)
+    one_error_line(r, message, where=str(f))
     assert not out.exists()
 
 
@@ -155,7 +148,7 @@ def test_a_good_user_mapping_file_is_read(tmp_path):
 def test_a_bad_bundled_file_is_one_line_exit_2(data_dir, file, old, new, message):
     edit(data_dir / file, old, new)
     r = run_cli("check", SRC)
-    one_error_line(r, f"mappings/{file}", message)
+    one_error_line(r, message, where=f"mappings/{file}")
 
 
 def test_an_edited_data_file_is_seen(data_dir):
@@ -180,7 +173,7 @@ def test_a_config_field_the_engine_data_reads_cannot_go(data_dir):
     end = text.index("[[field]]", start + 1)
     (data_dir / "config.toml").write_text(text[:start] + text[end:])
     r = run_subprocess("check", SRC, "--engine", "sglang")
-    one_error_line(r, "mappings/engines/sglang.toml", "`norm_before_residual` is not")
+    one_error_line(r, "`norm_before_residual` is not", where="mappings/engines/sglang.toml")
 
 
 def test_the_tests_cache_is_not_in_the_home_folder():
@@ -208,7 +201,7 @@ def test_a_warm_cache_never_hides_an_edit_of_any_file(data_dir, cache):
     end = text.index("[[field]]", start + 1)
     (data_dir / "config.toml").write_text(text[:start] + text[end:])
     r = run_subprocess("check", SRC, "--engine", "sglang")
-    one_error_line(r, "mappings/engines/sglang.toml", "`norm_before_residual` is not")
+    one_error_line(r, "`norm_before_residual` is not", where="mappings/engines/sglang.toml")
     edit(
         data_dir / "rules.toml",
         'summary = "A tensor name no',
@@ -278,4 +271,4 @@ def test_a_wrong_trainer_file_is_one_line_naming_the_key(data_dir, old, new, mes
     edit(data_dir / "trainers" / "specforge.toml", old, new)
     r = run_cli("check", SRC, "--training-config", SRC / "config.json")
     trainers.load.cache_clear()
-    one_error_line(r, "mappings/trainers/specforge.toml", message)
+    one_error_line(r, message, where="mappings/trainers/specforge.toml")

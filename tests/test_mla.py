@@ -14,12 +14,11 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from check_builders import by_code, check, edit, mla_drafter, tensor_map
 from conftest import run_cli
-from convert_helpers import (
+from helpers.builders import by_code, check, edit, mla_drafter, read_config, tensor_map
+from helpers.convert import (
     aux_ids,
     compare,
-    config,
     convert,
     refused,
     tensor_bytes,
@@ -289,7 +288,11 @@ def test_round_trip_between_the_engines_layouts(tmp_path, mla, kimi_target):
         n.startswith(("layers.0.", "fc.", "norm.", "lm_head.", "d2t", "t2d"))
         for n in tensor_bytes(mid, canonical=False)
     )
-    assert config(mid)["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]  # vLLM: id k = out k-1
+    assert read_config(mid)["eagle_aux_hidden_state_layer_ids"] == [
+        2,
+        30,
+        58,
+    ]  # vLLM: id k = out k-1
     assert r1["refused"] is False
     convert(mid, back, "--to", "sglang", "--target", kimi_target)
     assert tensor_bytes(back) == tensor_bytes(mla) == tensor_bytes(mid)
@@ -300,7 +303,7 @@ def test_round_trip_between_the_engines_layouts(tmp_path, mla, kimi_target):
         code, rep = check(src, "--engine", eng, "--target", kimi_target)
         assert code == 0, (eng, rep["findings"])
         assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == [1, 29, 57]
-    assert aux_ids(config(back)) in ([1, 29, 57], [2, 30, 58])
+    assert aux_ids(read_config(back)) in ([1, 29, 57], [2, 30, 58])
 
 
 def test_modelopt_style_export_gets_draft_vocab_size(tmp_path, mla, kimi_target):
@@ -323,7 +326,7 @@ def test_modelopt_style_export_gets_draft_vocab_size(tmp_path, mla, kimi_target)
         "--target",
         kimi_target,
     )
-    assert config(out)["draft_vocab_size"] == 400
+    assert read_config(out)["draft_vocab_size"] == 400
     assert any("draft_vocab_size" in c for c in r["config_changes"])
     for eng in ("sglang", "vllm"):
         code, rep = engine(out, eng)
@@ -334,7 +337,7 @@ def test_convert_writes_the_mla_dims_out(tmp_path):
     src = mla_drafter(tmp_path / "x", drop=["kv_lora_rank", "q_lora_rank"])
     out = tmp_path / "out"
     r = convert(src, out, "--to", "sglang")
-    cfg = config(out)
+    cfg = read_config(out)
     assert cfg["kv_lora_rank"] == 512 and cfg["q_lora_rank"] == 1536
     assert any(c.startswith("kv_lora_rank: absent -> 512") for c in r["config_changes"])
     assert cfg["architectures"] == ["Eagle3DeepseekV2ForCausalLM"]
@@ -371,7 +374,7 @@ def test_deepseek_v3_model_type_fails_in_vllm_and_convert_writes_kimi_k2(
         "--target",
         kimi_target,
     )
-    assert config(out)["model_type"] == "kimi_k2"
+    assert read_config(out)["model_type"] == "kimi_k2"
     assert any(c.startswith("model_type: deepseek_v3 -> kimi_k2") for c in r["config_changes"])
     code, vl = engine(out, "vllm")
     assert code == 0 and vl["engine"]["starts"]

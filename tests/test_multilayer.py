@@ -18,8 +18,8 @@ import os
 import sys
 
 import pytest
-from check_builders import TARGET, by_code, check, codes, read_config, tensor_map
 from conftest import run_cli
+from helpers.builders import TARGET, by_code, check, codes, read_config, tensor_map
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "engine"))
@@ -133,7 +133,7 @@ def test_wc406_fewer_layers_than_weights(drafter):
 
 def test_wc406_one_layer_held(tmp_path):
     """The single-layer case keeps its wording: the weights hold one layer, the engines build 2."""
-    from check_builders import copy_fixture
+    from helpers.builders import copy_fixture
 
     src = copy_fixture("specforge-sglang", tmp_path / "sf")
     cfg = read_config(src)

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 from conftest import run_cli
-from convert_helpers import TMP_MARK, convert, leftovers, refused, snapshot
+from helpers.convert import TMP_MARK, convert, leftovers, refused, snapshot
 
 import weightcheck
 

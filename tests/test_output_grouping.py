@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import synth
-from check_builders import read_tensors, write_sharded
 from conftest import K2, load_config, run_cli
+from helpers.builders import read_tensors, write_sharded
 
 from weightcheck.rules.grouping import group
 

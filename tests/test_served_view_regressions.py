@@ -18,9 +18,9 @@ Where another file already holds the item's test it is named here, not repeated:
 from __future__ import annotations
 
 import pytest
-from check_builders import fixture_variant, model_prefixed
 from conftest import PRODUCERS, run_cli
-from convert_helpers import fixture_target
+from helpers.builders import fixture_variant, model_prefixed
+from helpers.convert import fixture_target
 from test_target import kimi_k25_target
 
 SPECFORGE = PRODUCERS / "specforge-sglang"

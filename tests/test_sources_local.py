@@ -8,7 +8,13 @@ import json
 
 import pytest
 from conftest import run_cli
-from helpers_bad import canonical_tensors, inspect_json, tensor_bytes, torch_state_dict, tree_digest
+from helpers.bad_input import (
+    canonical_tensors,
+    inspect_json,
+    out_bytes,
+    torch_state_dict,
+    tree_digest,
+)
 
 from weightcheck import sources
 from weightcheck.storage.writer import OutTensor, write_file
@@ -43,7 +49,7 @@ def _write_shards(folder, cfg, n_shards=2, drift=None, index_name="model.safeten
         part = tensors[i::n_shards]
         write_file(
             str(folder / fname),
-            [OutTensor(t.name, t.dtype, t.shape, tensor_bytes(t)) for t in part],
+            [OutTensor(t.name, t.dtype, t.shape, out_bytes(t)) for t in part],
             {"format": "pt"},
         )
         for t in part:
@@ -79,7 +85,7 @@ def test_byte_ranges_point_at_each_tensors_bytes(make_drafter, tiny_cfg):
     for t in canonical_tensors(tiny_cfg):
         rec = src.tensors[t.name]
         assert rec.end - rec.begin == rec.nbytes == t.nbytes
-        assert blob[rec.begin : rec.end] == tensor_bytes(t), t.name
+        assert blob[rec.begin : rec.end] == out_bytes(t), t.name
     assert max(r.end for r in src.tensors.values()) == len(blob)
 
 
@@ -106,7 +112,7 @@ def test_sharded_shard_byte_ranges(tmp_path, tiny_cfg):
     blobs = {f: (folder / f).read_bytes() for f in src.files}
     for t in canonical_tensors(tiny_cfg):
         rec = src.tensors[t.name]
-        assert blobs[rec.file][rec.begin : rec.end] == tensor_bytes(t), t.name
+        assert blobs[rec.file][rec.begin : rec.end] == out_bytes(t), t.name
 
 
 def test_index_passed_as_the_path(tmp_path, tiny_cfg):
@@ -168,7 +174,7 @@ def test_same_tensor_in_two_shards_keeps_the_later_file(tmp_path, tiny_cfg):
     t = canonical_tensors(tiny_cfg)[0]
     write_file(
         str(folder / "model-00002-of-00002.safetensors"),
-        [OutTensor(t.name, t.dtype, t.shape, tensor_bytes(t))],
+        [OutTensor(t.name, t.dtype, t.shape, out_bytes(t))],
     )
     # both engines load it and keep the later file's copy (docs/differential.md R13): so does
     # weightcheck, and check says so (WC210, a warning)

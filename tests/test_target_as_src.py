@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from check_builders import TARGET, check
 from conftest import PRODUCERS, run_cli
+from helpers.builders import TARGET, check
 
 DRAFTER = PRODUCERS / "specforge-sglang"
 ONE = "this is a target model, not an EAGLE-3 drafter: 4 decoder layers (layers.0..3) and no fc.weight"

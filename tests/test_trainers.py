@@ -11,8 +11,8 @@ import os
 import shutil
 
 import pytest
-from check_builders import by_code, check, edit, read_config, tensor_map, write_sharded
 from conftest import PRODUCERS, run_cli
+from helpers.builders import by_code, check, edit, read_config, tensor_map, write_sharded
 
 from weightcheck import trainers
 from weightcheck.storage.writer import OutTensor

@@ -20,7 +20,8 @@ import sys
 import pytest
 import synth
 from conftest import PRODUCERS, ROOT, run_cli
-from convert_helpers import TARGET, config, tensor_bytes, torch_tensors
+from helpers.builders import read_config
+from helpers.convert import TARGET, tensor_bytes, torch_tensors
 
 import weightcheck
 from weightcheck.storage.writer import write_file
@@ -46,7 +47,7 @@ def maps_bytes(targets: list[int], vocab: int = V) -> tuple[bytes, bytes]:
 def drafter(folder: pathlib.Path, targets: list[int] | None, seed: int = 0) -> pathlib.Path:
     """The specforge-sglang fixture's config with weights of ``seed`` and the map ``targets``
     (None: no d2t/t2d and a full-vocabulary head, the identity map)."""
-    cfg = config(PRODUCERS / "specforge-sglang")
+    cfg = read_config(PRODUCERS / "specforge-sglang")
     if targets is None:
         cfg["draft_vocab_size"] = V
     folder.mkdir(parents=True, exist_ok=True)
@@ -319,7 +320,7 @@ def test_api_and_dry_run(pair, tmp_path):
 
 def test_hub_drafter_maps_are_read_by_range(pair, tmp_path, hub):
     """A Hub drafter as the map: its d2t is a Range read, the weights are not downloaded."""
-    from convert_helpers import repo_files
+    from helpers.convert import repo_files
 
     a, b = pair
     hub.add_repo("org/b", repo_files(b))

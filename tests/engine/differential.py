@@ -85,7 +85,7 @@ import corpus  # noqa: E402
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 import schema_check  # noqa: E402
-from engine_helpers import side_python_path  # noqa: E402
+from helpers.engine import side_python_path  # noqa: E402
 
 ENGINES = ("sglang", "vllm")
 ORACLES = {"sglang": "sglang_oracle.py", "vllm": "vllm_oracle.py"}
@@ -99,7 +99,7 @@ FATAL_FINDINGS = {"WC701", "WC705", "WC201"}
 
 
 def engine_python(engine: str) -> str:
-    """The side venv's interpreter (may not exist: callers check): tests/engine_helpers.py's."""
+    """The side venv's interpreter (may not exist: callers check): tests/helpers/engine.py's."""
     return side_python_path(engine)
 
 

@@ -49,7 +49,7 @@ for p in (HERE, TESTS, ROOT):
         sys.path.insert(0, p)
 
 import corpus  # noqa: E402
-from engine_helpers import SIDE_VENVS, side_python_path  # noqa: E402
+from helpers.engine import SIDE_VENVS, side_python_path  # noqa: E402
 
 TRAINERS = ("specforge", "speculators")
 ORACLES = {"specforge": "specforge_oracle.py", "speculators": "speculators_oracle.py"}

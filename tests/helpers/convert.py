@@ -101,11 +101,6 @@ def captured(src, engine, target) -> list | None:
 
 # ---------------------------------------------------------------------------------------------
 # reading outputs
-def config(folder) -> dict:
-    with open(pathlib.Path(folder) / "config.json") as f:
-        return json.load(f)
-
-
 def aux_ids(cfg: dict):
     """Aux layer ids wherever a config keeps them (top level first, then eagle_config)."""
     if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list):

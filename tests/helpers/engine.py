@@ -167,7 +167,7 @@ def convert_copy(src: pathlib.Path, out: pathlib.Path, to: str, target: pathlib.
     import subprocess
     import sys
 
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "-m", "weightcheck", "convert", str(src), str(out), "--to", to]
     cmd += ["--target", str(target)]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=str(root), timeout=300)
@@ -182,7 +182,7 @@ def run_oracle(engine: str, drafters: dict, root, args=(), timeout: int = 1200):
     import time
 
     names = list(drafters)
-    script = pathlib.Path(__file__).resolve().parent / "engine" / ORACLE_SCRIPTS[engine]
+    script = pathlib.Path(__file__).resolve().parents[1] / "engine" / ORACLE_SCRIPTS[engine]
     cmd = [side_python(engine), str(script), *args, *[str(drafters[n]) for n in names]]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("PYTHONPATH", None)  # the venv's own packages (and stubs) only

@@ -4,9 +4,9 @@
   event is raised by ``open``/``io.open``/``io.open_code``/``os.open``, whoever calls them).
 * ``tmpfs``: a small tmpfs mounted for one test (needs root and CAP_SYS_ADMIN; yields None where
   mounting is not allowed, and the caller falls back or skips).
-* ``one_error_line``: the CLI's contract for a failure: exit 2, one line, no traceback.
+* the CLI's contract for a failure (exit 2, one line): helpers.bad_input.one_error_line.
 * Run as a script, this file is ``weightcheck`` with a signal injected at an exact point:
-  ``python tests/hardening_helpers.py convert SRC OUT ...`` with INJECT_SIGNAL (e.g. SIGKILL) and
+  ``python tests/helpers/hardening.py convert SRC OUT ...`` with INJECT_SIGNAL (e.g. SIGKILL) and
   one of INJECT_AFTER_RENAME_FROM / INJECT_AFTER_RENAME_TO (a path: right after ``os.rename``
   moved that path, or onto it) or INJECT_AT: ``mkdir`` (right after the temporary folder is
   made), ``copy:N`` (right after the N-th ``os.copy_file_range`` call), ``open:NAME`` (right
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,24 +98,6 @@ class OpenAudit:
                 continue
             bad.append(path)
         return bad
-
-
-# ---------------------------------------------------------------------------------------------
-# CLI results
-def one_error_line(result, *fragments, where=None) -> str:
-    """Exit 2, exactly one line on stderr starting ``weightcheck: error:``, no traceback, not an
-    internal error; ``where`` and every fragment (case-insensitive) in that line."""
-    assert result.exit_code == 2, result
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {result.stderr!r}"
-    line = lines[0]
-    assert line.startswith("weightcheck: error: "), line
-    assert "Traceback" not in result.stderr and "internal error" not in line, line
-    if where is not None:
-        assert str(where) in line, f"{where} not named in {line!r}"
-    for frag in fragments:
-        assert frag.lower() in line.lower(), f"{frag!r} not in {line!r}"
-    return line
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,7 +214,7 @@ def _inject_main() -> None:
 
 
 def run_injected(*args, env: dict, timeout: float = 120):
-    """``python tests/hardening_helpers.py ARGS`` (weightcheck with the injected fault)."""
+    """``python tests/helpers/hardening.py ARGS`` (weightcheck with the injected fault)."""
     e = dict(os.environ)
     e.update(env)
     p = subprocess.run(
