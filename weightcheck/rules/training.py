@@ -23,13 +23,19 @@ def training_shapes(ctx, finding):
 
 @rule("WC902", needs="training")
 def training_reinit(ctx, finding):
+    r = ctx.training.replay
+    takes = {  # where the trainer replayed takes a missing embedding from
+        "specforge": "SpecForge takes the target's embedding (and freezes it)",
+        "speculators": "speculators takes the verifier's embedding",
+    }
     for c in ctx.training.reinit:
         if c == "embed_tokens.weight":
-            yield finding(
-                f"{c}: not in SRC; SpecForge takes the target's embedding (and "
-                "freezes it), others initialize it",
-                c,
+            said = (
+                takes.get(r.trainer, "the trainer takes the target's")
+                if r is not None
+                else "SpecForge takes the target's embedding (and freezes it), others initialize it"
             )
+            yield finding(f"{c}: not in SRC; {said}", c)
         else:
             yield finding(f"{c}: not in SRC; training would initialize it from scratch", c)
 
