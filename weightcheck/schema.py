@@ -249,6 +249,8 @@ class TrainerLoad:
     not_validated: tuple[str, ...] = ()
     base_model_prefix: str | None = None
     default_target_layer_ids: tuple[Expr, ...] = ()
+    says_embedding: str = ""  # WC902: what it does when SRC has no embedding
+    says_without_map: str = ""  # WC907: what it does with d2t/t2d when the run gives no map
     cite_names: str = ""
     cite_unexpected: str = ""
     cite_missing: str = ""

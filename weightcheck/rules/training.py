@@ -24,14 +24,10 @@ def training_shapes(ctx, finding):
 @rule("WC902", needs="training")
 def training_reinit(ctx, finding):
     r = ctx.training.replay
-    takes = {  # where the trainer replayed takes a missing embedding from
-        "specforge": "SpecForge takes the target's embedding (and freezes it)",
-        "speculators": "speculators takes the verifier's embedding",
-    }
     for c in ctx.training.reinit:
         if c == "embed_tokens.weight":
             said = (
-                takes.get(r.trainer, "the trainer takes the target's")
+                r.says_embedding
                 if r is not None
                 else "SpecForge takes the target's embedding (and freezes it), others initialize it"
             )
@@ -106,13 +102,7 @@ def training_vocab_unmapped(ctx, finding):
     if not reduced:
         return
     r = ctx.training.replay
-    if r is not None and r.trainer == "speculators":
-        how = (
-            "speculators keeps SRC's d2t/t2d unless the run passes --d2t-path/--t2d-path, or "
-            "--draft-vocab-size to build them from the data's token frequencies"
-        )
-    else:
-        how = "SpecForge builds d2t/t2d from the training data"
+    how = r.says_without_map if r is not None else "SpecForge builds d2t/t2d from the training data"
     yield finding(
         f"no vocabulary map given: {how}; pass --training-vocab to check the map the run will use",
         "d2t",

@@ -8,7 +8,7 @@ raises before it gets there, and the fraction of the trained parameters SRC init
 :func:`replay_training` is the same from paths (the API the trainer oracles call).
 
 Header-level: nothing here imports torch (a pickled SRC is read as sources/pickled.py reads it).
-The loader is small and self-contained on purpose (no schema shared with the engine files).
+The files go through the one typed loader (weightcheck/schema.py TrainerFile).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from weightcheck import expr, mappings, schema
 from weightcheck.errors import WeightcheckError
+from weightcheck.model import config as config_mod
 
 __all__ = [
     "Trainer",
@@ -47,18 +48,31 @@ Param = schema.TrainerParam  # a parameter or buffer of the trainer's model (map
 
 @dataclass(frozen=True)
 class Trainer:
-    name: str
-    version: str
-    versions_read: tuple[str, ...]
-    architectures: tuple[str, ...]
-    layers_built: int | str
-    load: dict
+    """A trainer's file (mappings/trainers/<name>.toml) as the typed loader builds it."""
+
+    info: schema.TrainerInfo
+    load: schema.TrainerLoad
     params: tuple[Param, ...]
-    facts: dict  # every cite_* of [trainer] and [load], by key
+
+    name = property(lambda self: self.info.name)
+    version = property(lambda self: self.info.version)
+    versions_read = property(lambda self: self.info.versions_read)
+    architectures = property(lambda self: self.info.architectures)
+    layers_built = property(lambda self: self.info.layers_built)
 
     @property
     def pretty(self) -> str:
         return f"{_PRETTY.get(self.name, self.name)} {self.version}"
+
+    @functools.cached_property
+    def facts(self) -> dict[str, str]:
+        """Every cite_* of [trainer] and [load], by key."""
+        return {
+            f.name: getattr(part, f.name)
+            for part in (self.info, self.load)
+            for f in dataclasses.fields(part)
+            if f.name.startswith("cite")
+        }
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,27 +83,7 @@ def load(name: str) -> Trainer:
         raise WeightcheckError(None, f"--trainer {name}: known trainers are {', '.join(TRAINERS)}")
     relpath = f"trainers/{name}.toml"
     data = mappings.build(schema.TrainerFile, mappings.load(relpath), mappings.where(relpath))
-    t, ld = data.trainer, data.load
-    facts = {
-        f.name: getattr(part, f.name)
-        for part in (t, ld)
-        for f in dataclasses.fields(part)
-        if f.name.startswith("cite")
-    }
-    return Trainer(
-        name=t.name,
-        version=t.version,
-        versions_read=t.versions_read,
-        architectures=t.architectures,
-        layers_built=t.layers_built,
-        load={
-            f.name: getattr(ld, f.name)
-            for f in dataclasses.fields(ld)
-            if not f.name.startswith("cite")
-        },
-        params=data.param,
-        facts=facts,
-    )
+    return Trainer(info=data.trainer, load=data.load, params=data.param)
 
 
 def detect(cfg: dict) -> str | None:
@@ -122,6 +116,8 @@ class Replay:
     cite: str | None = None  # where the raise is
     kind: str | None = None  # what raised: architecture, config, mismatch, unexpected, ...
     pretty: str = ""
+    says_embedding: str = ""  # "SpecForge takes the target's embedding ..." ([load] says_*)
+    says_without_map: str = ""
 
     def count(self, origin: str) -> int:
         return sum(
@@ -177,7 +173,7 @@ def _built_from(tr: Trainer, d, training_cfg: dict) -> dict:
     """The config the trainer builds its model from: the training config, or SRC's own where the
     trainer reads that ([load] builds_from_src: the key SRC's config must hold; speculators'
     --from-pretrained builds from SRC's speculators config.json)."""
-    key = tr.load.get("builds_from_src")
+    key = tr.load.builds_from_src
     own = d.source.config
     if key and isinstance(own, dict) and key in own:
         return own
@@ -185,8 +181,6 @@ def _built_from(tr: Trainer, d, training_cfg: dict) -> dict:
 
 
 def _symbols(cfg: dict) -> dict:
-    from weightcheck.model import config as config_mod
-
     norm = config_mod.normalize(cfg)
     s = norm.symbols()
     aux = cfg.get("eagle_aux_hidden_state_layer_ids")
@@ -286,7 +280,7 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
     sym = _symbols(built)
     if built is not training_cfg and "draft_vocab_size" not in built:
         # read at the top level only: the config class's default otherwise
-        sym["Vd"] = tr.load.get("default_draft_vocab_size", sym.get("Vd"))
+        sym["Vd"] = tr.load.default_draft_vocab_size or sym.get("Vd")
     model = _expand(tr, sym)
     ld = tr.load
     state = is_training_state(d.source)
@@ -297,10 +291,12 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         params={},
         numel={n: _numel(s) for n, (s, _) in model.items()},
         buffers=frozenset(n for n, (_, p) in model.items() if p.buffer),
-        source_kind="training_state" if state and ld.get("state_file") else "pretrained",
+        source_kind="training_state" if state and ld.state_file else "pretrained",
         pretty=tr.pretty,
+        says_embedding=f"{_PRETTY[tr.name]} {ld.says_embedding}",
+        says_without_map=f"{_PRETTY[tr.name]} {ld.says_without_map}",
     )
-    src = _as_loaded(ld.get("base_model_prefix"), {t.name: t for t in d.tensors}, model)
+    src = _as_loaded(ld.base_model_prefix, {t.name: t for t in d.tensors}, model)
     r.unexpected = [n for n in src if n not in model]
     r.missing = [n for n in model if n not in src]
     r.mismatched = [
@@ -309,7 +305,7 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         if n in src and s is not None and tuple(src[n].shape) != s
     ]
     bad = {n for n, _, _ in r.mismatched}
-    allowed = set(ld.get("allowed_missing", ()))
+    allowed = set(ld.allowed_missing)
     for n, (_, p) in model.items():
         loaded = n in src and n not in bad
         if p.origin == "data" and (
@@ -339,7 +335,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
     ):
         if said is not None:
             return said
-    if tr.load.get("missing") == "raises":  # SpecForge: its warm start requires every parameter
+    if tr.load.missing == "raises":  # SpecForge: its warm start requires every parameter
         return _specforge_raises(tr, d, r, sym, allowed, training_vocab, f)
     return _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f)
 
@@ -347,7 +343,7 @@ def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
 def _config_raises(tr, d, cfg, f):
     """The training config the trainer cannot build from (and, for speculators, SRC's own)."""
     archs = cfg.get("architectures")
-    if not tr.load.get("requires_speculators_config"):
+    if not tr.load.requires_speculators_config:
         if not (isinstance(archs, list) and len(archs) == 1 and archs[0] in tr.architectures):
             return (
                 f"its EAGLE-3 strategy builds {tr.architectures[0]} only; the training config "
@@ -374,7 +370,7 @@ def _config_raises(tr, d, cfg, f):
                 f["cite_config"],
                 "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
-        return _speculators_config_invalid(d.source.config, f, tr.load.get("not_validated", ()))
+        return _speculators_config_invalid(d.source.config, f, tr.load.not_validated)
     return None
 
 
@@ -382,8 +378,6 @@ def _speculators_config_invalid(cfg: dict, f, not_validated=()):
     """speculators' config classes validate SRC's config as they build it: every field's type
     (transformers' strict config dataclass, pydantic), layer_types one per layer, norm_before_fc
     and fc_norm not both."""
-    from weightcheck.model import config as config_mod
-
     bad = sorted(config_mod.normalize(cfg).mistyped - set(not_validated))
     if bad:
         return (
@@ -416,7 +410,7 @@ def _speculators_config_invalid(cfg: dict, f, not_validated=()):
 def _files_raise(tr, d, r, f):
     """A pretrained SRC whose folder has none of the weight files transformers' from_pretrained
     looks for (shards without their index, a weights file of another name): OSError."""
-    names = tr.load.get("weight_files")
+    names = tr.load.weight_files
     if r.source_kind != "pretrained" or not names or d.source.kind not in ("folder", "hub"):
         return None
     held = set(d.source.files)
@@ -437,9 +431,9 @@ def _files_raise(tr, d, r, f):
 
 def _mismatch_raises(tr, r, sym, f):
     """A parameter of another shape in SRC than the trainer builds: its loader raises."""
-    if not r.mismatched or tr.load.get("shape_mismatch") != "raises":
+    if not r.mismatched or tr.load.shape_mismatch != "raises":
         return None
-    equal = tr.load.get("requires_equal_hidden")
+    equal = tr.load.requires_equal_hidden
     hold = speculators_cannot_hold_reason(r.mismatched, sym) if equal else None
     if hold:
         return hold, "hidden", f["cite_hidden"], HIDDEN_FIX
@@ -458,7 +452,7 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
     missing (it never renames), a vocabulary map of another size."""
     if r.source_kind == "training_state":
         strategy = _state_meta(d).get("strategy")
-        want = tr.load.get("strategy")
+        want = tr.load.strategy
         if strategy is not None and strategy != want:
             return (
                 f"the checkpoint was written by strategy {strategy!r}; this run trains {want!r}",
@@ -476,7 +470,7 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
             else f"its model has no place for {_few(extras)} under any name: SpecForge "
             "cannot fine-tune this drafter as it is"
         )
-    strict = tr.load.get("training_state_unexpected") == "raises"
+    strict = tr.load.training_state_unexpected == "raises"
     if r.source_kind == "training_state" and r.unexpected and strict:
         return (
             f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}): "
@@ -529,7 +523,7 @@ def _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f):
                 None,
             )
     verifier = _verifier(d.source.config) if d.source.config else _verifier(cfg)
-    if not verifier and tr.load.get("requires_verifier"):
+    if not verifier and tr.load.requires_verifier:
         return (
             "speculators_config.verifier.name_or_path is null: load_verifier_weights calls "
             "AutoConfig.from_pretrained(None)",
@@ -547,7 +541,7 @@ def _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f):
             "`weightcheck convert SRC OUT --to speculators` first",
         )
     th = getattr(target, "hidden_size", None) if target is not None else None
-    equal = tr.load.get("requires_equal_hidden")
+    equal = tr.load.requires_equal_hidden
     if equal and type(th) is int and type(sym.get("H")) is int and th != sym["H"]:
         return (
             f"the verifier's hidden size is {th}, the draft's {sym['H']}: speculators requires "
@@ -563,7 +557,7 @@ def _target_layers_raise(tr, cfg: dict, target, f):
     """speculators resolves the target layers after loading: SRC's ids, or by default
     [2, L // 2, L - 3] of the verifier's L layers; ids not distinct and within [0, L] raise."""
     L = getattr(target, "num_layers", None) if target is not None else None
-    default = tr.load.get("default_target_layer_ids")
+    default = tr.load.default_target_layer_ids
     if type(L) is not int or not default:
         return None  # the verifier's layer count is known only from --target
     ids = cfg.get("eagle_aux_hidden_state_layer_ids")
