@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,19 @@ def bench_command(repeat: int, repeat_help: str = "Timed runs per command."):
         return click.command(context_settings={"help_option_names": ["-h", "--help"]})(f)
 
     return deco
+
+
+def run_cpu(cmd: list[str], **kw) -> tuple[subprocess.CompletedProcess, float, float]:
+    """``subprocess.run(cmd, **kw)``: (the process, wall seconds, the child's CPU seconds: user +
+    sys from ``getrusage(RUSAGE_CHILDREN)`` before and after, which the machine's load moves less
+    than wall time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, **kw)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return p, wall, cpu
 
 
 def run(cmd: list[str]) -> dict:

@@ -28,12 +28,10 @@ import datetime
 import json
 import os
 import pathlib
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -79,16 +77,11 @@ def _run(hub: HubServer, cmd: list[str], tree: str = ROOT) -> dict:
             json.dump({"standardEnvVars": [], "harnesses": {}}, f)
         env = hf_env(hub, home, PYTHONPATH=tree)
         hub.reset_counters()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, env=env, capture_output=True, cwd=tree)
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p, wall, cpu = m.run_cpu(cmd, env=env, capture_output=True, cwd=tree)
         if p.returncode not in (0, 1):
             sys.exit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr.decode()[-2000:]}")
         reqs = list(hub.requests)
         wire = max(r.answered for r in reqs) - min(r.arrived for r in reqs) if reqs else 0.0
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return {"wall": wall, "cpu": cpu, "requests": len(reqs), "wire": wire}
 
 

@@ -5,7 +5,7 @@ shapes costs without weightcheck).
 
 A header-level command reads ~2 KB of the file; what it costs is Python's start-up, the imports
 and the rules. Wall time moves with the machine's load; the CPU time of the child (user + sys,
-``resource.getrusage(RUSAGE_CHILDREN)``) moves much less, so that is what is compared. The
+bench/_measure.py ``run_cpu``) moves much less, so that is what is compared. The
 commands take turns (each round runs every command once, in both trees), after one untimed
 round; median and min over ``--repeat`` rounds. Each tree has its own mappings cache
 (``WEIGHTCHECK_CACHE_DIR``), warmed by the untimed round.
@@ -17,7 +17,6 @@ round; median and min over ``--repeat`` rounds. Each tree has its own mappings c
 from __future__ import annotations
 
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,15 +38,6 @@ from safetensors import safe_open
 with safe_open(sys.argv[1], "np") as f:
     print([(k, f.get_slice(k).get_shape(), f.get_slice(k).get_dtype()) for k in f.keys()])
 """
-
-
-def cpu_of(argv: list[str], env: dict, cwd: str) -> float:
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(
-        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
-    )
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
 
 
 @m.bench_command(repeat=21, repeat_help="Rounds (every command once per round).")
@@ -85,7 +75,9 @@ def main(repeat: int, config: str, before: str | None) -> None:
     times: dict = {k: [] for k in cmds}
     for i in range(repeat + 1):
         for k, (argv, env, cwd) in cmds.items():
-            t = cpu_of(argv, env, cwd)
+            _, _, t = m.run_cpu(
+                argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             if i:  # round 0 warms the caches
                 times[k].append(t)
     rows = []
