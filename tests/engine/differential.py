@@ -85,7 +85,7 @@ import corpus  # noqa: E402
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 import schema_check  # noqa: E402
-from helpers.engine import side_python_path  # noqa: E402
+from helpers.engine import read_oracle_records, side_python_path  # noqa: E402
 
 ENGINES = ("sglang", "vllm")
 ORACLES = {"sglang": "sglang_oracle.py", "vllm": "vllm_oracle.py"}
@@ -178,29 +178,6 @@ def start_oracle(engine: str, paths: list[str], jsonl: str, cwd: str) -> subproc
     return subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd, start_new_session=True
     )
-
-
-def read_oracle(engine: str, proc, jsonl: str, n: int) -> dict[str, dict]:
-    if proc is not None:
-        try:
-            proc.wait(timeout=ORACLE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    recs = {}
-    if os.path.exists(jsonl):
-        with open(jsonl) as f:
-            for line in f:
-                if line.startswith("{"):
-                    r = json.loads(line)
-                    recs[r["drafter"]] = r
-    if proc is not None and (proc.returncode != 0 or len(recs) != n):
-        with open(jsonl + ".stderr") as f:
-            tail = "".join(f.readlines()[-30:])
-        raise RuntimeError(
-            f"the {engine} oracle failed (exit {proc.returncode}, {len(recs)}/{n} records):\n{tail}"
-        )
-    return recs
 
 
 def replay(path: str, engine: str) -> dict:
@@ -526,7 +503,7 @@ def run(
         rep.seconds["replay"] = round(time.time() - t1, 2)
         say(f"replay: {len(vs) * len(engines)} checks in {rep.seconds['replay']} s")
         for e, (proc, jsonl, ts) in procs.items():
-            recs = read_oracle(e, proc, jsonl, len(vs))
+            recs = read_oracle_records(e, proc, jsonl, len(vs), "drafter", ORACLE_TIMEOUT)
             rep.seconds[f"oracle_{e}"] = round(time.time() - ts, 2)
             say(f"{e} oracle: {len(vs)} drafters, {rep.seconds[f'oracle_{e}']} s wall")
             for v in vs:

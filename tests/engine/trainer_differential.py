@@ -49,7 +49,7 @@ for p in (HERE, TESTS, ROOT):
         sys.path.insert(0, p)
 
 import corpus  # noqa: E402
-from helpers.engine import SIDE_VENVS, side_python_path  # noqa: E402
+from helpers.engine import SIDE_VENVS, read_oracle_records, side_python_path  # noqa: E402
 
 TRAINERS = ("specforge", "speculators")
 ORACLES = {"specforge": "specforge_oracle.py", "speculators": "speculators_oracle.py"}
@@ -200,28 +200,6 @@ def start_oracle(trainer: str, cs: list[Case], tmp: str) -> tuple:
     return proc, jsonl
 
 
-def read_oracle(trainer: str, proc, jsonl: str, n: int) -> dict:
-    if proc is not None:
-        try:
-            proc.wait(timeout=ORACLE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    recs = {}
-    with open(jsonl) as f:
-        for line in f:
-            if line.startswith("{"):
-                r = json.loads(line)
-                recs[r["id"]] = r
-    if proc is not None and (proc.returncode != 0 or len(recs) < n):
-        with open(jsonl + ".stderr") as f:
-            tail = "".join(f.readlines()[-30:])
-        raise RuntimeError(
-            f"the {trainer} oracle failed (exit {proc.returncode}, {len(recs)}/{n} records):\n{tail}"
-        )
-    return recs
-
-
 def replay(c: Case) -> dict:
     """weightcheck's replay of the case, as a plain dict (``raises`` a string on bad input)."""
     from weightcheck.errors import WeightcheckError
@@ -311,7 +289,7 @@ def run(
         rep.seconds["replay"] = round(time.time() - t1, 2)
         say(f"replay: {len(rep.cases)} cases in {rep.seconds['replay']} s")
         for t, (proc, jsonl, n, ts) in procs.items():
-            rep.records.update(read_oracle(t, proc, jsonl, n))
+            rep.records.update(read_oracle_records(t, proc, jsonl, n, "id", ORACLE_TIMEOUT))
             rep.seconds[f"oracle_{t}"] = round(time.time() - ts, 2)
             say(f"{t} oracle: {n} cases, {rep.seconds[f'oracle_{t}']} s wall")
         for c in rep.cases if replay_too else ():

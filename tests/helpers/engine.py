@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import struct
+import subprocess
 
 import pytest
 
@@ -220,3 +221,29 @@ def assert_record_schema(r: dict, fates: set, extra: set = frozenset()) -> None:
     for v in r["keys"].values():
         assert set(v) == {"fate", "params"}
         assert v["fate"] in fates
+
+
+def read_oracle_records(name: str, proc, jsonl: str, n: int, key: str, timeout: int) -> dict:
+    """The JSON records an oracle process (``proc``, None when reused) wrote one a line to
+    ``jsonl``, by ``key``; waits at most ``timeout`` s. Raises, with the end of its stderr, unless
+    it exited 0 with exactly ``n`` records (tests/engine/differential.py, trainer_differential.py)."""
+    if proc is not None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    recs = {}
+    if os.path.exists(jsonl):
+        with open(jsonl) as f:
+            for line in f:
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    recs[r[key]] = r
+    if proc is not None and (proc.returncode != 0 or len(recs) != n):
+        with open(jsonl + ".stderr") as f:
+            tail = "".join(f.readlines()[-30:])
+        raise RuntimeError(
+            f"the {name} oracle failed (exit {proc.returncode}, {len(recs)}/{n} records):\n{tail}"
+        )
+    return recs
