@@ -194,6 +194,56 @@ def test_prefix_that_is_not_the_targets_choice_is_not_followed():
     assert r["data_agreement"] == pytest.approx(4 / 5)
 
 
+def test_walked_acceptance_by_hand():
+    """The engines' count: a chain where the last one ended, not at every position."""
+    from weightcheck.eval.metric import Counts, summarize
+
+    ids = torch.tensor([5, 1, 2, 3, 4, 6])  # the data of test_counts_by_hand
+    ref = torch.tensor([1, 2, 3, 4, 6, -1])
+    preds = torch.tensor([[2, 3, 0, 6, 9, 9], [3, 0, 6, 0, 9, 9]])
+    c = Counts(2)
+    c.add_sample(preds, ref, ids, torch.ones(6, dtype=torch.long))
+    r = summarize(c)
+    # accepted prefixes per column: t=0: 2 (2 == ref[1], 3 == ref[2]); t=1: 1; t=2: 0; t=3: 1
+    # (6 == ref[4]; step 1 drafts past the data); t=4: 0. The walk: a chain at column 0 gets 2
+    # accepted, the next starts 3 columns on, at 3: 1 accepted; the next start, 5, is the
+    # (cleared) last position: done. Columns 1, 2 and 4 never start a chain.
+    assert r["walked"] == {
+        "tau": 1 + 3 / 2,
+        "cycles": 2,
+        "accepted": 3,
+        "accepted_per_step": [2, 1],
+        "tau_interval": None,
+    }
+    assert r["tau"] == pytest.approx(1.8)  # every column drawn alike: another number
+
+
+def test_walk_skips_uncounted_columns_and_stops_past_the_last():
+    from weightcheck.eval.metric import walk
+
+    run = [3, 2, 0, 0, 1, 0, 3, 0, 0, 0]
+    counted = [False, True, True, False, False, False, True, True, False, False]
+    # from column 1 (2 accepted) to 4, uncounted: on at 6, the next counted; 3 accepted -> 10
+    assert walk(run, counted, 3) == (2, 5, [2, 2, 1])
+    assert walk(run, [False] * 10, 3) == (0, 0, [0, 0, 0])
+    assert walk([0] * 4, [True] * 4, 2) == (4, 0, [0, 0])  # a rejection moves on by one
+
+
+def test_a_walk_stops_where_the_data_leaves_the_targets_choice():
+    """As the conditional accuracy: a hit whose token the data did not follow ends the chain."""
+    from weightcheck.eval.metric import Counts, summarize
+
+    ids = torch.tensor([5, 1, 2, 3, 4, 6])
+    ref = torch.tensor([1, 7, 3, 4, 6, -1])  # the data of test_prefix_that_is_not_...
+    preds = torch.tensor([[7, 3, 4, 6, 0, 0], [3, 4, 6, 0, 0, 0]])
+    c = Counts(2)
+    c.add_sample(preds, ref, ids, torch.ones(6, dtype=torch.long))
+    w = summarize(c)["walked"]
+    # column 0: 7 hits, the data goes on with 2 (not 7): 1 accepted, next at 2: 4 == ref[3],
+    # 6 == ref[4]: 2 accepted, next at 5 (cleared): done
+    assert (w["cycles"], w["accepted"], w["accepted_per_step"]) == (2, 3, [2, 1])
+
+
 def test_measured_acceptance_is_the_one_built_in(ex):
     """make_eval_data makes the next token the drafter's own step-0 draft at a known set of
     positions: eval finds exactly those hits (float32, where drafts do not depend on batching)."""
@@ -222,6 +272,9 @@ def test_interval_brackets_the_estimate_and_is_seeded(ex):
     d = r1["drafters"][0]
     lo, hi = d["interval"]["tau"]
     assert lo <= d["tau"] <= hi and lo < hi
+    lo, hi = d["walked"]["tau_interval"]
+    assert lo <= d["walked"]["tau"] <= hi and lo < hi
+    assert d["walked"]["cycles"] > 0
     assert r1 == r2  # a fixed seed: the same interval every run
 
 

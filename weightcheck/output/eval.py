@@ -1,5 +1,6 @@
 """eval's document: the data and the target; per drafter, best first, its steps' accuracies, the
-expected acceptance length and (with the speed options) the predicted tokens per second."""
+expected acceptance length, the one walked as an engine drafts and (with the speed options) the
+predicted tokens per second."""
 
 from __future__ import annotations
 
@@ -69,6 +70,18 @@ def _drafter(d: EvalDrafter, r: EvalReport) -> list:
     iv = (d.interval or {}).get("tau")
     ivs = f" (95% interval {_num(iv[0])}-{_num(iv[1])})" if iv else " (one sample: no interval)"
     out.append(Line(f"expected acceptance length, {r.steps}-step chain: {_num(d.tau)}{ivs}"))
+    w = d.walked
+    wiv = w.tau_interval
+    wivs = f"95% interval {_num(wiv[0])}-{_num(wiv[1])}; " if wiv else ""
+    steps = "/".join(str(k) for k in range(len(w.accepted_per_step)))
+    out.append(
+        Line(
+            f"acceptance length walked cycle by cycle, as an engine drafts: {_num(w.tau)} "
+            f"({wivs}{w.cycles} cycles, drafts accepted at step {steps}: "
+            f"{'/'.join(str(x) for x in w.accepted_per_step)})",
+            wrap=True,
+        )
+    )
     if d.data_agreement is not None and d.data_agreement < 1:
         out.append(
             Line(

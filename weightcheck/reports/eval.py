@@ -1,5 +1,6 @@
-"""`weightcheck eval`'s report: the data, the target, and per drafter the per-step accuracies and
-the expected acceptance length (weightcheck/eval/, docs/eval.md)."""
+"""`weightcheck eval`'s report: the data, the target, and per drafter the per-step accuracies, the
+expected acceptance length and the one walked as an engine drafts (weightcheck/eval/,
+docs/eval.md)."""
 
 from __future__ import annotations
 
@@ -38,11 +39,24 @@ class EvalStep:
 
 
 @dataclass
+class EvalWalk:
+    """The engines' own count on the data's sequences: chains started cycle by cycle where the
+    previous one ended (docs/eval.md §3)."""
+
+    tau: float | None  # 1 + accepted / cycles: the mean acceptance length an engine reports
+    cycles: int  # chains drafted (vLLM's num_drafts)
+    accepted: int  # drafts accepted (vLLM's num_accepted_tokens)
+    accepted_per_step: list[int]  # cycles whose step k was accepted (num_accepted_tokens_per_pos)
+    tau_interval: list[float] | None  # the bootstrap interval of tau (2+ samples)
+
+
+@dataclass
 class EvalDrafter:
     samples: int
     positions: int
     steps: list[EvalStep]
     tau: float | None  # the expected acceptance length of a K-step chain
+    walked: EvalWalk  # the acceptance length walked cycle by cycle, as an engine drafts
     data_agreement: float | None  # how often the data's next token is the target's top-1
     interval: dict[str, Any] | None  # level, method, tau: [low, high] (2+ samples)
     drafter: str
@@ -89,7 +103,13 @@ class EvalReport(Report):
             reference=r["reference"],
             steps=r["steps"],
             drafters=[
-                EvalDrafter(**{**d, "steps": [EvalStep(**s) for s in d["steps"]]})
+                EvalDrafter(
+                    **{
+                        **d,
+                        "steps": [EvalStep(**s) for s in d["steps"]],
+                        "walked": EvalWalk(**d["walked"]),
+                    }
+                )
                 for d in r["drafters"]
             ],
             speed=EvalSpeed(**r["speed"]) if r.get("speed") else None,
