@@ -28,14 +28,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
 import sys
-import time
 
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 from helpers.convert import canon
-from helpers.engine import side_python
+from helpers.engine import serve_vllm, side_python
 
 from weightcheck.commands.convert import produce
 from weightcheck.storage.header import read_local_header
@@ -81,43 +79,10 @@ class Engine:
     def serve(self, key: str, drafter, prompts, max_tokens: int) -> dict:
         if key in self.results:
             return self.results[key]
-        cmd = [
-            self.python,
-            str(ENGINE_DIR / "serve_and_measure.py"),
-            "--target",
-            str(TARGET),
-            "--k",
-            str(K),
-            "--max-tokens",
-            str(max_tokens),
-            "--prompts",
-            json.dumps(prompts),
-        ]
-        if drafter is not None:
-            cmd += ["--drafter", str(drafter)]
-        env = dict(
-            os.environ,
-            HF_HUB_OFFLINE="1",
-            TRANSFORMERS_OFFLINE="1",
-            VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-        )
-        env.pop("PYTHONPATH", None)  # the venv's own packages only
-        t = time.time()
-        p = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=SERVE_TIMEOUT,
-            cwd=str(self.workdir),
-        )
-        wall = time.time() - t
-        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("WEIGHTCHECK_RESULT ")]
-        if p.returncode != 0 or not lines:
-            tail = "\n".join((p.stdout + "\n" + p.stderr).splitlines()[-40:])
-            pytest.fail(f"vLLM run {key!r} failed (exit {p.returncode}):\n{tail}")
-        r = json.loads(lines[-1][len("WEIGHTCHECK_RESULT ") :])
-        r["seconds"]["wall"] = round(wall, 2)
+        r = serve_vllm(
+            self.python, TARGET, drafter, prompts, max_tokens, k=K, cwd=str(self.workdir),
+            timeout=SERVE_TIMEOUT, what=f"vLLM run {key!r}",
+        )  # fmt: skip
         r["key"] = key
         self.results[key] = r
         return r

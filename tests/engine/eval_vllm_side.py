@@ -106,37 +106,36 @@ def engine_columns(prompt_len: int, out_len: int) -> tuple[int, int]:
 
 
 def write_data(target: str, out: str, sequences, layers) -> list:
+    """The samples, sequences of one length batched; returns per sample how many output tokens
+    transformers' top-1 (teacher-forced) reproduces."""
     model = load_target(target)
-    agree = []
+    agree = [None] * len(sequences)
+    by_len: dict = {}
     for i, s in enumerate(sequences):
-        prompt, output = list(s["prompt"]), list(s["output"])
-        seq = prompt + output
-        ids = torch.tensor([seq])
+        by_len.setdefault((len(s["prompt"]), len(s["output"])), []).append(i)
+    d = os.path.join(out, "rows_0-2000")
+    os.makedirs(d, exist_ok=True)
+    for (n, m), rows in sorted(by_len.items()):
+        ids = torch.tensor(
+            [list(sequences[i]["prompt"]) + list(sequences[i]["output"]) for i in rows]
+        )
         _, _, top1 = capture(model, ids, layers)
-        n = len(prompt)
-        agree.append(
-            {
-                "tokens": len(output) - 1,
-                "same": int((top1[0, n - 1 : -1] == ids[0, n:]).sum()),
-            }
-        )
-        seq = seq + [int(top1[0, -1])]  # the target's next token: its top-1 after the last one
-        ids = torch.tensor([seq])
+        same = (top1[:, n - 1 : -1] == ids[:, n:]).sum(1).tolist()
+        # each sample ends with the target's next token, its top-1 after the last output token
+        ids = torch.cat((ids, top1[:, -1:]), dim=1)
         aux, last, _ = capture(model, ids, layers)
-        mask = torch.zeros(len(seq), dtype=torch.long)
-        a, b = engine_columns(n, len(output))
+        mask = torch.zeros(n + m + 1, dtype=torch.long)
+        a, b = engine_columns(n, m)
         mask[a : b + 1] = 1
-        d = os.path.join(out, "rows_0-2000")
-        os.makedirs(d, exist_ok=True)
-        torch.save(
-            {
-                "input_ids": ids[0].clone(),
-                "loss_mask": mask,
-                "aux_hidden_state": aux.clone(),
-                "hidden_state": last.clone(),
-            },
-            os.path.join(d, f"data_{i}.ckpt"),
-        )
+        for r, i in enumerate(rows):
+            agree[i] = {"tokens": m, "same": same[r]}
+            sample = {
+                "input_ids": ids[r].clone(),
+                "loss_mask": mask.clone(),
+                "aux_hidden_state": aux[r : r + 1].clone(),
+                "hidden_state": last[r : r + 1].clone(),
+            }
+            torch.save(sample, os.path.join(d, f"data_{i}.ckpt"))
     return agree
 
 
@@ -198,7 +197,10 @@ class Drafter(torch.nn.Module):
         for k in range(steps):
             tok = torch.nn.functional.pad(ids[:, k + 1 :], (0, k + 1))
             x = torch.cat(
-                (_rms(self.embed[tok], self.in_norm, self.eps), _rms(h, self.hidden_norm, self.eps)),
+                (
+                    _rms(self.embed[tok], self.in_norm, self.eps),
+                    _rms(h, self.hidden_norm, self.eps),
+                ),
                 -1,
             )
             q = self.q(x).view(B, S, nh, hd).transpose(1, 2)

@@ -79,6 +79,43 @@ def _aux_layers(lines):
     return None
 
 
+def _record_drafts(records: list) -> None:
+    """Keeps every chain vLLM drafts: per batch row, the request, the position whose target
+    hidden state starts the chain (column p, fed the token p+1) and the K draft ids. Wraps
+    ``GPUModelRunner.propose_draft_token_ids`` (the batch's request order) and the proposer's
+    ``propose`` (vllm 0.32 v1/spec_decode/llm_base_proposer.py: the row's sampled position is
+    ``target_positions[token_indices_to_sample]``, its token ``next_token_ids``)."""
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    order: list = []
+    runner_propose = GPUModelRunner.propose_draft_token_ids
+    proposer_propose = SpecDecodeBaseProposer.propose
+
+    def on_runner(self, *args, **kwargs):
+        order[:] = list(self.input_batch.req_ids)
+        return runner_propose(self, *args, **kwargs)
+
+    def on_proposer(self, num_speculative_tokens, target_token_ids, target_positions, *a, **kw):
+        names = ("target_hidden_states", "next_token_ids", "token_indices_to_sample")
+        named = dict(zip(names, a), **kw)
+        cad = named.get("common_attn_metadata", a[3] if len(a) > 3 else None)
+        idx = named["token_indices_to_sample"]
+        if idx is None:
+            idx = cad.query_start_loc[1:] - 1
+        cols = target_positions[idx].tolist()
+        toks = named["next_token_ids"].tolist()
+        out = proposer_propose(
+            self, num_speculative_tokens, target_token_ids, target_positions, *a, **kw
+        )
+        for i, (p, t, d) in enumerate(zip(cols, toks, out.tolist())):
+            records.append({"req": order[i], "column": p, "token": t, "drafts": d})
+        return out
+
+    GPUModelRunner.propose_draft_token_ids = on_runner
+    SpecDecodeBaseProposer.propose = on_proposer
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
@@ -88,6 +125,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--prompts", required=True, help="JSON list of token-id lists")
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument(
+        "--record-drafts",
+        action="store_true",
+        help="also give every chain vLLM drafted (request, column, token, drafts)",
+    )
     a = ap.parse_args(argv)
 
     t0 = time.time()
@@ -97,6 +139,9 @@ def main(argv=None) -> int:
     from vllm import LLM, SamplingParams
 
     t_import = time.time() - t0
+    drafted: list = []
+    if a.record_drafts:
+        _record_drafts(drafted)
 
     kwargs = dict(
         model=a.target,
@@ -129,8 +174,10 @@ def main(argv=None) -> int:
         "drafter": a.drafter,
         "k": a.k,
         "outputs": [list(o.outputs[0].token_ids) for o in outs],
+        "request_ids": [o.request_id for o in outs],
         "spec_decode": _counters(llm.get_metrics()),
         "aux_layers": _aux_layers(tee.lines),
+        "drafted": drafted if a.record_drafts else None,
         "drafter_log": [
             x for x in tee.lines if "non-default args" not in x and "Initializing" not in x
         ],

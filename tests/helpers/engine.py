@@ -61,6 +61,54 @@ def side_python(engine: str) -> str:
     return p
 
 
+def side_env() -> dict:
+    """The environment of a side-venv process: offline, the venv's own packages only."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def serve_vllm(
+    python: str,
+    target,
+    drafter,
+    prompts,
+    max_tokens: int,
+    k: int = 3,
+    cwd=None,
+    timeout: int = 300,
+    what: str = "vLLM run",
+    record_drafts: bool = False,
+) -> dict:
+    """One run of tests/engine/serve_and_measure.py with the vLLM venv's ``python`` (greedy, ``k``
+    speculative tokens): its result — the generated ids per prompt, vLLM's spec-decode counters,
+    the aux layers vLLM used, timings, with ``record_drafts`` every chain drafted — with
+    ``seconds.wall`` added. The test fails, with the
+    end of the run's output, unless it printed a result."""
+    import time
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "engine" / "serve_and_measure.py"
+    cmd = [python, str(script), "--target", str(target), "--k", str(k)]
+    cmd += ["--max-tokens", str(max_tokens), "--prompts", json.dumps(prompts)]
+    if drafter is not None:
+        cmd += ["--drafter", str(drafter)]
+    if record_drafts:
+        cmd.append("--record-drafts")
+    env = side_env()
+    env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    wall = time.time() - t
+    mark = "WEIGHTCHECK_RESULT "
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith(mark)]
+    if p.returncode != 0 or not lines:
+        tail = "\n".join((p.stdout + "\n" + p.stderr).splitlines()[-40:])
+        pytest.fail(f"{what} failed (exit {p.returncode}):\n{tail}")
+    r = json.loads(lines[-1][len(mark) :])
+    r["seconds"]["wall"] = round(wall, 2)
+    return r
+
+
 # --- stdlib safetensors rewriting (the variants) --------------------------------------------------
 
 
