@@ -388,7 +388,7 @@ def evaluate(
 ) -> EvalResult:
     """``weightcheck eval``: how well each drafter (a spec, or a list of them) predicts the
     target on saved hidden states — per-step accuracy, the expected acceptance length ``tau`` of
-    a ``steps``-token chain, ranked; with ``baseline_tps`` and ``cycle_ms`` the predicted tokens
+    a ``steps``-token chain and the one ``walked`` cycle by cycle as an engine drafts, ranked; with ``baseline_tps`` and ``cycle_ms`` the predicted tokens
     per second. Needs torch (``pip install "weightcheck[torch]"``); CPU only."""
     from weightcheck.commands import eval as eval_mod
 

@@ -556,8 +556,9 @@ def eval_command(
     fmt,
     as_json,
 ):
-    """How well each DRAFTER predicts the target: per-step accuracy and expected acceptance
-    length, from saved hidden states, on a CPU (needs torch). Several drafters are ranked."""
+    """How well each DRAFTER predicts the target: per-step accuracy, the expected acceptance
+    length and the one walked cycle by cycle as an engine drafts, from saved hidden states, on a
+    CPU (needs torch). Several drafters are ranked."""
     out = _output(fmt, as_json)
     r = api.evaluate(
         drafters,

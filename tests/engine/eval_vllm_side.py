@@ -4,10 +4,11 @@ Runs in the vLLM side venv (``bash tests/engine/setup_vllm_venv.sh``: transforme
 2.13 CPU), never with weightcheck's Python; nothing here imports weightcheck. The target is read
 by transformers' own ``LlamaForCausalLM`` (bfloat16, as vLLM serves it). Two commands:
 
-``train TARGET OUT [--seed S]``
+``train TARGET OUT --prompts JSON --tokens N --iters I [--seed S]``
     Trains a tiny EAGLE-3 drafter for TARGET (one Llama decoder layer over fc(aux hidden states),
-    the target's embedding, a 128-token draft vocabulary) on the target's own greedy
-    continuations of seeded random prompts, with a training-time test of 3 steps as SpecForge's
+    the target's embedding, a 128-token draft vocabulary: the most frequent outputs) on the
+    target's own greedy continuations (N tokens) of the given prompts (token-id lists of one
+    length), I full-batch AdamW steps, with a training-time test of 3 steps as SpecForge's
     (``OnlineEagle3Model``): step k at column t reads token t+k+1, its own step-(k-1) hidden
     state, attends to the step-0 keys of columns <= t and to its own keys of steps 1..k, rotary
     position t+k, and learns the target's top-1 after position t+k+1. Written in SpecForge's
@@ -25,7 +26,7 @@ by transformers' own ``LlamaForCausalLM`` (bfloat16, as vLLM serves it). Two com
     states are the layers named by **vLLM's** ids (vLLM 0.32 ``models/llama.py``: id 0 is the
     embedding output, id j the residual stream entering layer j, id L the last layer's output):
     here the input of decoder layer j, captured by a forward pre-hook. Prints one JSON line: per
-    sample, whether the target's top-1 (transformers, teacher-forced) is the next output token.
+    sample, how many output tokens the target's top-1 (transformers, teacher-forced) reproduces.
 """
 
 from __future__ import annotations
@@ -96,9 +97,11 @@ def engine_columns(prompt_len: int, out_len: int) -> tuple[int, int]:
     """[first, last] column vLLM drafts from for a prompt of ``prompt_len`` tokens and
     ``out_len`` generated (greedy, ``max_tokens`` = out_len, no stop): column p holds the target's
     hidden state at position p and the token p+1. The first chain starts right after prefill
-    (p = prompt_len - 1, fed the first generated token); a chain starts after every verify step
-    while the request has fewer than ``out_len`` tokens, i.e. up to p = prompt_len + out_len - 3
-    (vllm 0.32 v1/core/sched/scheduler.py: a finished request drafts no more)."""
+    (p = prompt_len - 1, fed the first generated token); a chain is verified after every verify
+    step that leaves the request with fewer than ``out_len`` tokens, i.e. up to
+    p = prompt_len + out_len - 3. (The drafter also runs in the step that finishes the request;
+    vllm 0.32 v1/core/sched/scheduler.py ``update_draft_token_ids`` drops those drafts: never
+    verified nor counted.)"""
     return prompt_len - 1, prompt_len + out_len - 3
 
 

@@ -3,6 +3,7 @@
 data.py reads the trainers' offline hidden-state files (docs/eval.md §1), one sample at a time;
 forward.py runs the drafter's own forward with test-time unrolling; target.py gives the target's
 top-1 from its lm_head (and final norm) read by ranges; metric.py turns per-position hits into
-per-step accuracies, the expected acceptance length and its confidence interval; run.py ties them.
+per-step accuracies, the expected acceptance length, the acceptance length walked cycle by cycle as
+an engine drafts, and their confidence intervals; run.py ties them.
 torch is imported only inside this package (and only when ``eval`` runs).
 """
