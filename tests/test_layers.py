@@ -21,6 +21,7 @@ LAYERS = [
         "base",
         [
             "weightcheck.errors",
+            "weightcheck.record",
             "weightcheck.expr",
             "weightcheck.mappings",
             "weightcheck.schema",

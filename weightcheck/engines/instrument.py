@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+
+from weightcheck.record import record
 
 TAG = "_weightcheck_key"  # the attribute a fed tensor carries its key in
 
@@ -72,7 +73,7 @@ def set_weight_loader(p, fn) -> None:
         object.__setattr__(p, "_weight_loader", fn)
 
 
-@dataclass
+@record
 class Write:
     """One ``weight_loader`` call that returned."""
 

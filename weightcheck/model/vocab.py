@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VocabMap:
     """A draft vocabulary: ``targets[j]`` is the target id lm_head row j stands for."""
 
@@ -207,7 +207,7 @@ def overlap(a: VocabMap, b: VocabMap) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Reindex:
     """Where each row of the re-indexed lm_head comes from: ``rows[j]`` is ("src", i) — SRC's
     row i — or ("target", t) — the target head's row t."""

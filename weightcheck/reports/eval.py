@@ -3,13 +3,14 @@ the expected acceptance length (weightcheck/eval/, docs/eval.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from weightcheck.record import record
 from weightcheck.reports.base import Report, optional
 
 
-@dataclass
+@record
 class EvalData:
     path: str  # --hidden-states as given
     format: Literal["specforge", "speculators"]
@@ -17,7 +18,7 @@ class EvalData:
     note: str | None  # how the layout was read, when it needs saying
 
 
-@dataclass
+@record
 class EvalTarget:
     spec: str
     vocab: int
@@ -25,7 +26,7 @@ class EvalTarget:
     dtype: str
 
 
-@dataclass
+@record
 class EvalStep:
     step: int  # k: the k-th token of a chain, from 0
     acc: float | None  # hits / given: the drafter's top-1 is the target's, given an accepted prefix
@@ -37,7 +38,7 @@ class EvalStep:
     acc_interval: list[float] | None = optional()  # the bootstrap interval of acc (2+ samples)
 
 
-@dataclass
+@record
 class EvalDrafter:
     samples: int
     positions: int
@@ -56,7 +57,7 @@ class EvalDrafter:
     speedup: float | None = optional()
 
 
-@dataclass
+@record
 class EvalSpeed:
     baseline_tps: float
     cycle_ms: float
@@ -64,7 +65,7 @@ class EvalSpeed:
     break_even_tau: float  # the acceptance length at which speculation matches the baseline
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class EvalReport(Report):
     """``weightcheck eval``: schema ``weightcheck.eval/1``."""
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from dataclasses import dataclass
 
 from weightcheck import expr, rules
 from weightcheck.engines.data import replays
 from weightcheck.engines.view import view as replay
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
+from weightcheck.record import record
 from weightcheck.rules import (
     ERROR,
     INFO,
@@ -36,7 +36,7 @@ from weightcheck.rules import (
 from weightcheck.rules import values as values_mod
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EngineRun:
     """What ``check --engine E`` says of the drafter (the same rules, the same inputs)."""
 

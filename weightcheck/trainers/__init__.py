@@ -16,11 +16,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck import expr, mappings, schema
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
+from weightcheck.record import record
 
 __all__ = [
     "Trainer",
@@ -46,7 +47,7 @@ HIDDEN_FIX = (
 Param = schema.TrainerParam  # a parameter or buffer of the trainer's model (mappings/trainers/)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Trainer:
     """A trainer's file (mappings/trainers/<name>.toml) as the typed loader builds it."""
 
@@ -100,7 +101,7 @@ def detect(cfg: dict) -> str | None:
     return None
 
 
-@dataclass
+@record
 class Replay:
     trainer: str
     version: str
