@@ -23,11 +23,10 @@ def check_speed(baseline_tps, cycle_ms, draft_ms) -> bool:
 
 
 def speed(report: dict, baseline_tps, cycle_ms, draft_ms) -> None:
-    """Adds the break-even acceptance length and each drafter's predicted tok/s (docs/eval.md §4)."""
+    """Adds the break-even acceptance length and each drafter's predicted tok/s (docs/eval.md §4);
+    the options were checked by :func:`check_speed`."""
     from weightcheck.eval.metric import break_even, predicted_tps
 
-    if not check_speed(baseline_tps, cycle_ms, draft_ms):
-        return
     d = draft_ms or 0.0
     report["speed"] = {
         "baseline_tps": baseline_tps,
@@ -61,7 +60,7 @@ def run(
     the speed arithmetic added: the report."""
     if limit is not None and limit < 1:
         raise UsageError(None, f"--limit {limit}: at least 1")
-    check_speed(baseline_tps, cycle_ms, draft_ms)
+    with_speed = check_speed(baseline_tps, cycle_ms, draft_ms)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -80,5 +79,6 @@ def run(
         token=token,
         progress=progress,
     )
-    speed(report, baseline_tps, cycle_ms, draft_ms)
+    if with_speed:
+        speed(report, baseline_tps, cycle_ms, draft_ms)
     return EvalReport.from_dict(report)
