@@ -6,6 +6,8 @@ imported only once the options check out."""
 from __future__ import annotations
 
 from weightcheck.errors import UsageError
+from weightcheck.eval.metric import break_even, predicted_tps
+from weightcheck.eval.run import evaluate
 from weightcheck.reports.eval import EvalReport
 
 
@@ -25,8 +27,6 @@ def check_speed(baseline_tps, cycle_ms, draft_ms) -> bool:
 def speed(report: dict, baseline_tps, cycle_ms, draft_ms) -> None:
     """Adds the break-even acceptance length and each drafter's predicted tok/s (docs/eval.md §4);
     the options were checked by :func:`check_speed`."""
-    from weightcheck.eval.metric import break_even, predicted_tps
-
     d = draft_ms or 0.0
     report["speed"] = {
         "baseline_tps": baseline_tps,
@@ -67,7 +67,6 @@ def run(
         raise UsageError(
             None, "eval runs the drafter: it needs torch: pip install 'weightcheck[torch]'"
         ) from None
-    from weightcheck.eval.run import evaluate
 
     report = evaluate(
         list(drafters),

@@ -17,6 +17,7 @@ from typing import Callable, Literal
 
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
+from weightcheck.model import inventory
 from weightcheck.model.drafter import Drafter, Tensor
 from weightcheck.record import record
 
@@ -186,8 +187,6 @@ def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = 
 
 def declared_architecture(d: Drafter) -> str | None:
     """The drafter architecture a drafter's config names (architectures[0]), if it names one."""
-    from weightcheck.model import inventory
-
     named = inventory.named_by(d.config or {})
     return named.name if named is not None else None
 

@@ -11,6 +11,7 @@ from dataclasses import field
 from typing import Literal
 
 from weightcheck import expr, mappings, schema
+from weightcheck.model import config as config_mod
 from weightcheck.record import record
 from weightcheck.schema import TensorTemplate
 from weightcheck.storage.header import CONFIG_DTYPES
@@ -75,7 +76,6 @@ class Architecture:
         """The normalized config fields its tensor shapes read (mappings/config.toml symbols or
         names): the dimensions a drafter of this architecture has — head_dim and
         num_key_value_heads for a Llama drafter, the MLA ranks and head dims for an MLA one."""
-        from weightcheck.model import config as config_mod
 
         by_symbol = {s.symbol: s.name for s in config_mod.field_specs() if s.symbol}
         read = {n for t in self.tensors for s in t.shape for n in expr.names(s)}
