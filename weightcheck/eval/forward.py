@@ -231,6 +231,10 @@ class Eagle3Drafter:
             raise WeightcheckError(self.label, f"hidden_act {act!r}: eval runs silu drafters")
         return cls
 
+    def rms_norm(self, weight) -> RMSNorm:
+        """An RMSNorm of ``weight`` with the config's eps (every norm of the drafter's)."""
+        return RMSNorm(weight, self.eps)
+
     def layer_prefix(self, index: int) -> str:
         """Layer ``index``'s canonical name prefix (``midlayer.``, ``layers.1.``, ...)."""
         return self.d.architecture.layers.name("midlayer.", index)

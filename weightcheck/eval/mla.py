@@ -28,8 +28,6 @@ from weightcheck.eval.rope import mla_rope
 
 class MlaAttention:
     def __init__(self, m, prefix: str, width: int):
-        from weightcheck.eval.forward import RMSNorm
-
         sym = m.d.normalized.symbols()
         self.nh = sym["nh"]
         self.q_rank, self.kv_rank = sym["q_rank"], sym["kv_rank"]
@@ -41,10 +39,10 @@ class MlaAttention:
             self.q_b = w(p + "q_proj.weight", shape=(self.nh * d_qk, width))
         else:
             self.q_a = w(p + "q_a_proj.weight", shape=(self.q_rank, width))
-            self.q_norm = RMSNorm(w(p + "q_a_layernorm.weight", shape=(self.q_rank,)), m.eps)
+            self.q_norm = m.rms_norm(w(p + "q_a_layernorm.weight", shape=(self.q_rank,)))
             self.q_b = w(p + "q_b_proj.weight", shape=(self.nh * d_qk, self.q_rank))
         self.kv_a = w(p + "kv_a_proj_with_mqa.weight", shape=(self.kv_rank + self.d_rope, width))
-        self.kv_norm = RMSNorm(w(p + "kv_a_layernorm.weight", shape=(self.kv_rank,)), m.eps)
+        self.kv_norm = m.rms_norm(w(p + "kv_a_layernorm.weight", shape=(self.kv_rank,)))
         self.kv_b = w(
             p + "kv_b_proj.weight", shape=(self.nh * (self.d_nope + self.d_v), self.kv_rank)
         )
