@@ -19,6 +19,7 @@ def test_the_example_holds_the_founding_case(examples_out):
     names = sorted(p.name for p in examples_out.iterdir())
     assert names == [
         "eval",  # hidden states for `weightcheck eval` (written when torch is installed)
+        "eval-mla",  # the same, built for the MLA drafter
         "kimi-k2-drafter",
         "kimi-k25-drafter",
         "kimi-k25-mla-drafter",
