@@ -42,7 +42,7 @@ def write_eval_example(
     import torch
     from safetensors.torch import save_file
 
-    from weightcheck.eval.forward import LlamaEagle3
+    from weightcheck.eval.forward import Eagle3Drafter
     from weightcheck.model.drafter import load_drafter
 
     d = load_drafter(drafter_dir)
@@ -81,7 +81,7 @@ def write_eval_example(
             indent=2,
         )
     head_bf = head.to(torch.bfloat16)
-    model = LlamaEagle3(d, embed=embed.to(torch.bfloat16))
+    model = Eagle3Drafter(d, embed=embed.to(torch.bfloat16))
     sf_dir = os.path.join(out, "hidden-states", "rows_0-2000")
     sp_dir = os.path.join(out, "hidden-states-speculators")
     os.makedirs(sf_dir, exist_ok=True)

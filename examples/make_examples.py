@@ -7,7 +7,9 @@
   docs/mla-drafters.md),
 * ``kimi-k25-target``: the Kimi-K2.5 target as ``check --target`` reads it: a multimodal config
   with the text model under ``text_config`` (61 layers), and the embedding and lm_head under
-  ``language_model.`` in a sharded checkpoint (the vision tower in the other shard).
+  ``language_model.`` in a sharded checkpoint (the vision tower in the other shard);
+* with torch installed, ``eval`` and ``eval-mla``: a tiny target and hidden states for
+  ``weightcheck eval`` built for the K2 drafter and for the MLA drafter (examples/make_eval_data.py).
 
 The Llama drafters' configs are real SpecForge configs (examples/configs/) with the sizes scaled
 down: hidden 7168 -> 128, intermediate 18432 -> 320, 64 heads of 128 -> 4 heads of 32, vocab
@@ -114,6 +116,9 @@ def main(out=None):
 
     write_eval_example(os.path.join(out, "kimi-k2-drafter"), os.path.join(out, "eval"))
     print(os.path.join(out, "eval"))
+    # the same for the MLA drafter: its own target and data, its step-0 drafts accepted ~70%
+    write_eval_example(os.path.join(out, "kimi-k25-mla-drafter"), os.path.join(out, "eval-mla"))
+    print(os.path.join(out, "eval-mla"))
 
 
 if __name__ == "__main__":

@@ -77,15 +77,21 @@ def vocab_maps(vocab: int, draft_vocab: int, seed: int = 0) -> tuple[bytes, byte
 
 
 def drafter_tensors(
-    cfg: dict, dialect: str = "specforge", seed: int = 0, include_embed: bool = False, skip=()
+    cfg: dict,
+    dialect: str = "specforge",
+    seed: int = 0,
+    include_embed: bool = False,
+    skip=(),
+    layers: int = 1,
 ) -> list[OutTensor]:
-    """Every tensor the config's inventory expects, named in ``dialect``."""
+    """Every tensor the config's inventory expects for ``layers`` decoder layers (layer 0 only
+    by default, whatever num_hidden_layers says), named in ``dialect``."""
     norm = config_mod.normalize(cfg)
     arch = inventory.by_name("llama_eagle3")
     for a in inventory.architectures():
         if (cfg.get("architectures") or [None])[0] in a.config_architectures:
             arch = a
-    inv = inventory.expected(arch, norm.symbols())
+    inv = inventory.expected(arch, norm.symbols(), layers)
     d = dialects.by_name(dialect)
     model_dtype = CONFIG_DTYPES.get(str(norm.get("dtype", "bfloat16")).lower(), "BF16")
     sym = norm.symbols()
@@ -121,12 +127,13 @@ def write_drafter(
     include_embed: bool = False,
     skip=(),
     metadata=None,
+    layers: int = 1,
 ) -> str:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
-    tensors = drafter_tensors(cfg, dialect, seed, include_embed, skip)
+    tensors = drafter_tensors(cfg, dialect, seed, include_embed, skip, layers)
     path = os.path.join(out_dir, "model.safetensors")
     write_file(path, tensors, metadata or {"format": "pt"})
     return path

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -21,6 +22,7 @@ LAYERS = [
         "base",
         [
             "weightcheck.errors",
+            "weightcheck.record",
             "weightcheck.expr",
             "weightcheck.mappings",
             "weightcheck.schema",
@@ -181,3 +183,17 @@ def test_every_package_says_its_job():
             continue
         doc = ast.get_docstring(ast.parse(p.read_text()))
         assert doc and len(doc.split()) >= 6, f"{p.relative_to(PKG.parent)} has no docstring"
+
+
+def test_the_instrumentation_imports_the_standard_library_only():
+    """engines/instrument.py is loaded by its path inside the engines' side venvs, where weightcheck
+    is not installed (tests/engine/oracle_common.py): it may import no weightcheck module, nor
+    anything outside the standard library."""
+    tree = ast.parse(MODULES["weightcheck.engines.instrument"].read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add((node.module or "").split(".")[0])
+    assert names - {"__future__"} <= set(sys.stdlib_module_names), names

@@ -29,7 +29,9 @@ from weightcheck.mappings import load_toml_file
 from weightcheck.model.dialects import dialect_from_data
 from weightcheck.model.drafter import load_drafter
 from weightcheck.progress import Progress
+from weightcheck.reports.pages import CleanReport, KeptEntry, RuleList
 from weightcheck.rules.base import Finding  # noqa: F401 (exported: weightcheck.Finding)
+from weightcheck.sources import is_local
 
 if TYPE_CHECKING:  # the annotations' names; at run time each is resolved by __getattr__ below
     from weightcheck.reports.check import CheckReport as CheckResult
@@ -104,7 +106,6 @@ def compare(
 ) -> CompareResult:
     """Are two drafters the same model? ``verdict``: identical, compatible or incompatible."""
     from weightcheck.commands import compare as compare_mod  # imports the engines
-    from weightcheck.sources import is_local
     from weightcheck.sources.together import at_once
 
     if values:
@@ -418,7 +419,6 @@ def clean(folder: str | os.PathLike = ".") -> CleanReport:
     """Remove what killed converts left in ``folder`` (``.OUT.weightcheck-tmp-PID``), never a
     leftover of a process still alive; an OUT a killed ``--force`` had set aside is restored."""
     from weightcheck.commands.convert import publish  # imports the engines
-    from weightcheck.reports.pages import CleanReport, KeptEntry
 
     folder = str(folder)
     if not os.path.isdir(folder):
@@ -442,7 +442,6 @@ def rule(code: str) -> RulePage:
 def rule_list() -> RuleList:
     """``rule --all``: every rule's page, and docs/rules.md's title, introduction and groups."""
     from weightcheck.commands import rule as rule_mod
-    from weightcheck.reports.pages import RuleList
 
     return RuleList(rules=rule_mod.pages(), catalog=rule_mod.document())
 

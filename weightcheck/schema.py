@@ -18,16 +18,16 @@ config paths. Anything else in a file is an error naming the file, the key and w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from weightcheck.mappings import Expr, Path, Regex, Version
+from weightcheck.record import record
 
-# The shapes of the files: plain dataclasses, built once by the loader and only read after. Every
-# command imports this module, and a frozen dataclass costs several times as much to define; the
-# two whose instances the model keeps (TensorTemplate, FieldSpec) stay frozen. No generated
-# __eq__ or __repr__ either: each is one more exec per class at import.
-shape = dataclass(eq=False, repr=False)
+# The shapes of the files: records (weightcheck/record.py: dataclasses defined without generated
+# code), built once by the loader and only read after, so compared by identity; the two whose
+# instances the model keeps and hashes (TensorTemplate, FieldSpec) are frozen.
+shape = record(eq=False)
 
 # ---------------------------------------------------------------------------------------------
 # dialects: mappings/dialects/*.toml and a user's --mapping file
@@ -107,7 +107,7 @@ class LayersSpec:
     other: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorTemplate:
     """[[tensor]]: one tensor the architecture has, its shape over the config's symbols."""
 
@@ -136,7 +136,7 @@ class ArchitectureFile:
 # config fields: mappings/config.toml
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FieldSpec:
     """[[field]]: one field of the normalized config, the paths it is read from in order."""
 

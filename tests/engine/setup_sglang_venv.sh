@@ -25,16 +25,11 @@
 #   by the rotary-embedding constructor on this platform, called only in a forward pass).
 #   SGLANG_USE_CPU_ENGINE stays unset: no CPU build of sgl_kernel is published.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
 
 SGLANG_VERSION="${SGLANG_VERSION:-0.5.23}"
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
-
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-VENVS="${WEIGHTCHECK_VENVS:-$HOME/.cache/weightcheck/venvs}"
-VENV="${1:-$VENVS/sglang}"
-PY="${PYTHON:-python3}"
 
-# what the loading path imports (sglang 0.5.23's pins where it has them)
 DEPS=(
   "transformers==5.19.0" "tokenizers==0.23.2" "sentencepiece==0.2.1"
   "compressed-tensors==0.18.0" "apache-tvm-ffi==0.1.11" "openai==2.8.0"
@@ -45,22 +40,10 @@ DEPS=(
   "partial-json-parser==0.2.1.1.post7" "setproctitle==1.3.8"
 )
 
-start=$(date +%s)
-mkdir -p "$(dirname "$VENV")"
-"$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip)
+side_venv sglang "$@"
+pinned --no-deps "sglang==$SGLANG_VERSION"
+pinned "${DEPS[@]}"
 
-CONSTRAINTS="$VENV/weightcheck-constraints.txt"
-printf 'torch==%s\n' "$TORCH_VERSION" > "$CONSTRAINTS"
-"${PIP[@]}" install -c "$CONSTRAINTS" "torch==$TORCH_VERSION"
-case "$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')" in
-  *+cpu) ;;
-  *) echo "warning: torch is not a +cpu build; this machine's pip found no CPU wheel" >&2 ;;
-esac
-"${PIP[@]}" install -c "$CONSTRAINTS" --no-deps "sglang==$SGLANG_VERSION"
-"${PIP[@]}" install -c "$CONSTRAINTS" "${DEPS[@]}"
-
-# the stubs: a copy inside the venv (it must not depend on where this checkout lives)
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 STUBS="$VENV/weightcheck-sglang-stubs"
 rm -rf "$STUBS"
@@ -68,7 +51,6 @@ mkdir -p "$STUBS"
 cp -R "$HERE/sglang_stubs/." "$STUBS/"
 find "$STUBS" -name __pycache__ -type d -prune -exec rm -rf {} +
 printf '%s\n' "$STUBS" > "$SITE/weightcheck_sglang_stubs.pth"
-"${PIP[@]}" freeze > "$VENV/weightcheck-freeze.txt"
 
 # fail now, not in the tests, if the loading path does not import
 env -u PYTHONPATH "$VENV/bin/python" - <<'PY'
@@ -88,5 +70,4 @@ print("triton", triton.__version__)
 print("stubs: torchvision, vllm._custom_ops from", os.path.dirname(os.path.dirname(vllm.__file__)))
 print(f"import of the loading path: {time.perf_counter() - t:.1f} s")
 PY
-echo "venv: $VENV (built in $(( $(date +%s) - start )) s, $(du -sh "$VENV" | cut -f1))"
-echo "python: $VENV/bin/python"
+side_venv_done

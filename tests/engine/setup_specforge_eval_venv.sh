@@ -13,24 +13,15 @@
 # imports triton at module level. triton imports on a machine without a GPU; its kernel (the KL
 # loss) is never run by the oracle, which computes the accuracy only.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
 
 SPECFORGE_VERSION="${SPECFORGE_VERSION:-0.2.0}"
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
-VENVS="${WEIGHTCHECK_VENVS:-$HOME/.cache/weightcheck/venvs}"
-VENV="${1:-$VENVS/specforge-eval}"
-PY="${PYTHON:-python3}"
 DEPS=("transformers==5.8.1" "tokenizers==0.22.2" "safetensors==0.8.0" "numpy==2.4.6"
       "pydantic==2.14.4" "pyyaml==6.0.4" "datasets==5.1.0" "triton==3.9.0")
 
-mkdir -p "$(dirname "$VENV")"
-"$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip)
-CONSTRAINTS="$VENV/weightcheck-constraints.txt"
-printf 'torch==%s\n' "$TORCH_VERSION" > "$CONSTRAINTS"
-"${PIP[@]}" install -q -c "$CONSTRAINTS" "torch==$TORCH_VERSION"
-"${PIP[@]}" install -q -c "$CONSTRAINTS" --no-deps "specforge==$SPECFORGE_VERSION"
-"${PIP[@]}" install -q -c "$CONSTRAINTS" "${DEPS[@]}"
-"${PIP[@]}" freeze > "$VENV/weightcheck-freeze.txt"
+side_venv specforge-eval "$@"
+pinned --no-deps "specforge==$SPECFORGE_VERSION"
+pinned "${DEPS[@]}"
 env -u PYTHONPATH TORCH_COMPILE_DISABLE=1 "$VENV/bin/python" -c \
   "import specforge.algorithms.eagle3.model, specforge.modeling.draft.llama3_eagle; print('specforge eval oracle imports')"
-echo "python: $VENV/bin/python"
+side_venv_done

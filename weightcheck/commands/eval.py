@@ -6,6 +6,8 @@ imported only once the options check out."""
 from __future__ import annotations
 
 from weightcheck.errors import UsageError
+from weightcheck.eval.metric import break_even, predicted_tps
+from weightcheck.eval.run import evaluate
 from weightcheck.reports.eval import EvalReport
 
 
@@ -23,11 +25,8 @@ def check_speed(baseline_tps, cycle_ms, draft_ms) -> bool:
 
 
 def speed(report: dict, baseline_tps, cycle_ms, draft_ms) -> None:
-    """Adds the break-even acceptance length and each drafter's predicted tok/s (docs/eval.md §4)."""
-    from weightcheck.eval.metric import break_even, predicted_tps
-
-    if not check_speed(baseline_tps, cycle_ms, draft_ms):
-        return
+    """Adds the break-even acceptance length and each drafter's predicted tok/s (docs/eval.md §4);
+    the options were checked by :func:`check_speed`."""
     d = draft_ms or 0.0
     report["speed"] = {
         "baseline_tps": baseline_tps,
@@ -61,14 +60,13 @@ def run(
     the speed arithmetic added: the report."""
     if limit is not None and limit < 1:
         raise UsageError(None, f"--limit {limit}: at least 1")
-    check_speed(baseline_tps, cycle_ms, draft_ms)
+    with_speed = check_speed(baseline_tps, cycle_ms, draft_ms)
     try:
         import torch  # noqa: F401
     except ImportError:
         raise UsageError(
             None, "eval runs the drafter: it needs torch: pip install 'weightcheck[torch]'"
         ) from None
-    from weightcheck.eval.run import evaluate
 
     report = evaluate(
         list(drafters),
@@ -80,5 +78,6 @@ def run(
         token=token,
         progress=progress,
     )
-    speed(report, baseline_tps, cycle_ms, draft_ms)
+    if with_speed:
+        speed(report, baseline_tps, cycle_ms, draft_ms)
     return EvalReport.from_dict(report)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from weightcheck import expr
 from weightcheck.engines.data import Convention, load, newest, version_key
 from weightcheck.errors import WeightcheckError
+from weightcheck.model import dialects
 
 LLAMA = "llama"  # the target family whose convention applies when no other is known
 
@@ -26,8 +27,6 @@ def convention_of(d, num_layers: int | None = None) -> str:
 
 def trained_convention(dialect: str | None) -> str | None:
     """The aux-id convention a dialect's trainer writes (`aux_convention` in its mappings file)."""
-    from weightcheck.model import dialects
-
     try:
         return dialects.by_name(dialect).aux_convention if dialect else None
     except KeyError:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Union
 
 from weightcheck import expr, mappings
@@ -23,6 +23,7 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.mappings import Bad, Expr, Path, Regex, Version
 from weightcheck.model import config as config_mod
 from weightcheck.model import dialects, inventory
+from weightcheck.record import record
 
 ENGINES = ("sglang", "vllm")
 # layouts convert can write (mappings/engines/<name>.toml [output]); `speculators` is a format, not
@@ -54,7 +55,7 @@ def version_key(v: str) -> tuple:
 # the schema
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FormatInfo:
     """[engine] of a format file (speculators): the drafter inventory it holds, and the engines
     that read the format (convert's gate checks an output of it as each of them loads it)."""
@@ -63,7 +64,7 @@ class FormatInfo:
     read_by: tuple[Literal["sglang", "vllm"], ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EngineInfo:
     """[engine]: the inventory whose loader the file replays, the releases read, and the
     architectures[0] values that select that loader."""
@@ -79,7 +80,7 @@ class EngineInfo:
     loaders: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchRename:
     """[engine.arch_rename]: every declared architecture that neither starts nor ends with
     ``keep_affix`` gets ``prefix`` (vLLM's EAGLEConfig: LlamaForCausalLM -> Eagle3LlamaForCausalLM)."""
@@ -89,7 +90,7 @@ class ArchRename:
     cite: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layers:
     """[layers]: the decoder layers the engine builds. ``count`` (an expression over the config
     fields) layers; every parameter under ``prefix`` (layer 0's) exists in each of them, with
@@ -100,7 +101,7 @@ class Layers:
     cite: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fail:
     """[[fails]]: a config the engine rejects: at ``stage``, when ``when`` holds."""
 
@@ -110,7 +111,7 @@ class Fail:
     cite: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rewrite:
     pattern: Regex
     replace: str
@@ -122,7 +123,7 @@ class Rewrite:
     until: Version | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParamRename:
     pattern: Regex
     replace: str
@@ -130,7 +131,7 @@ class ParamRename:
     until: Version | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Special:
     pattern: Regex
     becomes: str
@@ -138,27 +139,27 @@ class Special:
     when: Expr | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Skip:
     pattern: Regex
     cite: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Drop:
     pattern: Regex
     cite: str
     when: Expr | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stacked:
     from_: str = field(metadata={"key": "from"})
     to: str
     shard: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Concat:
     """Tensors the loader holds until every part has arrived, then concatenates (dim 0, in
     ``parts`` order) into one parameter: the name with ``parts[0]`` replaced by ``into``. A part
@@ -170,7 +171,7 @@ class Concat:
     cite: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Prefix:
     add: str
     mode: Literal["unless_parameter", "unless_contains", "unless_starts_with"]
@@ -178,7 +179,7 @@ class Prefix:
     unless_starts_with: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Conditional:
     """A name whose parameter exists only when ``when`` holds (said in the reason it is dropped)."""
 
@@ -186,14 +187,14 @@ class Conditional:
     when: Expr
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Never:
     """A name whose parameter the engine's module never has (said in the reason)."""
 
     pattern: Regex
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Names:
     order: tuple[Step, ...]
     unknown: Literal["drop", "error", "warn"]
@@ -213,7 +214,7 @@ class Names:
     never: tuple[Never, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parameter:
     canonical: str
     param: str
@@ -240,7 +241,7 @@ class Parameter:
     narrow_smaller: Literal["error", "pad"] = "error"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConfigField:
     field: str
     paths: tuple[Path, ...]  # in lookup order; () = the engine does not read the field
@@ -257,7 +258,7 @@ class ConfigField:
     from_target: Literal["dtype"] | None = None  # the engine takes the target's value
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Convention:
     target_model_types: tuple[str, ...]
     captures_output_of: Expr  # over k, ids, L
@@ -268,20 +269,20 @@ class Convention:
     versions: tuple[Version, ...] | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AuxLayers:
     paths: tuple[Path, ...]
     default_text: str
     convention: tuple[Convention, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Targets:
     supported_model_types: tuple[str, ...] = ()
     supported_architectures: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SpeculatorsAdapter:
     # top-level keys always written over transformer_layer_config: the top-level value, else the
     # default given here (a TOML value; "null" for None)
@@ -294,13 +295,13 @@ class SpeculatorsAdapter:
     bool_is_int: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Refuse:
     when: Expr  # over the normalized config's fields
     why: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Output:
     names_dialect: str
     architectures: tuple[str, ...]
@@ -319,7 +320,7 @@ class Output:
     family_architectures: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Engine:
     """mappings/engines/sglang.toml, vllm.toml: an engine's drafter loader."""
 
@@ -335,7 +336,7 @@ class Engine:
     fails: tuple[Fail, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Format:
     """mappings/engines/speculators.toml: a format convert writes, not an engine."""
 

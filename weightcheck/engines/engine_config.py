@@ -5,13 +5,14 @@ applies, and the fields it stops on (with the stage: config, build, load, bind).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck import expr
 from weightcheck.engines.aux import is_speculators_format
 from weightcheck.engines.data import ConfigField, Engine, applies
 from weightcheck.engines.replay_types import Failure
 from weightcheck.model import config as config_mod
+from weightcheck.record import record
 
 
 def _toml_value(v):
@@ -41,7 +42,7 @@ def _layer_config(data: Engine, raw: dict, spec: bool) -> dict:
     return cfg
 
 
-@dataclass
+@record
 class _Reader:
     """What reading the config gives, field by field: ``values`` (what expressions compute with),
     ``shown`` ({"value", "from"} by field), ``errors`` ((field, message)) and ``failures`` (the

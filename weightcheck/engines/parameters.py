@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 
 from weightcheck import expr
 from weightcheck.engines.data import Engine, Parameter, applies
 from weightcheck.engines.replay_types import ParamState
+from weightcheck.record import record
 
 
-@dataclass
+@record
 class Expected:
     """The parameters the engine's module has for this config (d2t, consumed by special code, is
     not one): by full name, each with its shape (None: not known)."""
@@ -136,7 +136,7 @@ def narrowed(p: Parameter, got: list | None, want: list | None) -> str | None:
 # phase 3: what each parameter ends with
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Context:
     """What deciding a parameter's state reads besides the parameter."""
 

@@ -3,8 +3,10 @@ state of each engine parameter (ParamState), and where the engine stops (Failure
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from weightcheck.record import record
 
 # what the loader does with a checkpoint tensor: loads it into a parameter, consumes it in special
 # code (d2t), skips it on purpose (t2d), drops it without a word, refuses it with an error, or
@@ -19,7 +21,7 @@ ParamFate = Literal["loaded", "from_target", "random", "optional-absent"]
 STAGES = ("config", "build", "load", "bind")
 
 
-@dataclass
+@record
 class Landing:
     name: str
     canonical: str | None
@@ -30,7 +32,7 @@ class Landing:
     cite: str = ""
 
 
-@dataclass
+@record
 class ParamState:
     param: str
     canonical: str
@@ -43,7 +45,7 @@ class ParamState:
     winner: str | None = None  # of several sources, the one whose values stay (the last loaded)
 
 
-@dataclass
+@record
 class Failure:
     """Where and why the engine stops (it does not start)."""
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 
 from weightcheck import expr
 from weightcheck.engines.data import Engine, Names, applies
 from weightcheck.engines.parameters import Expected, narrowed
 from weightcheck.engines.replay_types import Landing
+from weightcheck.record import record
 
 
-@dataclass
+@record
 class _Route:
     """A tensor on its way: the name as the loader has rewritten it so far, and its fate once a
     rule decides one (``held``: by a concat rule, settled when every tensor has arrived)."""
@@ -28,7 +28,7 @@ class _Route:
     held: tuple | None = None  # (Concat rule, index of the part)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Rules:
     """What the steps read besides the tensor."""
 

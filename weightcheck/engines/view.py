@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck.engines.aux import captured, default_ids
 from weightcheck.engines.data import Engine, load, loader_for, newest, renamed
@@ -33,11 +33,12 @@ from weightcheck.engines.replay_types import STAGES, Failure, Landing, ParamStat
 from weightcheck.engines.routing import route_names, unrouted
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
+from weightcheck.record import record
 
 __all__ = ["view", "EngineView", "Failure", "Landing", "ParamState"]
 
 
-@dataclass
+@record
 class EngineView:
     engine: str
     version: str

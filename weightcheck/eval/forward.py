@@ -1,7 +1,8 @@
 """The drafter's own forward pass, with test-time unrolling (docs/eval.md §2).
 
-A Llama EAGLE-3 drafter (one decoder layer over [embedding ; fc(aux hidden states)]) run the way
-SpecForge 0.2.0 unrolls it in training (specforge/algorithms/eagle3/model.py
+An EAGLE-3 drafter (decoder layers over [embedding ; fc(aux hidden states)]: Llama attention,
+llama.py, or DeepSeek multi-head latent attention, mla.py) run the way SpecForge 0.2.0 unrolls
+it in training (specforge/algorithms/eagle3/model.py
 ``OnlineEagle3Model.forward``, specforge/modeling/draft/llama3_eagle.py ``LlamaAttention.forward``
 with ``cache_hidden``) and the engines draft a chain: at step k, column t holds the draft of
 token t+k+2, from the token t+k+1 as input, the drafter's own step-(k-1) hidden state at that
@@ -10,13 +11,15 @@ same column at steps 1..k, rotary position t+k. Logits are ``lm_head(norm(h))``;
 fed forward is the pre-norm one (``norm(h)`` when the config says ``norm_output``, SGLang's
 meaning: sglang 0.5.23 models/llama_eagle3.py:263-269).
 
+Layer 0 reads [input_layernorm(embedding) ; hidden_norm(h)] (2H); a later layer reads
+``input_layernorm(h)`` (H), as vLLM 0.32.0 builds them (models/llama_eagle3.py:131-138,
+models/deepseek_eagle3.py:127-134); each layer attends over its own unrolled keys.
+
 Weights are read through the drafter's canonical names (every dialect weightcheck reads), in the
 dtype the engine builds (the config's), or the one asked for.
 """
 
 from __future__ import annotations
-
-import math
 
 from weightcheck.errors import WeightcheckError
 from weightcheck.sources.tensors import from_bytes, read_range
@@ -108,45 +111,71 @@ class RMSNorm:
         return self.weight * h.to(dt)
 
 
-def _rope_inv_freq(hd: int, norm) -> object:
+def attend(q, keys, values, mask, score):
+    """Test-time attention of step k = len(keys) - 1: column t's query (``q`` [heads, S, d])
+    over the step-0 keys of columns <= t (``keys[0]`` [heads, S, d], ``mask`` [S, S]) and the
+    keys of column t at steps 1..k (``keys[i]``); softmax in float32. ``score`` scales q.k (the
+    attention's softmax scale). The output [heads, S, dv] in q's dtype."""
     import torch
 
-    base = float(norm.get("rope_theta") or 10000.0)
-    inv = 1.0 / (base ** (torch.arange(0, hd, 2).float() / hd))
-    rs = norm.get("rope_scaling")
-    if isinstance(rs, dict):
-        kind = rs.get("rope_type", rs.get("type"))
-        if kind in (None, "default"):
-            return inv
-        if kind == "linear":
-            return inv / float(rs["factor"])
-        if kind == "llama3":
-            f, lo, hi = (
-                float(rs["factor"]),
-                float(rs["low_freq_factor"]),
-                float(rs["high_freq_factor"]),
-            )
-            om = float(rs["original_max_position_embeddings"])
-            wave = 2 * math.pi / inv
-            smooth = (om / wave - lo) / (hi - lo) if lo != hi else 0
-            return torch.where(
-                wave < om / hi,
-                inv,
-                torch.where(wave > om / lo, inv / f, (1 - smooth) * inv / f + smooth * inv),
-            )
-        raise WeightcheckError(None, f"rope_scaling type {kind!r}: not supported by eval yet")
-    return inv
+    S = q.shape[1]
+    wts = score(torch.matmul(q, keys[0].transpose(1, 2))) + mask
+    extra = [(score((q * keys[i]).sum(-1)))[..., None] for i in range(1, len(keys))]
+    if extra:
+        wts = torch.cat([wts, *extra], dim=-1)
+    wts = torch.softmax(wts, dim=-1, dtype=torch.float32).to(q.dtype)
+    out = torch.matmul(wts[..., :S], values[0])
+    for i in range(1, len(keys)):
+        out = out + wts[..., S + i - 1][..., None] * values[i]
+    return out
 
 
-def _rotate_half(x):
-    import torch
+class DecoderLayer:
+    """One decoder layer: its attention (llama.py GQA or mla.py MLA), the dense silu MLP, the
+    norms; layer 0 reads [input_layernorm(embedding) ; hidden_norm(h)], a later one
+    ``input_layernorm(h)``."""
 
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+    def __init__(self, m, index: int):
+        p = m.layer_prefix(index)
+        w = m._w
+        self.index, self.eps = index, m.eps
+        self.norm_before_residual = m.norm_before_residual
+        width = (2 if index == 0 else 1) * m.H
+        self.attn = m.attention_class(m, p, width)
+        self.gate = w(p + "mlp.gate_proj.weight")
+        self.up = w(p + "mlp.up_proj.weight")
+        self.down = w(p + "mlp.down_proj.weight")
+        self.in_norm = RMSNorm(w(p + "input_layernorm.weight"), m.eps)
+        # layers >= 1: vLLM builds hidden_norm and never reads it (speculators writes none)
+        self.hidden_norm = RMSNorm(w(p + "hidden_norm.weight"), m.eps) if index == 0 else None
+        self.post_norm = RMSNorm(w(p + "post_attention_layernorm.weight"), m.eps)
+
+    def __call__(self, h, emb, pos, mask, keys, values):
+        """The layer's output (the residual stream) at one step; its keys and values of this
+        step are appended to ``keys``/``values`` (this layer's, steps 0..k-1 so far)."""
+        import torch
+        import torch.nn.functional as F
+
+        S = h.shape[0]
+        if self.index == 0:
+            residual = self.hidden_norm(h) if self.norm_before_residual else h
+            x = torch.cat((self.in_norm(emb), self.hidden_norm(h)), dim=-1)
+        else:
+            residual, x = h, self.in_norm(h)
+        q, kk, vv = self.attn.qkv(x, pos)
+        keys.append(kk)
+        values.append(vv)
+        out = attend(q, keys, values, mask, self.attn.score)
+        out = out.transpose(0, 1).reshape(S, -1)
+        h = residual + self.attn.out(out)
+        residual = h
+        m = self.post_norm(h)
+        return residual + F.linear(F.silu(F.linear(m, self.gate)) * F.linear(m, self.up), self.down)
 
 
-class LlamaEagle3:
-    """A Llama EAGLE-3 drafter, loaded from a :class:`weightcheck.model.drafter.Drafter`."""
+class Eagle3Drafter:
+    """An EAGLE-3 drafter (Llama or MLA attention, one or more decoder layers), loaded from a
+    :class:`weightcheck.model.drafter.Drafter`."""
 
     def __init__(self, d, dtype: str | None = None, embed=None):
         import torch
@@ -154,20 +183,19 @@ class LlamaEagle3:
         self.d = d
         norm = d.normalized
         self.label = d.source.spec
-        self._runs(d, norm)
+        self.attention_class = self._runs(d, norm)
         self.dtype_name = dtype or engine_dtype(norm)
         self.dtype = getattr(torch, self.dtype_name)
         sym = norm.symbols()
         self.H, self.T, self.n_aux = sym["H"], sym["T"], sym["n_aux"]
-        self.nh, self.nkv = sym["nh"], sym["nkv"]
-        self.hd = sym["hd"] or self.H // self.nh
         self.V, self.Vd = sym["V"], sym["Vd"]
         self.eps = float(norm.get("rms_norm_eps") or 1e-6)
         self.norm_output = bool(norm.get("norm_output"))
         self.norm_before_residual = bool(norm.get("norm_before_residual"))
         self._canon = d.by_canonical()
         self._load_input(norm)
-        self._load_layer()
+        self.n_layers = int(norm.get("num_hidden_layers") or 1)
+        self.layers = [DecoderLayer(self, i) for i in range(self.n_layers)]
         self.norm = RMSNorm(self._w("norm.weight"), self.eps)
         self.lm_head = self._w("lm_head.weight")
         own_embed = self._w("embed_tokens.weight", False)
@@ -175,42 +203,55 @@ class LlamaEagle3:
         self.embed_from = (
             "drafter" if own_embed is not None else ("target" if embed is not None else None)
         )
-        self.inv_freq = _rope_inv_freq(self.hd, norm)
         from weightcheck.model import vocab as vocab_mod
 
         vm = vocab_mod.from_drafter(d)
         self.vocab_map = vm
         self.d2t_targets = torch.tensor(vm.targets, dtype=torch.long) if vm else None
 
-    def _runs(self, d, norm) -> None:
-        """What eval runs: one-layer Llama EAGLE-3 drafters with silu (else exit 2, saying why)."""
+    def _runs(self, d, norm):
+        """What eval runs: Llama EAGLE-3 and MLA drafters with silu (else exit 2, saying why);
+        the attention class of the architecture."""
         arch = d.architecture.name if d.architecture else None
-        if arch != "llama_eagle3":
+        if arch == "llama_eagle3":
+            from weightcheck.eval.llama import LlamaAttention as cls
+        elif arch == "deepseek_mla_eagle3":
+            from weightcheck.eval.mla import MlaAttention as cls
+        else:
             raise WeightcheckError(
                 self.label,
-                f"eval runs Llama EAGLE-3 drafters; this one is {arch or 'of no known architecture'}",
+                "eval runs Llama EAGLE-3 and MLA (deepseek_mla_eagle3) drafters; this one is "
+                f"{arch or 'of no known architecture'}",
             )
         layers = norm.get("num_hidden_layers") or 1
-        if layers != 1:
-            raise WeightcheckError(
-                self.label, f"eval runs one-layer drafters; this one has {layers} layers"
-            )
+        if layers < 1:
+            raise WeightcheckError(self.label, f"num_hidden_layers {layers}: no decoder layer")
         act = norm.get("hidden_act") or "silu"
         if act != "silu":
             raise WeightcheckError(self.label, f"hidden_act {act!r}: eval runs silu drafters")
+        return cls
 
-    def _w(self, name: str, required: bool = True):
+    def rms_norm(self, weight) -> RMSNorm:
+        """An RMSNorm of ``weight`` with the config's eps (every norm of the drafter's)."""
+        return RMSNorm(weight, self.eps)
+
+    def layer_prefix(self, index: int) -> str:
+        """Layer ``index``'s canonical name prefix (``midlayer.``, ``layers.1.``, ...)."""
+        return self.d.architecture.layers.name("midlayer.", index)
+
+    def _w(self, name: str, required: bool = True, shape=None):
         """The drafter's tensor of canonical ``name`` in the compute dtype (None when optional
-        and absent)."""
+        and absent); ``shape``, when given, is checked (one line naming the tensor)."""
         t = self._canon.get(name)
         if t is None:
             if required:
                 raise WeightcheckError(self.label, f"has no {name}: the drafter cannot run")
             return None
-        return load_tensor(self.d.source, t.name, None, self.dtype_name)
+        return load_tensor(self.d.source, t.name, shape, self.dtype_name)
 
     def _load_input(self, norm) -> None:
-        """fc and the norms before it."""
+        """fc and the norms before it (``input_norm`` only for a Llama drafter: neither engine
+        builds one for an MLA drafter)."""
         w = self._w
         self.fc = w("fc.weight")
         self.fc_bias = w("fc.bias", False)
@@ -222,27 +263,9 @@ class LlamaEagle3:
         self.fc_norms = None
         if norm.get("fc_norm"):
             self.fc_norms = [RMSNorm(w(f"fc_norm.{i}.weight"), self.eps) for i in range(self.n_aux)]
-        self.input_norm = (
-            RMSNorm(w("input_norm.weight"), self.eps) if norm.get("norm_before_fc") else None
-        )
-
-    def _load_layer(self) -> None:
-        """The decoder layer (midlayer.*): attention, MLP, its three norms."""
-        w, p = self._w, "midlayer."
-        self.q = w(p + "self_attn.q_proj.weight")
-        self.k = w(p + "self_attn.k_proj.weight")
-        self.v = w(p + "self_attn.v_proj.weight")
-        self.o = w(p + "self_attn.o_proj.weight")
-        self.qb = w(p + "self_attn.q_proj.bias", False)
-        self.kb = w(p + "self_attn.k_proj.bias", False)
-        self.vb = w(p + "self_attn.v_proj.bias", False)
-        self.ob = w(p + "self_attn.o_proj.bias", False)
-        self.gate = w(p + "mlp.gate_proj.weight")
-        self.up = w(p + "mlp.up_proj.weight")
-        self.down = w(p + "mlp.down_proj.weight")
-        self.in_norm = RMSNorm(w(p + "input_layernorm.weight"), self.eps)
-        self.hidden_norm = RMSNorm(w(p + "hidden_norm.weight"), self.eps)
-        self.post_norm = RMSNorm(w(p + "post_attention_layernorm.weight"), self.eps)
+        self.input_norm = None
+        if norm.get("norm_before_fc") and self.d.architecture.attention == "gqa":
+            self.input_norm = RMSNorm(w("input_norm.weight"), self.eps)
 
     @property
     def has_embed(self) -> bool:
@@ -266,66 +289,43 @@ class LlamaEagle3:
         out = torch.nn.functional.linear(h, self.fc, self.fc_bias)
         return out
 
-    def _rope(self, x, pos):
-        import torch
-
-        freqs = torch.outer(pos.float(), self.inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-        return x * cos + _rotate_half(x) * sin
-
-    def unroll(self, aux, input_ids, steps: int):
-        """Draft ids (target ids, through d2t) [steps, S] for one sample: ``aux`` [S, n_aux*T];
-        ``input_ids`` [S] the sample's tokens (column t's step-k input is token t+k+1)."""
+    def step_logits(self, aux, input_ids, steps: int):
+        """The draft logits [S, Vd] of steps 0..steps-1 for one sample, one step at a time:
+        ``aux`` [S, n_aux*T]; ``input_ids`` [S] the sample's tokens (column t's step-k input is
+        token t+k+1)."""
         import torch
         import torch.nn.functional as F
 
         S = aux.shape[0]
-        nh, nkv, hd = self.nh, self.nkv, self.hd
-        rep = nh // nkv
         h = self.project(aux)
         pos = torch.arange(S)
         mask = torch.full((S, S), torch.finfo(self.dtype).min)
         mask.masked_fill_(pos < (pos + 1).view(S, 1), 0)
         mask = mask.to(self.dtype)
-        keys, values, preds = [], [], []
+        cache = [([], []) for _ in self.layers]  # per layer: keys, values of each step
         for k in range(steps):
             # SpecForge's padding(left=False), once per step: column t's input is token t+k+1
             ids = input_ids[k + 1 : k + 1 + S]
             if ids.shape[0] < S:
                 ids = torch.cat((ids, ids.new_zeros(S - ids.shape[0])))
             emb = self._embed(ids)
-            residual = self.hidden_norm(h) if self.norm_before_residual else h
-            x = torch.cat((self.in_norm(emb), self.hidden_norm(h)), dim=-1)
-            q = F.linear(x, self.q, self.qb).view(S, nh, hd).transpose(0, 1)
-            kk = F.linear(x, self.k, self.kb).view(S, nkv, hd).transpose(0, 1)
-            vv = F.linear(x, self.v, self.vb).view(S, nkv, hd).transpose(0, 1)
-            q, kk = self._rope(q, pos + k), self._rope(kk, pos + k)
-            if rep > 1:
-                kk = kk.repeat_interleave(rep, dim=0)
-                vv = vv.repeat_interleave(rep, dim=0)
-            keys.append(kk)
-            values.append(vv)
-            scale = math.sqrt(hd)
-            wts = torch.matmul(q, keys[0].transpose(1, 2)) / scale + mask
-            extra = [((q * keys[i]).sum(-1) / scale)[..., None] for i in range(1, len(keys))]
-            if extra:
-                wts = torch.cat([wts, *extra], dim=-1)
-            wts = torch.softmax(wts, dim=-1, dtype=torch.float32).to(self.dtype)
-            out = torch.matmul(wts[..., :S], values[0])
-            for i in range(1, len(keys)):
-                out = out + wts[..., S + i - 1][..., None] * values[i]
-            out = out.transpose(0, 1).reshape(S, nh * hd)
-            h = residual + F.linear(out, self.o, self.ob)
-            residual = h
-            m = self.post_norm(h)
-            h = residual + F.linear(
-                F.silu(F.linear(m, self.gate)) * F.linear(m, self.up), self.down
-            )
+            for layer, (keys, values) in zip(self.layers, cache):
+                h = layer(h, emb, pos + k, mask, keys, values)
             normed = self.norm(h)
-            logits = F.linear(normed, self.lm_head)
-            draft = logits.argmax(-1)
-            preds.append(self.d2t_targets[draft] if self.d2t_targets is not None else draft)
+            yield F.linear(normed, self.lm_head)
             if self.norm_output:
                 h = normed
+
+    def unroll(self, aux, input_ids, steps: int):
+        """Draft ids (target ids, through d2t) [steps, S] for one sample (see step_logits)."""
+        import torch
+
+        preds = []
+        for logits in self.step_logits(aux, input_ids, steps):
+            draft = logits.argmax(-1)
+            preds.append(self.d2t_targets[draft] if self.d2t_targets is not None else draft)
         return torch.stack(preds)
+
+
+# the name eval's callers used when it ran Llama drafters only
+LlamaEagle3 = Eagle3Drafter

@@ -62,7 +62,7 @@ def _check_target(m, tgt) -> None:
 
 
 def load_models(specs, target=None, dtype=None, token=None):
-    from weightcheck.eval.forward import LlamaEagle3
+    from weightcheck.eval.forward import Eagle3Drafter
     from weightcheck.model.drafter import load_drafter
 
     models = []
@@ -70,7 +70,7 @@ def load_models(specs, target=None, dtype=None, token=None):
         d = load_drafter(spec, token=token)
         if d.looks_like_target:
             raise WeightcheckError(spec, d.target_said())
-        m = LlamaEagle3(d, dtype=dtype, embed=target.embed if target is not None else None)
+        m = Eagle3Drafter(d, dtype=dtype, embed=target.embed if target is not None else None)
         if not m.has_embed:
             raise WeightcheckError(
                 spec,

@@ -12,12 +12,14 @@ Verdicts:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Literal
 
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
+from weightcheck.model import inventory
 from weightcheck.model.drafter import Drafter, Tensor
+from weightcheck.record import record
 
 # how byte identity was decided: equal Hub LFS hashes at the same place, the bytes read, or
 # different dtypes (never equal)
@@ -29,7 +31,7 @@ Decided = Literal["lfs-sha256", "bytes", "dtype"]
 Kind = Literal["target", "architecture", "declared", "only", "shape", "dtype", "config"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Difference:
     """One reason compare gives (incompatible) or one difference ``--strict`` fails on:
     ``kind``, ``subject`` (the tensor or config field, if one), the values in A and B, and
@@ -60,7 +62,7 @@ class Difference:
         return {"type": "string"}
 
 
-@dataclass
+@record
 class Pair:
     canonical: str | None  # None: a name no dialect explains, paired by the name itself
     a: Tensor | None
@@ -75,7 +77,7 @@ class Pair:
         return self.canonical if self.canonical is not None else (self.a or self.b).name
 
 
-@dataclass
+@record
 class Comparison:
     a: Drafter
     b: Drafter
@@ -185,8 +187,6 @@ def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = 
 
 def declared_architecture(d: Drafter) -> str | None:
     """The drafter architecture a drafter's config names (architectures[0]), if it names one."""
-    from weightcheck.model import inventory
-
     named = inventory.named_by(d.config or {})
     return named.name if named is not None else None
 

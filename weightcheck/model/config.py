@@ -10,17 +10,18 @@ ids in ``eagle_config`` or at top level, ``dtype`` vs ``torch_dtype`` and ``rope
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck import expr, mappings
 from weightcheck.errors import json_type
+from weightcheck.record import record
 from weightcheck.schema import ConfigFile, FieldSpec
 
 _MISSING = object()
 INVALID = "invalid"  # the provenance of a field whose value has the wrong type (see problems)
 
 
-@dataclass
+@record
 class NormalizedConfig:
     values: dict = field(default_factory=dict)  # name -> value (None when unknown)
     provenance: dict = field(default_factory=dict)  # name -> path | default | absent | invalid

@@ -15,15 +15,16 @@ that other dialect (a mixed checkpoint); a name no dialect explains is ``unknown
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from weightcheck import mappings, schema
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
+from weightcheck.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rename:
     """One rename, in the spirit of vLLM's WeightsMapper: exact name, prefix or regex -> ``to``.
 
@@ -71,7 +72,7 @@ def apply_renames(rules, name: str) -> str | None:
     return name
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Dialect:
     name: str
     kind: Literal["layout", "wrapper"]
@@ -141,7 +142,7 @@ def by_name(name: str, extra: tuple[Dialect, ...] = ()) -> Dialect:
     raise KeyError(name)
 
 
-@dataclass
+@record
 class Naming:
     """The outcome of canonicalization for one checkpoint."""
 

@@ -9,15 +9,16 @@ decides its architecture, and expands the inventory its config implies
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck.model import config as config_mod
 from weightcheck.model import dialects as dialects_mod
 from weightcheck.model import inventory
+from weightcheck.record import record
 from weightcheck.sources import Source, TensorRecord, open_source
 
 
-@dataclass
+@record
 class Tensor:
     """A tensor of the checkpoint: its own name, its canonical name, and where its bytes are."""
 
@@ -39,7 +40,7 @@ class Tensor:
         return n
 
 
-@dataclass
+@record
 class Drafter:
     source: Source
     config: dict

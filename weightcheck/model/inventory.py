@@ -7,10 +7,12 @@ config value it could not evaluate (``shape=None`` and ``problem`` set).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from weightcheck import expr, mappings, schema
+from weightcheck.model import config as config_mod
+from weightcheck.record import record
 from weightcheck.schema import TensorTemplate
 from weightcheck.storage.header import CONFIG_DTYPES
 
@@ -20,7 +22,7 @@ MAX_FOR_EACH = 64
 MAX_LAYERS = 64
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layers:
     """[layers]: the decoder layers. Templates named under ``first`` (``midlayer.``) are layer 0's;
     layer i >= 1 repeats them under ``other`` with ``{layer}`` = i, with ``layer`` in their shape
@@ -46,7 +48,7 @@ class Layers:
         return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Architecture:
     name: str
     description: str
@@ -74,7 +76,6 @@ class Architecture:
         """The normalized config fields its tensor shapes read (mappings/config.toml symbols or
         names): the dimensions a drafter of this architecture has — head_dim and
         num_key_value_heads for a Llama drafter, the MLA ranks and head dims for an MLA one."""
-        from weightcheck.model import config as config_mod
 
         by_symbol = {s.symbol: s.name for s in config_mod.field_specs() if s.symbol}
         read = {n for t in self.tensors for s in t.shape for n in expr.names(s)}
@@ -109,7 +110,7 @@ class Architecture:
         return None
 
 
-@dataclass
+@record
 class Expected:
     name: str
     shape: tuple[int, ...] | None
@@ -119,7 +120,7 @@ class Expected:
     problem: str | None = None  # why the shape could not be computed
 
 
-@dataclass
+@record
 class Inventory:
     architecture: Architecture
     tensors: dict[str, Expected] = field(default_factory=dict)

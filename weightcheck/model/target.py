@@ -9,10 +9,9 @@ embedding/lm_head tensors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
+from weightcheck.record import record
 from weightcheck.sources import Source, TensorRecord, open_source
 
 # where targets keep their input embedding and output head (docs/formats.md §1: Kimi-K2.5 prefixes
@@ -26,7 +25,7 @@ EMBED_NAMES = (
 HEAD_NAMES = ("lm_head.weight", "language_model.lm_head.weight", "model.lm_head.weight")
 
 
-@dataclass
+@record
 class Target:
     source: Source
     config: dict

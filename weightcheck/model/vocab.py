@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.record import record
+from weightcheck.sources.pickled import load_pickled
+from weightcheck.sources.tensors import read_small
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VocabMap:
     """A draft vocabulary: ``targets[j]`` is the target id lm_head row j stands for."""
 
@@ -94,8 +96,6 @@ def from_drafter(d) -> VocabMap | None:
     """A drafter's map: its d2t (read by range: 8 bytes per draft token) and t2d's length; the
     identity when it has no d2t (its lm_head rows, or draft_vocab_size, or vocab_size tokens).
     None when nothing says how large its vocabulary is."""
-    from weightcheck.sources.tensors import read_small
-
     canon = d.by_canonical()
     where = d.source.spec
     t2d = canon.get("t2d")
@@ -129,8 +129,6 @@ def _tensor_list(x, what: str, where: str) -> list:
 def _load_pt(path: str) -> dict:
     """A pickled file's tensors, by weightcheck's one reader of pickles (sources/pickled.py:
     ``torch.load(weights_only=True)``, only when torch is installed; one-line errors)."""
-    from weightcheck.sources.pickled import load_pickled
-
     return load_pickled(path)[0]
 
 
@@ -207,7 +205,7 @@ def overlap(a: VocabMap, b: VocabMap) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Reindex:
     """Where each row of the re-indexed lm_head comes from: ``rows[j]`` is ("src", i) — SRC's
     row i — or ("target", t) — the target head's row t."""

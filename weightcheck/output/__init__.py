@@ -8,12 +8,12 @@ terminal, coloured on a terminal only), Markdown, concise and GitHub workflow co
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
+from weightcheck.record import record
 from weightcheck.terminal import terminal_width, use_color
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Output:
     """How to draw: the format, the width text fits (None: no limit), colour or not."""
 

@@ -9,11 +9,13 @@ commands) draw only the Annotations. A piece of text is a ``str`` or a tuple of 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Union
 
+from weightcheck.record import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Span:
     text: str
     style: str | None  # error, warning, info, ok, bad, bold, dim
@@ -22,7 +24,7 @@ class Span:
 Text = Union[str, tuple]  # a str, or a tuple of str and Span
 
 
-@dataclass
+@record
 class Title:
     """Markdown's heading (``## text``); the text format's first line, ``plain``, if any."""
 
@@ -30,14 +32,14 @@ class Title:
     plain: str | None = None
 
 
-@dataclass
+@record
 class Fields:
     """Key-value rows (the key in bold); the values are wrapped to fit the width."""
 
     rows: list[tuple[str, str]]
 
 
-@dataclass
+@record
 class Table:
     """A table; ``prose``: the columns wrapped first to fit the width; ``styles``: column index
     -> function(cell) -> the style of that cell."""
@@ -48,7 +50,7 @@ class Table:
     styles: dict[int, Callable[[str], str | None]] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class Line:
     """A line of text as it is (``wrap``: a paragraph wrapped at the width)."""
 
@@ -56,7 +58,7 @@ class Line:
     wrap: bool = False
 
 
-@dataclass
+@record
 class Note:
     """A note after the tables: a paragraph (``wrap``) of the text format, a bullet of
     Markdown."""
@@ -65,7 +67,7 @@ class Note:
     wrap: bool = True
 
 
-@dataclass
+@record
 class Item:
     """An indented item of a list (``label: text``, wrapped with a hanging indent); Markdown's
     bullet says the text alone."""
@@ -74,7 +76,7 @@ class Item:
     label: str = ""
 
 
-@dataclass
+@record
 class Verdict:
     """``label: VALUE`` with the value in ``style``; Markdown: the line in bold."""
 
@@ -83,14 +85,14 @@ class Verdict:
     style: str | None
 
 
-@dataclass
+@record
 class Blank:
     """An empty line (``markdown_only``: the paragraph break Markdown needs before a list)."""
 
     markdown_only: bool = False
 
 
-@dataclass
+@record
 class Section:
     """A labelled part of a page: ``label: text`` on a terminal; Markdown starts it with
     ``doc`` (None: not in the Markdown page)."""
@@ -100,7 +102,7 @@ class Section:
     doc: str | None
 
 
-@dataclass
+@record
 class Page:
     """A titled page (a rule's): its title, summary (terminal only) and sections."""
 
@@ -110,7 +112,7 @@ class Page:
     level: int = 3  # Markdown heading level of the title
 
 
-@dataclass
+@record
 class Catalog:
     """Pages in groups: a terminal shows the index (``index``, a Table), Markdown the whole
     document (its title, introduction and each group's pages)."""
@@ -121,7 +123,7 @@ class Catalog:
     groups: list[tuple[str, str, list[Page]]]
 
 
-@dataclass
+@record
 class Annotation:
     """One finding or verdict of the one-line formats: ``concise``'s line, and GitHub's
     workflow command of ``severity`` (None: ``message`` as a plain line), ``title`` and

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
+
+from weightcheck.record import record
 
 
 def key(name: str, **more) -> Any:
@@ -78,7 +80,7 @@ class Report:
         return to_json(self)
 
 
-@dataclass
+@record
 class SourceFile:
     name: str
     format: str
@@ -87,7 +89,7 @@ class SourceFile:
     pickle_key: str | None = optional()
 
 
-@dataclass
+@record
 class SourceInfo:
     """Where a checkpoint was read from."""
 

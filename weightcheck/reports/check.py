@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from weightcheck.record import record
 from weightcheck.reports.base import Report, SourceInfo, key, optional
 from weightcheck.rules.base import Finding, Severity
 
 
-@dataclass
+@record
 class Summary:
     errors: int
     warnings: int
     info: int
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class CheckReport(Report):
     """``weightcheck check``: schema ``weightcheck.check/1``. ``ok`` is the gate: no error."""
 

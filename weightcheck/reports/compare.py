@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from weightcheck.model.compatibility import Difference
+from weightcheck.record import record
 from weightcheck.reports.base import Report, SourceInfo, optional
 
 Verdict = Literal["identical", "compatible", "incompatible"]
 
 
-@dataclass
+@record
 class Side:
     source: SourceInfo
     dialect: str | None
@@ -19,28 +20,28 @@ class Side:
     config_architecture: str | None  # the drafter architecture its config names, if any
 
 
-@dataclass
+@record
 class OnlyIn:
     canonical: str
     name: str
     presence: str | None
 
 
-@dataclass
+@record
 class ShapeMismatch:
     canonical: str
     a: list[int]
     b: list[int]
 
 
-@dataclass
+@record
 class DtypeMismatch:
     canonical: str
     a: str
     b: str
 
 
-@dataclass
+@record
 class ConfigDifference:
     field: str
     category: str  # architecture, serving, informational (mappings/config.toml)
@@ -51,14 +52,14 @@ class ConfigDifference:
     note: str | None = optional()  # why two spellings mean the same (category informational)
 
 
-@dataclass
+@record
 class ByteCounts:
     equal: int
     different: int
     not_compared: int
 
 
-@dataclass
+@record
 class PairedTensor:
     canonical: str
     name_a: str
@@ -70,7 +71,7 @@ class PairedTensor:
     decided_by: Literal["lfs-sha256", "bytes", "dtype"] | None
 
 
-@dataclass
+@record
 class VocabOverlap:
     a_draft: int
     b_draft: int
@@ -83,7 +84,7 @@ class VocabOverlap:
     meaning: str
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class CompareReport(Report):
     """``weightcheck compare``: schema ``weightcheck.compare/1``. ``reasons`` and
     ``strict_failures`` are structured (model/compatibility.py Difference: kind, subject, a, b),

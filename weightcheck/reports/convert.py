@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from weightcheck.record import record
 from weightcheck.reports.base import Report, key, optional
 from weightcheck.rules.base import Finding
 
 
-@dataclass
+@record
 class PlannedTensor:
     source: str | None
     canonical: str | None
@@ -22,14 +23,14 @@ class PlannedTensor:
     bytes: int
 
 
-@dataclass
+@record
 class GateRun:
     engine: str
     version: str
     findings: list[Finding]
 
 
-@dataclass
+@record
 class Gate:
     """convert's gate: check's rules on the planned output (or on SRC: ``on``)."""
 
@@ -39,7 +40,7 @@ class Gate:
     why: Literal["target", "config_types"] | None = optional()
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class ConvertReport(Report):
     """``weightcheck convert``: schema ``weightcheck.convert/1``; ``written`` is None for a dry
     run and a refused conversion."""

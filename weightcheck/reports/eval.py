@@ -4,13 +4,14 @@ docs/eval.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from weightcheck.record import record
 from weightcheck.reports.base import Report, optional
 
 
-@dataclass
+@record
 class EvalData:
     path: str  # --hidden-states as given
     format: Literal["specforge", "speculators"]
@@ -18,7 +19,7 @@ class EvalData:
     note: str | None  # how the layout was read, when it needs saying
 
 
-@dataclass
+@record
 class EvalTarget:
     spec: str
     vocab: int
@@ -26,7 +27,7 @@ class EvalTarget:
     dtype: str
 
 
-@dataclass
+@record
 class EvalStep:
     step: int  # k: the k-th token of a chain, from 0
     acc: float | None  # hits / given: the drafter's top-1 is the target's, given an accepted prefix
@@ -38,7 +39,7 @@ class EvalStep:
     acc_interval: list[float] | None = optional()  # the bootstrap interval of acc (2+ samples)
 
 
-@dataclass
+@record
 class EvalWalk:
     """The engines' own count on the data's sequences: chains started cycle by cycle where the
     previous one ended (docs/eval.md §3)."""
@@ -50,7 +51,7 @@ class EvalWalk:
     tau_interval: list[float] | None  # the bootstrap interval of tau (2+ samples)
 
 
-@dataclass
+@record
 class EvalDrafter:
     samples: int
     positions: int
@@ -70,7 +71,7 @@ class EvalDrafter:
     speedup: float | None = optional()
 
 
-@dataclass
+@record
 class EvalSpeed:
     baseline_tps: float
     cycle_ms: float
@@ -78,7 +79,7 @@ class EvalSpeed:
     break_even_tau: float  # the acceptance length at which speculation matches the baseline
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class EvalReport(Report):
     """``weightcheck eval``: schema ``weightcheck.eval/1``."""
 

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from weightcheck.record import record
 from weightcheck.reports.base import Report, SourceInfo, key
 
 
-@dataclass
+@record
 class DialectInfo:
     name: str | None
     wrappers: list[str]
     evidence: list[str]
 
 
-@dataclass
+@record
 class ArchitectureInfo:
     name: str | None
     evidence: str
 
 
-@dataclass
+@record
 class InspectConfig:
     raw: dict[str, Any] | None
     normalized: dict[str, Any]
@@ -30,7 +31,7 @@ class InspectConfig:
     key_fields: list[str]
 
 
-@dataclass
+@record
 class InspectTensor:
     name: str
     canonical: str | None
@@ -44,7 +45,7 @@ class InspectTensor:
     status: str
 
 
-@dataclass
+@record
 class MissingTensor:
     canonical: str
     presence: str
@@ -52,14 +53,14 @@ class MissingTensor:
     note: str | None
 
 
-@dataclass
+@record
 class Totals:
     tensors: int
     parameters: int
     bytes: int
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class InspectReport(Report):
     """``weightcheck inspect``: schema ``weightcheck.inspect/1``."""
 

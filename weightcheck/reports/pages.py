@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
+from weightcheck.record import record
 from weightcheck.reports.base import Report, key
 from weightcheck.rules.base import Severity
 
 
-@dataclass
+@record
 class Explains:
     explains: list[str]
     subject: str
     why: str
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class RulePage(Report):
     """``weightcheck rule CODE``: schema ``weightcheck.rule/1``. Read as a mapping too
     (``page["fix"]``), as the API gave it before it was typed."""
@@ -46,7 +47,7 @@ class RulePage(Report):
         return self.to_dict().get(name, default)
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class RuleList(Report):
     """``weightcheck rule --all --json``: schema ``weightcheck.rules/1``."""
 
@@ -61,13 +62,13 @@ class RuleList(Report):
     exit_status = 0
 
 
-@dataclass
+@record
 class KeptEntry:
     name: str
     pid: int
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class CleanReport(Report):
     """``weightcheck clean``: the leftovers of killed converts removed (or restored) and kept."""
 
@@ -85,7 +86,7 @@ class CleanReport(Report):
         return tuple(k.name for k in self.kept_entries)
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class ErrorReport(Report):
     """Exit status 2: the command could not be done (bad input, a usage error)."""
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from dataclasses import dataclass
 
 from weightcheck import expr, rules
 from weightcheck.engines.data import replays
 from weightcheck.engines.view import view as replay
 from weightcheck.errors import WeightcheckError
+from weightcheck.model import vocab
 from weightcheck.model.drafter import Drafter
+from weightcheck.record import record
 from weightcheck.rules import (
     ERROR,
     INFO,
@@ -32,11 +33,13 @@ from weightcheck.rules import (
     Finding,
     causes,
     training,
+    vocabmap,
 )
 from weightcheck.rules import values as values_mod
+from weightcheck.sources.base import read_json_file
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EngineRun:
     """What ``check --engine E`` says of the drafter (the same rules, the same inputs)."""
 
@@ -112,7 +115,6 @@ def run(
 
 
 def read_training_config(path: str) -> dict:
-    from weightcheck.sources.base import read_json_file
 
     cfg = read_json_file(path, "training config", 10_000_000)
     if not isinstance(cfg, dict):
@@ -276,9 +278,6 @@ def computed_from_mistyped(ctx: Context, f: Finding) -> bool:
 
 def vocab_gate(d: Drafter, training_map):
     """--training-vocab: SRC's map (d2t, or the identity) against the training run's."""
-    from weightcheck.model import vocab
-    from weightcheck.rules import vocabmap
-
     mine = vocab.from_drafter(d)
     if mine is None:
         raise WeightcheckError(d.source.spec, "no d2t, no lm_head and no vocab size: no map")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
+from weightcheck.record import record
 from weightcheck.schema import RulePage, RulesFile, Severity
 
 if TYPE_CHECKING:  # annotations only: the rules layer reads these, never imports them at run time
@@ -32,7 +33,7 @@ INFO: Severity = "info"
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     code: str
     severity: Severity
@@ -85,7 +86,7 @@ def page(code: str) -> RulePage:
         ) from None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     """A rule's function bound to its code; the rest (name, severity, summary, page) is its
     entry of mappings/rules.toml."""
@@ -125,7 +126,7 @@ def rule(code: str, needs: Needs = "", engine_free: bool = False):
     return deco
 
 
-@dataclass
+@record
 class TrainingGate:
     """What --training-config found, the WC9xx rules' input: can SRC initialize exactly that
     architecture?"""
@@ -177,7 +178,7 @@ class TrainingGate:
         }
 
 
-@dataclass
+@record
 class Context:
     drafter: Drafter
     rules: dict[str, Rule]  # by code: the severity and slug of each finding

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
+from weightcheck.record import record
 from weightcheck.rules.base import RULES_FILE, SEVERITY_ORDER, Finding, rules_file
 from weightcheck.schema import Explains, RulesFile
 
 SUBJECTS = ("same", "any", "named", "names_root")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cause:
     root: str
     explains: tuple[str, ...]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from weightcheck.model.drafter import Drafter
 from weightcheck.rules.base import Context, rule
+from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks, read_range
+from weightcheck.storage.header import TORCH_NAMES, itemsize
 
 
 @rule("WC801", needs="values")
@@ -48,9 +50,6 @@ def value_stats(d: Drafter, only: set | None = None, progress=None) -> dict:
     ``progress``: given the bytes of each chunk read."""
     import torch
 
-    from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks
-    from weightcheck.storage.header import TORCH_NAMES, itemsize
-
     out = {}
     for t in d.tensors:
         if t.canonical is None or t.dtype not in TORCH_NAMES or (only and t.canonical not in only):
@@ -83,9 +82,6 @@ def value_stats(d: Drafter, only: set | None = None, progress=None) -> dict:
 def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
     """Sampled rows of the drafter's lm_head equal the target's lm_head rows at the d2t ids
     (compared as values when the dtypes differ: ModelOpt writes an fp32 copy of a bf16 head)."""
-    from weightcheck.sources.tensors import read_range
-    from weightcheck.storage.header import TORCH_NAMES
-
     t = ctx.target
     head = ctx.tensor("lm_head.weight")
     if t is None or t.lm_head is None or head is None:
@@ -121,8 +117,6 @@ def lm_head_is_target_slice(ctx: Context, samples: int = 64) -> bool:
 
 def _values_equal(a: bytes, da: str, b: bytes, db: str) -> bool:
     import torch
-
-    from weightcheck.sources.tensors import from_bytes
 
     x, y = from_bytes(a, da).to(torch.float64), from_bytes(b, db).to(torch.float64)
     return x.shape == y.shape and bool(torch.equal(x, y))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from weightcheck.model import vocab
 from weightcheck.rules.base import WARNING, rule
 
 
@@ -211,7 +212,6 @@ def t2d_vs_d2t(ctx, finding):
 
 @rule("WC312")
 def d2t_placeholder(ctx, finding):
-    from weightcheck.model import vocab
 
     d2t, t2d = ctx.vocab_maps()
     v = len(t2d) if t2d is not None else ctx.normalized.get("vocab_size")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from weightcheck.model import vocab
+from weightcheck.record import record
 from weightcheck.rules.base import rule
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VocabGate:
     """What --training-vocab found: SRC's map and the training run's, and how they differ."""
 

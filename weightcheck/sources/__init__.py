@@ -8,6 +8,7 @@ import re
 
 from weightcheck.errors import WeightcheckError
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
+from weightcheck.sources.local import open_local
 from weightcheck.sources.pickled import PICKLE_EXT
 
 __all__ = ["Source", "TensorRecord", "WeightFile", "open_source", "is_local", "HUB_ID"]
@@ -36,7 +37,6 @@ def open_source(
     if os.path.exists(expanded):
         if revision:
             raise WeightcheckError(spec, "a revision was given for a local path")
-        from weightcheck.sources.local import open_local
 
         return open_local(spec, expanded, only, config_only)
     m = HUB_ID.match(spec)

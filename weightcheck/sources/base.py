@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol
 
 from weightcheck.errors import WeightcheckError, json_type
+from weightcheck.record import record
 from weightcheck.storage.header import MAX_JSON_DEPTH, Header, json_depth_ok
 
 # config.json we accept (a real drafter config is a few KB)
@@ -35,7 +36,7 @@ class Remote(Protocol):
     def read_range(self, fname: str, start: int, end: int) -> tuple[bytes, int | None]: ...
 
 
-@dataclass
+@record
 class WeightFile:
     name: str  # path relative to the source root, '/'-separated
     format: FileFormat
@@ -50,7 +51,7 @@ class WeightFile:
     pickle_meta: dict | None = None
 
 
-@dataclass
+@record
 class TensorRecord:
     name: str
     dtype: str  # safetensors spelling (BF16, F32, I64, BOOL, ...)
@@ -62,7 +63,7 @@ class TensorRecord:
     end: int | None = None
 
 
-@dataclass
+@record
 class Source:
     spec: str  # as given on the command line
     kind: SourceKind

@@ -26,9 +26,9 @@ import re
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.record import record
 from weightcheck.sources import layout
 from weightcheck.sources.base import (
     MAX_CONFIG_BYTES,
@@ -179,7 +179,7 @@ def _net_error(where: str, e: Exception) -> WeightcheckError:
     return WeightcheckError(where, f"cannot reach {endpoint()}: {name}: {_first_line(e)}")
 
 
-@dataclass
+@record
 class HubRepo:
     repo_id: str
     revision: str | None

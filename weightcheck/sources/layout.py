@@ -9,9 +9,9 @@ name-level check of a file an index names. Each opener adds only what its kind o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.record import record
 from weightcheck.sources.pickled import PICKLE_EXT
 
 # the files that mark a checkpoint, in order of preference (named in the "not a checkpoint" line)
@@ -25,7 +25,7 @@ MARKERS = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layout:
     kind: str  # shown to the user: "model.safetensors", "sharded safetensors", ...
     files: tuple[str, ...]  # weight files (empty when an index names them)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import pickletools
 import struct
 import zipfile
-from dataclasses import dataclass
 
+from weightcheck.record import record
 from weightcheck.sources.base import STATE_KEYS
 
 # torch.<X>Storage -> safetensors dtype, element size (torch/storage.py _LegacyStorage types)
@@ -44,13 +44,13 @@ class NotStatic(Exception):
     """Something this reader does not follow: the caller uses torch instead."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Global:
     module: str
     name: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Storage:
     dtype: str
     itemsize: int
@@ -58,7 +58,7 @@ class Storage:
     numel: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorMeta:
     dtype: str
     shape: tuple[int, ...]
@@ -226,7 +226,7 @@ def _storage(pid) -> Storage:
     return Storage(dtype, size, key, numel)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Tensor:
     storage: Storage
     offset: int

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import math
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck.errors import WeightcheckError, json_type
+from weightcheck.record import record
 
 # The safetensors library refuses headers over 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
 MAX_HEADER_BYTES = 100_000_000
@@ -94,7 +95,7 @@ def tensor_nbytes(dtype: str, shape) -> int:
     return math.prod(shape) * DTYPE_BITS[dtype] // 8
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorEntry:
     """One tensor as its header describes it."""
 
@@ -113,7 +114,7 @@ class TensorEntry:
         return math.prod(self.shape)
 
 
-@dataclass
+@record
 class Header:
     """A parsed, validated header. ``data_start`` is the file offset of the data buffer."""
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from weightcheck.record import record
 from weightcheck.storage.header import tensor_nbytes
 
 
-@dataclass
+@record
 class OutTensor:
     name: str
     dtype: str

@@ -16,11 +16,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from weightcheck import expr, mappings, schema
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
+from weightcheck.model import vocab
+from weightcheck.model.drafter import from_source, load_drafter
+from weightcheck.model.target import load_target
+from weightcheck.record import record
+from weightcheck.sources.base import read_json_file
 
 __all__ = [
     "Trainer",
@@ -46,7 +51,7 @@ HIDDEN_FIX = (
 Param = schema.TrainerParam  # a parameter or buffer of the trainer's model (mappings/trainers/)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Trainer:
     """A trainer's file (mappings/trainers/<name>.toml) as the typed loader builds it."""
 
@@ -100,7 +105,7 @@ def detect(cfg: dict) -> str | None:
     return None
 
 
-@dataclass
+@record
 class Replay:
     trainer: str
     version: str
@@ -631,10 +636,6 @@ def _numel(shape) -> int:
 def replay_training(src, training_config, trainer=None, target=None, training_vocab=None) -> Replay:
     """The API the trainer oracles call: paths in, :class:`Replay` out. ``trainer`` None: detected
     from the training config (exit 2-style WeightcheckError when it cannot be)."""
-    from weightcheck.model.drafter import load_drafter
-    from weightcheck.model.target import load_target
-    from weightcheck.sources.base import read_json_file
-
     path = str(training_config)
     if os.path.isdir(path):  # a folder holding the config, as --training-config takes it
         path = os.path.join(path, "config.json")
@@ -650,8 +651,6 @@ def replay_training(src, training_config, trainer=None, target=None, training_vo
     t = load_target(str(target), config_only=True) if target is not None else None
     tv = None
     if training_vocab is not None:
-        from weightcheck.model import vocab
-
         tv = vocab.load_map(str(training_vocab))
     return replay(d, cfg, name, target=t, training_vocab=tv)
 
@@ -661,7 +660,6 @@ def with_training_config(d, cfg: dict, path: str):
     run's draft config, so --training-config stands in for it (a note says so)."""
     if d.source.config is not None or not is_training_state(d.source):
         return d
-    from weightcheck.model.drafter import from_source
 
     s = d.source
     s.config = cfg

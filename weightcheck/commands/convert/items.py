@@ -5,10 +5,11 @@ fills a Plan, config.py writes its config, gate.py checks it, produce.py and pub
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from weightcheck.model.drafter import Drafter
+from weightcheck.record import record
 from weightcheck.storage.header import tensor_nbytes
 
 __all__ = ["Item", "ItemKind", "Plan"]
@@ -21,7 +22,7 @@ ItemKind = Literal[
 ]
 
 
-@dataclass
+@record
 class Item:
     """One output tensor and where its bytes come from."""
 
@@ -40,7 +41,7 @@ class Item:
         return tensor_nbytes(self.dtype, self.shape)
 
 
-@dataclass
+@record
 class Plan:
     src: Drafter
     to: str

@@ -18,7 +18,7 @@ from weightcheck.commands.convert.items import Item, Plan
 from weightcheck.engines import aux
 from weightcheck.engines.data import load, output_for, replays
 from weightcheck.errors import UsageError, WeightcheckError
-from weightcheck.model import compatibility, dialects
+from weightcheck.model import compatibility, dialects, vocab
 from weightcheck.model import config as config_mod
 from weightcheck.model.drafter import Drafter
 
@@ -305,8 +305,6 @@ def metadata(p: Plan) -> dict:
 def reindex_items(p: Plan, ref, lm_head_from, names_dialect, out_spec, out_dtype) -> None:
     """--vocab-from: OUT's d2t/t2d are REF's map, and lm_head row j is SRC's row for REF's token j
     (byte for byte), or the target's row for a token SRC's head lacks (--lm-head-from)."""
-    from weightcheck.model import vocab
-
     src = p.src
     head = src.by_canonical().get("lm_head.weight")
     mine = vocab.from_drafter(src) if head is not None else None

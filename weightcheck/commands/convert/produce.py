@@ -14,7 +14,10 @@ from weightcheck import __version__
 from weightcheck.commands.convert.plan import CARD_MARK, MARK, Item, Plan, origins
 from weightcheck.engines.data import ENGINES, loader_for
 from weightcheck.errors import WeightcheckError
-from weightcheck.storage.header import itemsize
+from weightcheck.model.vocab import runs
+from weightcheck.sources.tensors import iter_chunks, read_range, read_small, write_cast
+from weightcheck.storage.header import itemsize, parse_header, read_header_length
+from weightcheck.storage.writer import OutTensor, header_bytes
 
 CHUNK = 16 << 20  # bytes per read or cast step of a produced tensor
 COPY_CHUNK = 8 << 20  # bytes per copy_file_range call; each is checked while the next is copied
@@ -49,7 +52,6 @@ def copy_range(src_path: str, src_off: int, n: int, out_fd: int, out_off: int) -
 
 def produce(plan: Plan, it: Item, write) -> None:
     """Stream the bytes of a non-copy item to ``write``."""
-    from weightcheck.sources.tensors import iter_chunks, read_range, read_small, write_cast
 
     if it.kind in ("cast", "pickle"):
         isz = itemsize(it.src_dtype)
@@ -103,9 +105,6 @@ def gather_rows(rows: list, sources: dict, dtype: str, write) -> None:
     ``sources`` (key -> (Source, TensorRecord)), cast to ``dtype``. Output rows go in batches of
     about CHUNK bytes; each batch reads what it needs by ranges of neighbouring rows (at most
     CHUNK bytes a read), so memory stays at a batch and a read whatever the tensors' sizes."""
-    from weightcheck.model.vocab import runs
-    from weightcheck.sources.tensors import read_range, write_cast
-
     if not rows:
         return
     meta = {}
@@ -139,9 +138,6 @@ def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
     cache, so verification runs beside the copy. Where a tensor lies in the output is read back
     from the header bytes written (our strict parser), not taken from the running offset.
     Returns shard file name -> the header bytes written, in shard order."""
-    from weightcheck.storage.header import parse_header, read_header_length
-    from weightcheck.storage.writer import OutTensor, header_bytes
-
     headers = {}
     for shard in range(plan.shards):
         items, residue = aligned_order(plan, [it for it in plan.items if it.shard == shard])

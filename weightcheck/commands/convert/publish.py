@@ -18,6 +18,7 @@ from weightcheck.commands.convert.plan import CARD_MARK, MARK, Plan
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.storage import verify as verify_mod
+from weightcheck.storage.header import read_local_header
 
 TMP_MARK = ".weightcheck-tmp-"
 
@@ -124,8 +125,6 @@ def not_replaceable(out: str) -> str | None:
     its metadata. Anything else — a file of the user's, a subfolder, a link, a folder someone
     else wrote — is not ours to delete (cp, save_pretrained and hf download never delete what
     they did not write)."""
-    from weightcheck.storage.header import read_local_header
-
     if os.path.islink(out):
         return "is a symbolic link"
     if not os.path.isdir(out):
