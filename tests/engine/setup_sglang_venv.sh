@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the side venv in which tests/engine/sglang_oracle.py runs SGLang's own drafter-loading
-# code on CPU (tests/test_engine_sglang.py). Never the project's own Python: SGLang pins its own
+# code on CPU (tests/test_engine_oracles.py). Never the project's own Python: SGLang pins its own
 # torch and transformers.
 #
 #   bash tests/engine/setup_sglang_venv.sh [VENV_DIR]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the side venv with vLLM's CPU build used by the engine tests (tests/test_engine_vllm.py,
-# tests/test_engine_vllm_oracle.py). Never the project's own Python: vLLM pins its own torch and
+# tests/test_engine_oracles.py). Never the project's own Python: vLLM pins its own torch and
 # transformers.
 #
 #   bash tests/engine/setup_vllm_venv.sh [VENV_DIR]

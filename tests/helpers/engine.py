@@ -178,7 +178,7 @@ def variant(
     return out
 
 
-# --- the oracle tests (tests/test_engine_sglang.py, tests/test_engine_vllm_oracle.py) ---------------
+# --- the oracle tests (tests/test_engine_oracles.py) ----------------------------------------------
 
 ORACLE_SCRIPTS = {"sglang": "sglang_oracle.py", "vllm": "vllm_oracle.py"}
 # the keys of an oracle's record of one drafter (tests/engine/oracle_common.py new_record), and of
@@ -225,8 +225,7 @@ def convert_copy(src: pathlib.Path, out: pathlib.Path, to: str, target: pathlib.
 def run_oracle(engine: str, drafters: dict, root, args=(), timeout: int = 1200):
     """One run of tests/engine/<engine>_oracle.py in the engine's side venv over ``drafters``
     ({name: folder}): (records by name, wall seconds, the process). The test fails, with the
-    end of the oracle's stderr, unless there is one record per drafter.
-    WEIGHTCHECK_ORACLE_REPORT=FILE keeps every record (JSON)."""
+    end of the oracle's stderr, unless there is one record per drafter."""
     import subprocess
     import time
 
@@ -248,10 +247,11 @@ def run_oracle(engine: str, drafters: dict, root, args=(), timeout: int = 1200):
     return {n: by_path[str(drafters[n])] for n in names}, wall, p
 
 
-def keep_oracle_report(wall: float, stderr_tail: list, records: dict) -> None:
+def keep_oracle_report(engine: str, wall: float, stderr_tail: list, records: dict) -> None:
+    """WEIGHTCHECK_ORACLE_REPORT=FILE: every record of ENGINE's oracle run in FILE.ENGINE.json."""
     report = os.environ.get("WEIGHTCHECK_ORACLE_REPORT")
     if report:
-        with open(report, "w") as f:
+        with open(f"{report}.{engine}.json", "w") as f:
             json.dump(
                 {"seconds": round(wall, 1), "stderr_tail": stderr_tail, "records": records},
                 f,
