@@ -341,10 +341,22 @@ def test_break_even_is_the_founding_storys_arithmetic(ex):
     )
     assert r["speed"]["break_even_tau"] == pytest.approx(2.46)
     d = r["drafters"][0]
-    assert d["predicted_tps"] == pytest.approx(d["tau"] * 1000 / 30)
+    # at the walked acceptance length, the engines' own count (docs/eval.md §4), not the expected
+    assert d["walked"]["tau"] != pytest.approx(d["tau"])
+    assert d["predicted_tps"] == pytest.approx(d["walked"]["tau"] * 1000 / 30)
     assert d["speedup"] == pytest.approx(d["predicted_tps"] / 82)
     bad = run_cli("eval", ex["a"], "--hidden-states", ex["specforge"], "--baseline-tps", 82)
     assert bad.exit_code == 2 and "--cycle-ms" in bad.stderr
+
+
+def test_the_walked_length_ranks_and_the_expected_one_stands_in_without_a_cycle():
+    from weightcheck.eval.run import headline
+
+    walked = {"tau": 1.9, "tau_interval": [1.8, 2.0]}
+    r = {"tau": 2.4, "interval": {"tau": [2.2, 2.6]}, "walked": walked}
+    assert headline(r) == (1.9, [1.8, 2.0])
+    none = {"tau": 2.4, "interval": {"tau": [2.2, 2.6]}, "walked": {"tau": None}}
+    assert headline(none) == (2.4, [2.2, 2.6])
 
 
 # -- bad input -----------------------------------------------------------------------------------

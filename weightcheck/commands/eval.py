@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from weightcheck.errors import UsageError
 from weightcheck.eval.metric import break_even, predicted_tps
-from weightcheck.eval.run import evaluate
+from weightcheck.eval.run import evaluate, headline
 from weightcheck.reports.eval import EvalReport
 
 
@@ -35,9 +35,8 @@ def speed(report: dict, baseline_tps, cycle_ms, draft_ms) -> None:
         "break_even_tau": break_even(baseline_tps, cycle_ms, d),
     }
     for r in report["drafters"]:
-        tau = r["tau"]
+        tau, iv = headline(r)  # the walked acceptance length (docs/eval.md §4)
         r["predicted_tps"] = predicted_tps(tau, cycle_ms, d) if tau is not None else None
-        iv = (r.get("interval") or {}).get("tau")
         r["predicted_tps_interval"] = [predicted_tps(x, cycle_ms, d) for x in iv] if iv else None
         r["speedup"] = r["predicted_tps"] / baseline_tps if r["predicted_tps"] else None
 

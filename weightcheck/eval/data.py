@@ -18,10 +18,10 @@ import gzip
 import io
 import os
 import re
-from dataclasses import dataclass
 from typing import Iterator
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.record import record
 
 SPECFORGE_SUFFIXES = (".ckpt", ".ckpt.gz")
 SPECFORGE_KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
@@ -29,7 +29,7 @@ SPECULATORS_KEYS = ("token_ids", "hidden_states")
 _HS = re.compile(r"^hs_(\d+)\.safetensors$")
 
 
-@dataclass
+@record
 class Sample:
     file: str  # the file it came from (relative to DATA), for messages
     input_ids: object  # LongTensor [S]
@@ -40,7 +40,7 @@ class Sample:
     n_aux: int | None = None  # known from the layout (speculators), else None
 
 
-@dataclass
+@record
 class Dataset:
     path: str
     format: str  # "specforge" | "speculators"

@@ -26,13 +26,15 @@ the last position's mask cleared (specforge/data/preprocessing.py ``process_data
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from weightcheck.record import record
 
 BOOTSTRAP = 1000
 SEED = 0
 
 
-@dataclass
+@record
 class Counts:
     """Per-sample counts, one row per sample: lists of K-long lists."""
 

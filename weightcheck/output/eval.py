@@ -94,7 +94,7 @@ def _drafter(d: EvalDrafter, r: EvalReport) -> list:
         out.append(
             Line(
                 f"predicted {_num(d.predicted_tps, 1)} tok/s vs baseline "
-                f"{_num(r.speed.baseline_tps, 1)} (x{_num(d.speedup)})"
+                f"{_num(r.speed.baseline_tps, 1)} (x{_num(d.speedup)}), at the walked length"
             )
         )
     return out

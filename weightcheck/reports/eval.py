@@ -65,8 +65,8 @@ class EvalDrafter:
     dtype: str  # the compute dtype
     embed_from: Literal["drafter", "target"] | None
     draft_vocab: int
-    rank: int  # 1: the longest expected acceptance
-    predicted_tps: float | None = optional()  # with --baseline-tps and --cycle-ms
+    rank: int  # 1: the longest acceptance walked as an engine drafts (else expected)
+    predicted_tps: float | None = optional()  # --baseline-tps, --cycle-ms; at the walked tau
     predicted_tps_interval: list[float] | None = optional()
     speedup: float | None = optional()
 
