@@ -12,6 +12,13 @@ import pytest
 import schema_check
 from click.testing import CliRunner
 
+# One thread per torch process: the suite runs one worker per core (-n auto), and torch's
+# default (a thread per core) in every worker, and in the processes they start, makes the threads
+# wait on each other: the examples' eval data took 13 s for two workers at once instead of 5.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if "torch" in sys.modules:
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "examples" / "configs"
 PRODUCERS = ROOT / "tests" / "fixtures" / "producers"

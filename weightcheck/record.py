@@ -33,34 +33,36 @@ _MISSING = dataclasses.MISSING
 def _init(self, *args, **kwargs) -> None:
     """The constructor of every record: ``fields`` in order, positional ones first."""
     cls = type(self)
-    positional, by_name = cls.__record_positional__, cls.__record_init__
-    if len(args) > len(positional):
+    if args:
+        positional = cls.__record_positional__
+        if len(args) > len(positional):
+            raise TypeError(
+                f"{cls.__name__}() takes {len(positional)} positional arguments"
+                f" but {len(args)} were given"
+            )
+        for name, value in zip(positional, args):
+            if name in kwargs:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}")
+            kwargs[name] = value
+    values = self.__dict__
+    for name, default, factory in cls.__record_init__:
+        value = kwargs.pop(name, _MISSING)
+        if value is _MISSING:
+            if default is not _MISSING:
+                value = default
+            elif factory is not _MISSING:
+                value = factory()
+            else:
+                raise TypeError(f"{cls.__name__}() missing required argument: {name!r}")
+        values[name] = value
+    if kwargs:
         raise TypeError(
-            f"{cls.__name__}() takes {len(positional)} positional arguments"
-            f" but {len(args)} were given"
+            f"{cls.__name__}() got an unexpected keyword argument {next(iter(kwargs))!r}"
         )
-    for name, value in zip(positional, args):
-        if name in kwargs:
-            raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}")
-        kwargs[name] = value
-    for name in kwargs:
-        if name not in by_name:
-            raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {name!r}")
-    for name, f in by_name.items():
-        if name in kwargs:
-            value = kwargs[name]
-        elif f.default is not _MISSING:
-            value = f.default
-        elif f.default_factory is not _MISSING:
-            value = f.default_factory()
-        else:
-            raise TypeError(f"{cls.__name__}() missing required argument: {name!r}")
-        self.__dict__[name] = value
-    for f in cls.__record_later__:  # field(init=False) with a default
-        self.__dict__[f.name] = f.default if f.default is not _MISSING else f.default_factory()
-    post = getattr(self, "__post_init__", None)
-    if post is not None:
-        post()
+    for name, default, factory in cls.__record_later__:  # field(init=False) with a default
+        values[name] = default if default is not _MISSING else factory()
+    if cls.__record_post_init__:
+        self.__post_init__()
 
 
 def _repr(self) -> str:
@@ -90,13 +92,14 @@ def _frozen_delattr(self, name):
 def _prepare(cls, init: bool, repr: bool, eq: bool, frozen: bool):
     """What the shared methods read, computed once per class from its dataclass fields."""
     fields = dataclasses.fields(cls)
-    cls.__record_init__ = {f.name: f for f in fields if f.init}
+    cls.__record_init__ = tuple((f.name, f.default, f.default_factory) for f in fields if f.init)
     cls.__record_positional__ = tuple(f.name for f in fields if f.init and not f.kw_only)
     cls.__record_later__ = tuple(
-        f
+        (f.name, f.default, f.default_factory)
         for f in fields
         if not f.init and (f.default is not _MISSING or f.default_factory is not _MISSING)
     )
+    cls.__record_post_init__ = hasattr(cls, "__post_init__")
     cls.__record_repr__ = tuple(f for f in fields if f.repr)
     cls.__record_compare__ = tuple(f.name for f in fields if f.compare)
     if init:
