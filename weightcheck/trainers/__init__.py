@@ -26,6 +26,7 @@ from weightcheck.model.drafter import from_source, load_drafter
 from weightcheck.model.target import load_target
 from weightcheck.record import record
 from weightcheck.sources.base import read_json_file
+from weightcheck.trainers.raises import first_raise, holds
 
 __all__ = [
     "Trainer",
@@ -42,10 +43,6 @@ __all__ = [
 TRAINERS = ("specforge", "speculators")
 ORIGINS = ("src", "target", "init", "data")
 _PRETTY = {"specforge": "SpecForge", "speculators": "speculators"}
-HIDDEN_FIX = (
-    "it is a drafter for SpecForge or the engines (weightcheck convert SRC OUT --to vllm), not "
-    "for a speculators fine-tune"
-)
 
 
 Param = schema.TrainerParam  # a parameter or buffer of the trainer's model (mappings/trainers/)
@@ -237,43 +234,12 @@ def _expand(tr: Trainer, symbols: dict) -> dict[str, tuple[tuple | None, Param]]
     return out
 
 
-def _holds(src: str | None, symbols: dict) -> bool:
-    try:
-        return bool(src) and bool(expr.evaluate(src, symbols))
-    except (expr.Undefined, ArithmeticError):
-        return False
-
-
 def is_training_state(source) -> bool:
     """SRC is a SpecForge checkpoint (training_state.pt): a folder holding one and no Hugging Face
     weights, or the file itself (specforge 0.2.0 model_loading.py:322-344)."""
     return source.layout == "SpecForge training_state.pt" or (
         source.kind == "file" and os.path.basename(source.location) == "training_state.pt"
     )
-
-
-def _few(names, n=3) -> str:
-    names = list(names)
-    head = ", ".join(names[:n])
-    return head + (f" and {len(names) - n} more" if len(names) > n else "")
-
-
-def _prefixes(names) -> str:
-    """layers.0.* / input_norm.weight: the few families a list of names falls in."""
-    fam = []
-    for n in names:
-        parts = n.split(".")
-        if parts[0] in ("draft_model", "module", "model", "eagle_module") and len(parts) > 1:
-            f = parts[0] + ".*"
-        elif parts[0] == "layers" and len(parts) > 2:
-            f = ".".join(parts[:2]) + ".*"
-        elif parts[0] == "midlayer":
-            f = "midlayer.*"
-        else:
-            f = n
-        if f not in fam:
-            fam.append(f)
-    return ", ".join(fam[:4]) + (", ..." if len(fam) > 4 else "")
 
 
 def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None) -> Replay:  # noqa: C901 - one function per trainer's order of events reads best
@@ -314,7 +280,7 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
     for n, (_, p) in model.items():
         loaded = n in src and n not in bad
         if p.origin == "data" and (
-            _holds(p.data_when, sym) or (p.data_if_map and training_vocab is not None)
+            holds(p.data_when, sym) or (p.data_if_map and training_vocab is not None)
         ):
             r.params[n] = "data"
         elif p.origin == "target":
@@ -323,298 +289,10 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
             r.params[n] = "src" if loaded else "target"
         else:
             r.params[n] = "src" if loaded else "init"
-    r.raises, r.kind, r.cite, r.fix = _raises(
+    r.raises, r.kind, r.cite, r.fix = first_raise(
         tr, d, training_cfg, sym, r, allowed, target, training_vocab
     )
     return r
-
-
-def _raises(tr, d, cfg, sym, r, allowed, target, training_vocab):
-    """(reason, kind, cite, fix) of the first raise on the trainer's path, or Nones: the
-    training config, the shapes, then each trainer's own load."""
-    f = tr.facts
-    for said in (
-        _config_raises(tr, d, cfg, f),
-        _files_raise(tr, d, r, f),
-        _mismatch_raises(tr, r, sym, f),
-    ):
-        if said is not None:
-            return said
-    if tr.load.missing == "raises":  # SpecForge: its warm start requires every parameter
-        return _specforge_raises(tr, d, r, sym, allowed, training_vocab, f)
-    return _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f)
-
-
-def _config_raises(tr, d, cfg, f):
-    """The training config the trainer cannot build from (and, for speculators, SRC's own)."""
-    archs = cfg.get("architectures")
-    if not tr.load.requires_speculators_config:
-        if not (isinstance(archs, list) and len(archs) == 1 and archs[0] in tr.architectures):
-            return (
-                f"its EAGLE-3 strategy builds {tr.architectures[0]} only; the training config "
-                f"names {archs!r}",
-                "architecture",
-                f["cite_architectures"],
-                None,
-            )
-    else:
-        if "speculators_model_type" not in cfg:
-            return (
-                "the training config is no speculators config (no speculators_model_type): "
-                "speculators builds its drafter from one only",
-                "config",
-                f["cite_config"],
-                "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
-            )
-        if d.source.config is None or "speculators_model_type" not in d.source.config:
-            said = "has no config.json" if d.source.config is None else "is no speculators config"
-            return (
-                f"SRC's config {said}: --from-pretrained reads SRC's own speculators config "
-                "(only DFlash checkpoints are converted on the fly)",
-                "config",
-                f["cite_config"],
-                "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
-            )
-        return _speculators_config_invalid(d.source.config, f, tr.load.not_validated)
-    return None
-
-
-def _speculators_config_invalid(cfg: dict, f, not_validated=()):
-    """speculators' config classes validate SRC's config as they build it: every field's type
-    (transformers' strict config dataclass, pydantic), layer_types one per layer, norm_before_fc
-    and fc_norm not both."""
-    bad = sorted(config_mod.normalize(cfg).mistyped - set(not_validated))
-    if bad:
-        return (
-            f"its config classes validate every field: {', '.join(bad)} of the wrong JSON type",
-            "config",
-            f["cite_validation"],
-            None,
-        )
-    tl = cfg.get("transformer_layer_config")
-    tl = tl if isinstance(tl, dict) else {}
-    types, n = tl.get("layer_types"), tl.get("num_hidden_layers")
-    if isinstance(types, list) and type(n) is int and len(types) != n:
-        return (
-            f"num_hidden_layers ({n}) must equal the number of layer_types ({len(types)}): "
-            "transformers' validate_layer_type raises",
-            "config",
-            f["cite_layer_types"],
-            f"write {n} layer_types in transformer_layer_config",
-        )
-    if cfg.get("norm_before_fc") is True and cfg.get("fc_norm") is True:
-        return (
-            "norm_before_fc and fc_norm are both true: its config class refuses them together",
-            "config",
-            f["cite_validation"],
-            None,
-        )
-    return None
-
-
-def _files_raise(tr, d, r, f):
-    """A pretrained SRC whose folder has none of the weight files transformers' from_pretrained
-    looks for (shards without their index, a weights file of another name): OSError."""
-    names = tr.load.weight_files
-    if r.source_kind != "pretrained" or not names or d.source.kind not in ("folder", "hub"):
-        return None
-    held = set(d.source.files)
-    if d.source.index_file:
-        held.add(d.source.index_file.replace("\\", "/").rsplit("/", 1)[-1])
-    if held & set(names):
-        return None
-    return (
-        f"its loader (transformers' from_pretrained) reads a folder's {', '.join(names)} only; "
-        f"SRC has {', '.join(sorted(held)) or 'none of them'}: OSError, no file named "
-        f"{names[0]}",
-        "files",
-        f["cite_weight_files"],
-        f"weightcheck convert SRC OUT --to {'speculators' if tr.name == 'speculators' else 'sglang'}"
-        " first: it writes model.safetensors, or shards with their index",
-    )
-
-
-def _mismatch_raises(tr, r, sym, f):
-    """A parameter of another shape in SRC than the trainer builds: its loader raises."""
-    if not r.mismatched or tr.load.shape_mismatch != "raises":
-        return None
-    equal = tr.load.requires_equal_hidden
-    hold = speculators_cannot_hold_reason(r.mismatched, sym) if equal else None
-    if hold:
-        return hold, "hidden", f["cite_hidden"], HIDDEN_FIX
-    n, a, b = r.mismatched[0]
-    more = f" (and {len(r.mismatched) - 1} more)" if len(r.mismatched) > 1 else ""
-    return (
-        f"{n}: {list(a)} in SRC, it builds {list(b)}{more}: its loader raises on a size mismatch",
-        "mismatch",
-        f["cite_shape"],
-        None,
-    )
-
-
-def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
-    """SpecForge's own load: the checkpoint's strategy, names it does not know, parameters left
-    missing (it never renames), a vocabulary map of another size."""
-    if r.source_kind == "training_state":
-        strategy = _state_meta(d).get("strategy")
-        want = tr.load.strategy
-        if strategy is not None and strategy != want:
-            return (
-                f"the checkpoint was written by strategy {strategy!r}; this run trains {want!r}",
-                "strategy",
-                f["cite_state"],
-                None,
-            )
-    fix = None
-    if _renamable(d, r.missing):
-        extras = [t.name for t in d.tensors if t.canonical not in r.params]
-        fix = (
-            "weightcheck convert SRC OUT --to sglang first: it writes the midlayer.* names "
-            "SpecForge loads fully"
-            if not extras
-            else f"its model has no place for {_few(extras)} under any name: SpecForge "
-            "cannot fine-tune this drafter as it is"
-        )
-    strict = tr.load.training_state_unexpected == "raises"
-    if r.source_kind == "training_state" and r.unexpected and strict:
-        return (
-            f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}): "
-            "a SpecForge checkpoint is loaded by name, never renamed, and any unexpected "
-            "name raises",
-            "unexpected",
-            f["cite_unexpected"],
-            fix,
-        )
-    required = [n for n in r.missing if n not in allowed]
-    if required:
-        why = (
-            f"its warm start loads by Hugging Face names and never renames: "
-            f"{len(r.unexpected)} of SRC's names are not its own ({_prefixes(r.unexpected)}) "
-            "and "
-            if r.unexpected
-            else "its warm start requires every parameter and buffer but the embedding: "
-        )
-        return (
-            f"{why}{len(required)} of its own stay missing ({_prefixes(required)}), so it raises",
-            "missing",
-            f["cite_missing"],
-            fix,
-        )
-    if training_vocab is not None and _holds("Vd != V", sym):
-        if training_vocab.size != sym.get("Vd"):
-            return (
-                f"the run's map has {training_vocab.size} draft ids, the model "
-                f"{sym.get('Vd')}: load_vocab_mapping's copy raises",
-                "vocab",
-                "specforge==0.2.0 specforge/modeling/draft/base.py:193-206 load_vocab_mapping",
-                None,
-            )
-    return None, None, None, None
-
-
-def _speculators_raises(tr, d, r, cfg, sym, target, training_vocab, f):
-    """speculators' own load: a vocabulary map that does not fit, no verifier, a verifier of
-    another hidden size than the draft's."""
-    if training_vocab is not None and _holds("Vd != V", sym):
-        if training_vocab.size != sym.get("Vd") or (
-            training_vocab.vocab is not None and training_vocab.vocab != sym.get("V")
-        ):
-            return (
-                f"the run's map ({training_vocab.size} draft ids over {training_vocab.vocab} "
-                f"tokens) does not fit draft_vocab_size {sym.get('Vd')} / vocab_size "
-                f"{sym.get('V')}: load_vocab_mappings raises",
-                "vocab",
-                "speculators==0.9.0 speculators/model.py:104-119 DraftVocabMixin.load_vocab_mappings",
-                None,
-            )
-    verifier = _verifier(d.source.config) if d.source.config else _verifier(cfg)
-    if not verifier and tr.load.requires_verifier:
-        return (
-            "speculators_config.verifier.name_or_path is null: load_verifier_weights calls "
-            "AutoConfig.from_pretrained(None)",
-            "verifier",
-            f["cite_verifier"],
-            "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
-        )
-    if r.params.get("t2d") == "init":  # a reduced vocabulary whose t2d nothing set
-        return (
-            "t2d was never set (SRC has none under speculators' own names, and no map was given): "
-            "load_verifier_weights takes the verifier's head rows at t2d and raises",
-            "vocab",
-            f["cite_t2d"],
-            "pass the run's map (--d2t-path/--t2d-path), or convert SRC with "
-            "`weightcheck convert SRC OUT --to speculators` first",
-        )
-    th = getattr(target, "hidden_size", None) if target is not None else None
-    equal = tr.load.requires_equal_hidden
-    if equal and type(th) is int and type(sym.get("H")) is int and th != sym["H"]:
-        return (
-            f"the verifier's hidden size is {th}, the draft's {sym['H']}: speculators requires "
-            "them equal (its fc reads the draft hidden size)",
-            "hidden",
-            f["cite_hidden"],
-            HIDDEN_FIX,
-        )
-    return _target_layers_raise(tr, d.source.config or cfg, target, f) or (None, None, None, None)
-
-
-def _target_layers_raise(tr, cfg: dict, target, f):
-    """speculators resolves the target layers after loading: SRC's ids, or by default
-    [2, L // 2, L - 3] of the verifier's L layers; ids not distinct and within [0, L] raise."""
-    L = getattr(target, "num_layers", None) if target is not None else None
-    default = tr.load.default_target_layer_ids
-    if type(L) is not int or not default:
-        return None  # the verifier's layer count is known only from --target
-    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
-    explicit = ids is not None
-    if not explicit:
-        ids = [expr.evaluate(x, {"L": L}) for x in default]
-    if not isinstance(ids, list) or not all(type(i) is int for i in ids):
-        return None  # ids of the wrong type: WC212 says so
-    if ids and min(ids) >= 0 and max(ids) <= L and len(set(ids)) == len(ids):
-        return None
-    said = "its target layer ids" if explicit else "its default target layer ids"
-    return (
-        f"{said} {ids} are not distinct ids within [0, {L}] for a verifier of {L} layers: "
-        "resolve_target_layer_ids raises ValueError",
-        "aux",
-        f["cite_target_layers"],
-        "set eagle_aux_hidden_state_layer_ids in SRC's config (or pass --target-layer-ids)",
-    )
-
-
-def _state_meta(d) -> dict:
-    """training_state.pt's top-level scalars (strategy, run_id, ...), as sources read them."""
-    for wf in d.source.files.values():
-        if wf.pickle_meta:
-            return wf.pickle_meta
-    return {}
-
-
-def _verifier(cfg: dict | None):
-    sc = (cfg or {}).get("speculators_config")
-    v = sc.get("verifier") if isinstance(sc, dict) else None
-    return v.get("name_or_path") if isinstance(v, dict) else None
-
-
-def _renamable(d, missing) -> bool:
-    """The missing names are SRC's tensors under another layout's names (canonical names)."""
-    canon = {t.canonical for t in d.tensors if t.canonical}
-    return bool(missing) and any(n in canon for n in missing if n.startswith("midlayer."))
-
-
-def speculators_cannot_hold_reason(mismatched, sym) -> str | None:
-    """speculators builds fc from the draft hidden size (num_aux x H); a drafter whose fc reads a
-    target of another width cannot load there."""
-    for n, a, b in mismatched:
-        if n == "fc.weight" and len(a) == 2 and len(b) == 2 and a[0] == b[0] and a[1] != b[1]:
-            return (
-                f"fc.weight: {list(a)} in SRC; speculators builds fc from the draft hidden size "
-                f"({list(b)}: {sym.get('n_aux_s')} x {sym.get('H')}) and requires verifier hidden "
-                "== draft hidden: it cannot hold a drafter whose fc reads a target of another "
-                "width"
-            )
-    return None
 
 
 def speculators_cannot_hold(norm) -> str | None:
