@@ -475,3 +475,30 @@ def test_markdown_draws_each_drafter_as_a_table(ex):
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith("## weightcheck eval")
     assert "| step | acc \\| accepted prefix |" in r.stdout
+
+
+def test_the_speed_line_says_which_length_it_used(ex):
+    """Predicted tok/s is at the walked length; with no cycle walked the expected one stands in,
+    and the line says so."""
+    from weightcheck.output.eval import eval_document
+    from weightcheck.reports.eval import EvalReport
+
+    r = _eval(
+        ex["a"],
+        "--hidden-states",
+        ex["specforge"],
+        "--target",
+        ex["target"],
+        "--baseline-tps",
+        82,
+        "--cycle-ms",
+        30,
+    )
+
+    def speed_line(report):
+        lines = [b.text for b in eval_document(EvalReport.from_dict(report)) if hasattr(b, "text")]
+        return [t for t in lines if t.startswith("predicted ")]
+
+    assert speed_line(r)[0].endswith("at the walked length")
+    r["drafters"][0]["walked"]["tau"] = None
+    assert speed_line(r)[0].endswith("at the expected length")

@@ -94,7 +94,9 @@ def _drafter(d: EvalDrafter, r: EvalReport) -> list:
         out.append(
             Line(
                 f"predicted {_num(d.predicted_tps, 1)} tok/s vs baseline "
-                f"{_num(r.speed.baseline_tps, 1)} (x{_num(d.speedup)}), at the walked length"
+                f"{_num(r.speed.baseline_tps, 1)} (x{_num(d.speedup)}), at the "
+                + ("walked" if d.walked.tau is not None else "expected")
+                + " length"
             )
         )
     return out
