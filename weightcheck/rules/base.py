@@ -45,6 +45,11 @@ class Finding:
     # the command that fixes it, when one does: ``weightcheck convert SRC OUT ...`` with SRC,
     # OUT and TARGET standing for the user's paths (tests run each on the case that triggers it)
     fix: str | None = None
+    # the second part of the message (issue #32): the evidence, the engine's code path, the long
+    # command; ``message`` is the first line, what is wrong and what to do (<= ~120 characters).
+    # Shown under --explain/--verbose, in --json and on the rule page's example, never in a
+    # table's one-line row
+    detail: str | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -55,6 +60,7 @@ class Finding:
             "rule": self.rule,
             "consequences": [c.as_dict() for c in self.consequences],
             "fix": self.fix,
+            "detail": self.detail,
         }
 
     @classmethod
@@ -68,6 +74,7 @@ class Finding:
             d.get("rule"),
             tuple(cls.from_dict(c) for c in d.get("consequences", ())),
             d.get("fix"),
+            d.get("detail"),
         )
 
 
@@ -112,7 +119,7 @@ class Rule:
 
     def __call__(self, ctx: "Context") -> Iterable[Finding]:
         """The rule's findings: its function is given ``finding(message, subject=None,
-        severity=None, fix=None)``, which makes a finding of this rule's code."""
+        severity=None, fix=None, detail=None)``, which makes a finding of this rule's code."""
         return self.fn(ctx, functools.partial(ctx.finding, self.code))
 
 
@@ -204,9 +211,12 @@ class Context:
         subject: str | None = None,
         severity: Severity | None = None,
         fix: str | None = None,
+        detail: str | None = None,
     ) -> Finding:
         r = self.rules[code]
-        return Finding(code, severity or r.severity, message, subject, r.slug, fix=fix)
+        return Finding(
+            code, severity or r.severity, message, subject, r.slug, fix=fix, detail=detail
+        )
 
     def convert_fix(self, to: str, *options: str) -> str:
         """The convert command that writes SRC in the layout ``to`` reads, checked against the
