@@ -107,6 +107,8 @@ class Rope:
         it first, as the engines' caches are)."""
         import torch
 
+        if self.inv_freq.device != pos.device:
+            self.inv_freq = self.inv_freq.to(pos.device)
         freqs = torch.outer(pos.float(), self.inv_freq)
         if self.interleaved:
             cos, sin = _scaled(freqs.cos(), self.mscale), _scaled(freqs.sin(), self.mscale)
