@@ -97,7 +97,8 @@ def load_tensor(src, rec_name: str, shape, dtype):
 
 
 class RMSNorm:
-    """SpecForge's / transformers' LlamaRMSNorm: float32 statistics, ``weight * x.to(dtype)``."""
+    """SpecForge's / transformers' LlamaRMSNorm: float32 statistics (float64 for float64),
+    ``weight * x.to(dtype)``."""
 
     def __init__(self, weight, eps: float):
         self.weight, self.eps = weight, eps
@@ -106,7 +107,7 @@ class RMSNorm:
         import torch
 
         dt = x.dtype
-        h = x.to(torch.float32)
+        h = x.to(torch.promote_types(dt, torch.float32))  # float64 stays float64
         var = h.pow(2).mean(-1, keepdim=True)
         h = h * torch.rsqrt(var + self.eps)
         return self.weight * h.to(dt)

@@ -109,7 +109,7 @@ def _block(q, k0, v0, extra, vextra, mask, score):
     w = score(torch.matmul(q, k0.transpose(-1, -2))) + mask
     if extra:
         w = torch.cat([w, *[e[..., None] for e in extra]], dim=-1)
-    w = torch.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+    w = torch.softmax(w, dim=-1, dtype=torch.promote_types(q.dtype, torch.float32)).to(q.dtype)
     out = torch.matmul(w[..., :n], v0)
     for i, vi in enumerate(vextra):
         out = out + w[..., n + i][..., None] * vi
