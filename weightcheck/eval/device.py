@@ -21,7 +21,7 @@ GIB = float(1 << 30)
 # for every step, the MLP's three intermediates, the logits (and their float32 argmax)
 CPU_BATCH_POSITIONS = 2048  # a CPU batch: large enough for the matrix kernels, small in RAM
 CPU_ATTENTION_BYTES = 256 << 20
-GPU_MAX_POSITIONS = 16384  # more buys the GPU nothing and costs pinned host memory
+GPU_MAX_POSITIONS = 8192  # more buys the GPU little and costs pinned host memory
 MIN_WORKSPACE = 1 << 30  # a GPU batch needs at least this beside the weights
 
 

@@ -79,6 +79,17 @@ def _mapped(src, rec):
         return torch.frombuffer(mm, dtype=dt, count=rec.nbytes // size, offset=rec.begin)
 
 
+def release_maps() -> None:
+    """Unmap the drafters' files once their tensors are on a GPU (the pages they touched stop
+    counting in the process's memory); a map still viewed by a tensor stays."""
+    for path in list(_MAPS):
+        try:
+            _MAPS[path].close()
+        except BufferError:
+            continue
+        del _MAPS[path]
+
+
 def load_tensor(src, rec_name: str, shape, dtype):
     """One tensor of a source (by its own name), as a torch tensor of ``dtype`` (a view of the
     file when it is a local safetensors one of that dtype)."""

@@ -105,8 +105,7 @@ def batch_counts(preds, ref, input_ids, loss_mask, layout) -> dict:
     dev = preds.device
     B = len(layout.lengths)
     t, n = layout.pos, layout.seg_len
-    lm = loss_mask.to(dev).long().clone()
-    lm[t == n - 1] = 0  # each sequence's last position
+    lm = loss_mask.to(dev).long() * (t != n - 1)  # each sequence's last position cleared
     row = torch.arange(L, device=dev)
     last = max(0, L - 1)
     # the data token after position p is the target's top-1 there (ref[p] == input_ids[p+1])

@@ -17,6 +17,14 @@ from __future__ import annotations
 SCORE_BYTES = 16
 
 
+def _to(t, device):
+    """A host tensor on ``device``: through pinned memory, without waiting for the device (a
+    copy from pageable memory would wait for every kernel queued before it)."""
+    if device.type == "cpu":
+        return t
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 class Layout:
     """Where each sequence of a packed batch lies: ``lengths`` in order, on ``device``."""
 
@@ -33,10 +41,11 @@ class Layout:
             at += n
         self.starts = starts
         n = torch.tensor(self.lengths, dtype=torch.long)
-        self.seg = torch.repeat_interleave(torch.arange(len(self.lengths)), n).to(self.device)
-        first = torch.tensor(starts, dtype=torch.long).to(self.device)
-        self.pos = torch.arange(self.total, device=self.device) - first[self.seg]  # t
-        self.seg_len = n.to(self.device)[self.seg]  # the length of each row's sequence
+        seg = torch.repeat_interleave(torch.arange(len(self.lengths)), n)
+        pos = torch.arange(self.total) - torch.tensor(starts, dtype=torch.long)[seg]
+        self.seg = _to(seg, self.device)
+        self.pos = _to(pos, self.device)  # t: the column within its sequence
+        self.seg_len = _to(n[seg], self.device)  # the length of each row's sequence
         self._plans: dict = {}
 
     @classmethod
@@ -53,13 +62,42 @@ class Layout:
         return torch.where(inside, ids[src.clamp(max=max(0, self.total - 1))], 0)
 
     def plan(self, row_cost: int):
-        """The attention's pieces for scores of ``row_cost`` bytes per (query, key) pair: lists of
+        """The attention's pieces for scores of ``row_cost`` bytes per (query, key) pair:
         ("rows", start, length, [(a, b), ...]) for one sequence in blocks of query rows, and
-        ("pad", [sequence indices], longest) for sequences padded together."""
+        ("pad", Padding) for sequences padded together."""
         p = self._plans.get(row_cost)
         if p is None:
-            p = self._plans[row_cost] = _plan(self.lengths, self.starts, row_cost, self.budget)
+            p = _plan(self.lengths, self.starts, row_cost, self.budget)
+            p = [(x[0], _Padding(self, x[1], x[2])) if x[0] == "pad" else x for x in p]
+            self._plans[row_cost] = p
         return p
+
+
+class _Padding:
+    """Sequences ``members`` padded to ``n`` rows: the rows gathered (``idx`` [B, n], padding
+    repeats a sequence's last row), the padded keys masked (``key_mask`` [B, n] additive), and
+    where the real rows go back (``src`` into the flattened [B*n], ``dst`` into the batch)."""
+
+    def __init__(self, layout: Layout, members, n: int):
+        import torch
+
+        self.members, self.n = list(members), n
+        lens = torch.tensor([layout.lengths[i] for i in members])
+        first = torch.tensor([layout.starts[i] for i in members])
+        t = torch.arange(n)
+        valid = t.view(1, n) < lens.view(-1, 1)
+        idx = first.view(-1, 1) + torch.minimum(t.view(1, n), (lens - 1).view(-1, 1))
+        dev = layout.device
+        self.idx = _to(idx, dev)
+        self.valid = _to(valid, dev)
+        self.src = _to(valid.flatten().nonzero().flatten(), dev)
+        self.dst = _to(idx[valid], dev)
+
+    def key_mask(self, dtype):
+        import torch
+
+        m = torch.zeros(self.valid.shape, dtype=dtype, device=self.valid.device)
+        return m.masked_fill_(~self.valid, torch.finfo(dtype).min)
 
 
 def _plan(lengths, starts, row_cost: int, budget: int) -> list:
@@ -133,7 +171,7 @@ def attend(q, keys, values, layout: Layout, score):
     out = q.new_empty((nh, layout.total, values[0].shape[-1]))
     for piece in pieces:
         if piece[0] == "pad":
-            _padded(out, q, keys, values, extra, layout, piece, score)
+            _padded(out, q, keys, values, extra, piece, score)
             continue
         if piece[0] == "single":
             i, n = piece[1], piece[2]
@@ -155,21 +193,12 @@ def attend(q, keys, values, layout: Layout, score):
     return out
 
 
-def _padded(out, q, keys, values, extra, layout: Layout, piece, score) -> None:
-    """Sequences ``piece[1]`` padded to ``piece[2]`` rows: gathered, attended, written back."""
-    import torch
-
-    _, members, n = piece
-    dev = q.device
-    lens = torch.tensor([layout.lengths[i] for i in members], device=dev)
-    first = torch.tensor([layout.starts[i] for i in members], device=dev)
-    t = torch.arange(n, device=dev)
-    valid = t.view(1, n) < lens.view(-1, 1)  # [B, n]
-    idx = first.view(-1, 1) + torch.minimum(t.view(1, n), (lens - 1).view(-1, 1))  # [B, n]
-    causal = _causal(n, n, 0, q.dtype, dev)  # [n, n]
-    pad_keys = torch.zeros(valid.shape, dtype=q.dtype, device=dev)
-    pad_keys.masked_fill_(~valid, torch.finfo(q.dtype).min)
-    mask = causal.unsqueeze(0) + pad_keys.unsqueeze(1)  # [B, n, n]
+def _padded(out, q, keys, values, extra, piece, score) -> None:
+    """Sequences padded together (a :class:`_Padding`): gathered, attended, written back."""
+    pad = piece[1]
+    idx, n = pad.idx, pad.n
+    causal = _causal(n, n, 0, q.dtype, q.device)  # [n, n]
+    mask = causal.unsqueeze(0) + pad.key_mask(q.dtype).unsqueeze(1)  # [B, n, n]
     o = _block(
         q[:, idx],
         keys[0][:, idx],
@@ -179,4 +208,5 @@ def _padded(out, q, keys, values, extra, layout: Layout, piece, score) -> None:
         mask,
         score,
     )  # [heads, B, n, dv]
-    out[:, idx[valid]] = o[:, valid]
+    nh, B, _, dv = o.shape
+    out[:, pad.dst] = o.reshape(nh, B * n, dv)[:, pad.src]

@@ -85,9 +85,7 @@ def load_models(specs, target=None, dtype=None, token=None, device=None):
         if d.looks_like_target:
             raise WeightcheckError(spec, d.target_said())
         loaded.append((spec, d))
-    needed = {
-        spec: _weights_bytes(d, dtype or engine_dtype(d.normalized)) for spec, d in loaded
-    }
+    needed = {spec: _weights_bytes(d, dtype or engine_dtype(d.normalized)) for spec, d in loaded}
     # the target's head and embedding, on a GPU, are there already (TargetSide checked them)
     device_mod.check_fits(device, needed, specs[0] if len(specs) == 1 else ", ".join(specs))
     models = []
@@ -184,6 +182,13 @@ def evaluate(
 
         tgt = TargetSide(target, dtype=dtype, token=token, device=dev)
     models = load_models(drafters, tgt, dtype, token, dev)
+    if dev.type != "cpu":
+        import gc
+
+        from weightcheck.eval.forward import release_maps
+
+        gc.collect()
+        release_maps()
     counts = [metric.Counts(steps) for _ in models]
     interrupted = False
     with torch.inference_mode():

@@ -57,7 +57,9 @@ class Rows:
         if t is not None:
             return t.reshape(self.rows, self.width).to(self.dtype)
         step = max(1, CHUNK // max(1, self.row_bytes))
-        return torch.cat([self.read(a, min(self.rows, a + step)) for a in range(0, self.rows, step)])
+        return torch.cat(
+            [self.read(a, min(self.rows, a + step)) for a in range(0, self.rows, step)]
+        )
 
     def read(self, a: int, b: int):
         if self.full is not None:
@@ -122,9 +124,7 @@ class Rows:
 class TargetSide:
     """``--target``: its config, lm_head and final norm (and embedding rows) by ranges."""
 
-    def __init__(
-        self, spec: str, dtype: str | None = None, token: str | None = None, device=None
-    ):
+    def __init__(self, spec: str, dtype: str | None = None, token: str | None = None, device=None):
         import torch
 
         names = set(EMBED_NAMES) | set(HEAD_NAMES) | set(NORM_NAMES)
