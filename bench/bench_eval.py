@@ -162,6 +162,8 @@ def main() -> None:
             data,
             "--steps",
             str(steps),
+            "--device",
+            "cpu",
             "--json",
         ]
         plain_cmd = [

@@ -145,6 +145,8 @@ def eval_rate(drafter: str, data: str) -> dict:
                  progress=lambda done, total: marks.append((time.perf_counter(), done)))  # fmt: skip
     wall = time.perf_counter() - t0
     (ta, pa), (tb, pb) = marks[0], marks[-1]
+    if len(marks) < 2:  # one batch: no steady state to speak of
+        ta, pa = t0, 0
     return {
         "positions": pb - pa,
         "seconds": tb - ta,

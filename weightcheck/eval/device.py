@@ -79,13 +79,17 @@ def check_fits(device, needed: dict[str, int], label: str) -> None:
     free = free_bytes(device)
     total = sum(needed.values()) + MIN_WORKSPACE
     if total > free:
-        parts = ", ".join(f"{k} {v / GIB:.1f} GiB" for k, v in needed.items())
+        parts = ", ".join(f"{k} {size(v)}" for k, v in needed.items())
         raise WeightcheckError(
             label,
-            f"does not fit {device}: needs {total / GIB:.1f} GiB ({parts}, "
-            f"{MIN_WORKSPACE / GIB:.0f} GiB to work in), {free / GIB:.1f} GiB free; "
-            "use --device cpu, a GPU with more memory free, or --dtype bfloat16",
+            f"does not fit {device}: needs {size(total)} ({parts}, {size(MIN_WORKSPACE)} to "
+            f"work in), {size(free)} free; use --device cpu or a GPU with more memory free",
         )
+
+
+def size(n: int) -> str:
+    """Bytes as GiB (MiB under one GiB)."""
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.0f} MiB"
 
 
 def per_position_bytes(models, width: int) -> int:

@@ -73,9 +73,9 @@ class Rows:
         """``F.embedding(ids, W)`` reading only the rows ``ids`` names."""
         import torch
 
-        flat = ids.reshape(-1).tolist()
         if self.full is not None:
-            return self.full[ids]
+            return self.full[ids.to(self.full.device)]
+        flat = ids.reshape(-1).tolist()
         bad = [x for x in flat if not 0 <= x < self.rows]
         if bad:
             raise WeightcheckError(
