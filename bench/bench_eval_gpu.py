@@ -214,6 +214,26 @@ def read_all(files, threads: int) -> float:
     return time.perf_counter() - t0
 
 
+def reader_only(dump: str) -> float:
+    """eval's read-ahead (stream.py) over the whole dump, every batch given back at once: the
+    reading eval does, without the compute."""
+    from weightcheck.eval import loop
+    from weightcheck.eval.data import open_data
+    from weightcheck.eval.device import GPU_MAX_POSITIONS
+    from weightcheck.eval.stream import Prefetch
+
+    import torch
+
+    ds = open_data(dump)
+    t0 = time.perf_counter()
+    pf = Prefetch(ds, range(len(ds.files)), GPU_MAX_POSITIONS, need_last=True, pin=True,
+                  depth=loop.DEPTH, workers=loop._workers(torch.device("cuda")))  # fmt: skip
+    for b in pf:
+        pf.release(b)
+    pf.close()
+    return time.perf_counter() - t0
+
+
 def drop_caches() -> bool:
     try:
         subprocess.run(["sync"], check=True)
@@ -279,6 +299,9 @@ def from_disk(drafter: str, sequences: int, positions: int) -> None:
     print(
         f"  read once: {t1:.1f} s with 1 thread, {t8:.1f} s with 8 ({size / once / 1e9:.2f} GB/s)"
     )
+    drop_caches()
+    reader = reader_only(dump)
+    print(f"  eval's reader alone (no compute): {reader:.1f} s ({size / reader / 1e9:.2f} GB/s)")
     cmd = [sys.executable, "-m", "weightcheck", "eval", drafter, "--hidden-states", dump,
            "--target", target, "--device", "cuda", "--json"]  # fmt: skip
     results = {}

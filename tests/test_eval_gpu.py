@@ -22,7 +22,10 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-TIE = 0.25  # a bfloat16 draft may differ where the two tokens' float64 logits are this close
+# a bfloat16 draft may differ where the two tokens' float64 logits are this close: bfloat16 keeps
+# 8 bits (a logit near 4 moves by 0.03 in one rounding) and the hidden states pass through ~20
+# roundings before the logits (bfloat16 against float64 on this data: up to 0.6 apart)
+TIE = 0.5
 
 
 def _module(name, path):

@@ -58,10 +58,16 @@ class Dataset:
         for i in range(len(self.files) if limit is None else min(limit, len(self.files))):
             yield self.sample(i, need_last)
 
-    def sample(self, i: int, need_last: bool = True) -> Sample:
-        """File ``i``'s sample (its last hidden state only when ``need_last``)."""
+    def sample(self, i: int, need_last: bool = True, direct: bool = False) -> Sample:
+        """File ``i``'s sample (its last hidden state only when ``need_last``). ``direct``: a
+        SpecForge ``.ckpt``'s hidden states as :class:`weightcheck.eval.ckpt.FileTensor` s, read
+        straight into a buffer later (a file ckpt.py does not index is read by torch.load)."""
         f = self.files[i]
         if self.format == "specforge":
+            if direct and f.endswith(".ckpt"):
+                s = _read_specforge_direct(f, self.label(f))
+                if s is not None:
+                    return s
             return _read_specforge(f, self.label(f))
         return _read_speculators(f, self.label(f), need_last)
 
@@ -168,6 +174,29 @@ def _read_specforge(path: str, where: str) -> Sample:
     mask = _squeeze_batch(obj["loss_mask"], "loss_mask", where, 1).long()
     aux = _squeeze_batch(obj["aux_hidden_state"], "aux_hidden_state", where, 2)
     last = _squeeze_batch(obj["hidden_state"], "hidden_state", where, 2)
+    _same_length(where, input_ids=ids, loss_mask=mask, aux_hidden_state=aux, hidden_state=last)
+    return Sample(where, ids, mask, aux, last, last_normed=True, hidden=int(last.shape[1]))
+
+
+def _read_specforge_direct(path: str, where: str) -> Sample | None:
+    """The sample with its hidden states left in the file (None: read it with torch.load)."""
+    from weightcheck.eval.ckpt import index
+
+    idx = index(path)
+    if idx is None or any(k not in idx for k in SPECFORGE_KEYS):
+        return None
+    shaped = {}
+    for key, ndim in (("input_ids", 1), ("loss_mask", 1), ("aux_hidden_state", 2),
+                      ("hidden_state", 2)):  # fmt: skip
+        t = idx[key]
+        if t.dim() == ndim + 1 and t.shape[0] == 1:
+            t = t.squeeze0()
+        if t.dim() != ndim:
+            return None  # torch.load's reading says what is wrong
+        shaped[key] = t
+    ids = shaped["input_ids"].load().long()
+    mask = shaped["loss_mask"].load().long()
+    aux, last = shaped["aux_hidden_state"], shaped["hidden_state"]
     _same_length(where, input_ids=ids, loss_mask=mask, aux_hidden_state=aux, hidden_state=last)
     return Sample(where, ids, mask, aux, last, last_normed=True, hidden=int(last.shape[1]))
 

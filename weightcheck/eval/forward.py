@@ -90,15 +90,48 @@ def release_maps() -> None:
         del _MAPS[path]
 
 
-def load_tensor(src, rec_name: str, shape, dtype):
+_STAGE = 64 << 20  # bytes of a mapped tensor copied to a GPU at a time
+
+
+def _to_device(t, src, rec, device):
+    """A mapped tensor copied to ``device`` a slice at a time, each slice's pages let go of the
+    process as soon as they are copied (``MADV_DONTNEED`` on a read-only map: the page cache
+    keeps them), so that loading a drafter onto a GPU holds at most one slice in memory."""
+    import mmap
+
+    import torch
+
+    mm = _MAPS.get(src.files[rec.file].local_path)
+    out = torch.empty(t.shape, dtype=t.dtype, device=device)
+    size = t.element_size()
+    step = max(1, _STAGE // size)
+    flat = out.view(-1)
+    page = mmap.PAGESIZE
+    for a in range(0, t.numel(), step):
+        b = min(t.numel(), a + step)
+        flat[a:b].copy_(t[a:b])
+        if mm is not None and hasattr(mm, "madvise"):
+            lo = (rec.begin + a * size) // page * page
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, lo, rec.begin + b * size - lo)
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+def load_tensor(src, rec_name: str, shape, dtype, device=None):
     """One tensor of a source (by its own name), as a torch tensor of ``dtype`` (a view of the
-    file when it is a local safetensors one of that dtype)."""
+    file when it is a local safetensors one of that dtype), on ``device`` (the CPU when None)."""
     import torch
 
     rec = src.tensors[rec_name]
     t = _mapped(src, rec)
     if t is None:
         t = from_bytes(bytearray(read_range(src, rec_name, 0, rec.nbytes)), rec.dtype)
+    elif device is not None and device.type != "cpu":
+        t = _to_device(t, src, rec, device)
+    if device is not None and t.device != device:
+        t = t.to(device)
     t = t.reshape(tuple(rec.shape))
     if shape is not None and tuple(t.shape) != tuple(shape):
         raise WeightcheckError(
@@ -245,8 +278,7 @@ class Eagle3Drafter:
             if required:
                 raise WeightcheckError(self.label, f"has no {name}: the drafter cannot run")
             return None
-        w = load_tensor(self.d.source, t.name, shape, self.dtype_name)
-        return w if self.device.type == "cpu" else w.to(self.device)
+        return load_tensor(self.d.source, t.name, shape, self.dtype_name, self.device)
 
     def _load_input(self, norm) -> None:
         """fc and the norms before it (``input_norm`` only for a Llama drafter: neither engine

@@ -1,13 +1,13 @@
 """The data read ahead while the drafters compute (docs/eval.md §7).
 
-A producer thread opens the selected files in order (a SpecForge ``.ckpt`` is memory-mapped: its
-tensors are read when copied), checks each against the drafters (one line naming the file, raised
-where the batches are taken), and gathers them into batches of at most ``positions`` positions
-(a longer sample is a batch of its own). Reader threads copy each sample of a batch into a
-staging buffer (pinned host memory when the device is a GPU, so the copy to it runs
-asynchronously); a bounded pool of buffers is the read-ahead: the producer waits for one to come
-back before it reads more, so the memory held is ``depth`` batches whatever the dump's size. A
-file's mapping is dropped once copied.
+A producer thread opens the selected files in order (a SpecForge ``.ckpt`` is indexed by ckpt.py:
+where its tensors' bytes lie; another file is memory-mapped or read by slices), checks each
+against the drafters (one line naming the file, raised where the batches are taken), and gathers
+them into batches of at most ``positions`` positions (a longer sample is a batch of its own).
+Reader threads read each sample of a batch into a staging buffer (one ``readinto`` per tensor;
+pinned host memory when the device is a GPU, so the copy to it runs asynchronously); a bounded
+pool of buffers is the read-ahead: the producer waits for one to come back before it reads more,
+so the memory held is ``depth`` batches whatever the dump's size.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class Prefetch:
         self._put(_DONE)
 
     def _open(self, i: int):
-        s = self.ds.sample(i, self.need_last)
+        s = self.ds.sample(i, self.need_last, direct=True)
         if self.check is not None:
             self.check(s)
         try:
@@ -221,11 +221,19 @@ class Prefetch:
 
     @staticmethod
     def _copy(s, buf: _Buffer, a: int, n: int) -> None:
-        buf.aux[a : a + n].copy_(s.aux)
+        _fill(buf.aux[a : a + n], s.aux)
         buf.ids[a : a + n].copy_(s.input_ids)
         buf.mask[a : a + n].copy_(s.loss_mask)
         if buf.last is not None:
-            buf.last[a : a + n].copy_(s.last)
+            _fill(buf.last[a : a + n], s.last)
+
+
+def _fill(dst, src) -> None:
+    """``dst`` from a tensor, or from a file (ckpt.py ``FileTensor``: one read into it)."""
+    if hasattr(src, "read_into"):
+        src.read_into(dst)
+    else:
+        dst.copy_(src)
 
 
 def _advise(path: str) -> None:

@@ -42,24 +42,21 @@ class Rows:
         self.full = None
         on_gpu = device is not None and device.type != "cpu"
         if rec.nbytes <= KEEP_BYTES or on_gpu:
-            self.full = self._whole()
-            if on_gpu:
-                self.full = self.full.to(device)
+            self.full = self._whole(device if on_gpu else None)
 
-    def _whole(self):
-        """The whole tensor in the compute dtype: a view of a local safetensors file (mapped)
-        when it can be, else read in chunks."""
+    def _whole(self, device=None):
+        """The whole tensor in the compute dtype, on ``device``: through a map of a local
+        safetensors file when it can be (forward.py ``load_tensor``), else read in chunks."""
         import torch
 
-        from weightcheck.eval.forward import _mapped
+        from weightcheck.eval.forward import _mapped, load_tensor
 
-        t = _mapped(self.src, self.rec)
-        if t is not None:
-            return t.reshape(self.rows, self.width).to(self.dtype)
+        if _mapped(self.src, self.rec) is not None:
+            name = str(self.dtype).replace("torch.", "")
+            return load_tensor(self.src, self.rec.name, None, name, device)
         step = max(1, CHUNK // max(1, self.row_bytes))
-        return torch.cat(
-            [self.read(a, min(self.rows, a + step)) for a in range(0, self.rows, step)]
-        )
+        parts = [self.read(a, min(self.rows, a + step)) for a in range(0, self.rows, step)]
+        return torch.cat([p.to(device) if device is not None else p for p in parts])
 
     def read(self, a: int, b: int):
         if self.full is not None:
@@ -165,8 +162,8 @@ class TargetSide:
             from weightcheck.eval.forward import RMSNorm, load_tensor
 
             eps = float(self.norm_cfg.get("rms_norm_eps") or 1e-6)
-            w = load_tensor(self.src, nrec.name, None, self.dtype_name)
-            self.final_norm = RMSNorm(w if device is None else w.to(device), eps)
+            w = load_tensor(self.src, nrec.name, None, self.dtype_name, device)
+            self.final_norm = RMSNorm(w, eps)
 
     def _fits(self, device) -> None:
         """On a GPU the head and the embedding are kept there: exit 2 when they do not fit."""
