@@ -217,12 +217,12 @@ def read_all(files, threads: int) -> float:
 def reader_only(dump: str) -> float:
     """eval's read-ahead (stream.py) over the whole dump, every batch given back at once: the
     reading eval does, without the compute."""
+    import torch
+
     from weightcheck.eval import loop
     from weightcheck.eval.data import open_data
     from weightcheck.eval.device import GPU_MAX_POSITIONS
     from weightcheck.eval.stream import Prefetch
-
-    import torch
 
     ds = open_data(dump)
     t0 = time.perf_counter()
