@@ -214,10 +214,9 @@ def read_all(files, threads: int) -> float:
     return time.perf_counter() - t0
 
 
-def reader_only(dump: str) -> float:
+def reader_only(dump: str, workers: int) -> float:
     """eval's read-ahead (stream.py) over the whole dump, every batch given back at once: the
     reading eval does, without the compute."""
-    import torch
 
     from weightcheck.eval import loop
     from weightcheck.eval.data import open_data
@@ -227,7 +226,7 @@ def reader_only(dump: str) -> float:
     ds = open_data(dump)
     t0 = time.perf_counter()
     pf = Prefetch(ds, range(len(ds.files)), GPU_MAX_POSITIONS, need_last=True, pin=True,
-                  depth=loop.DEPTH, workers=loop._workers(torch.device("cuda")))  # fmt: skip
+                  depth=loop.DEPTH, workers=workers)  # fmt: skip
     for b in pf:
         pf.release(b)
     pf.close()
@@ -299,9 +298,19 @@ def from_disk(drafter: str, sequences: int, positions: int) -> None:
     print(
         f"  read once: {t1:.1f} s with 1 thread, {t8:.1f} s with 8 ({size / once / 1e9:.2f} GB/s)"
     )
-    drop_caches()
-    reader = reader_only(dump)
-    print(f"  eval's reader alone (no compute): {reader:.1f} s ({size / reader / 1e9:.2f} GB/s)")
+    from weightcheck.eval import stream
+
+    for advise in (True, False):
+        stream.ADVISE = advise
+        for workers in (8, 16):
+            drop_caches()
+            reader = reader_only(dump, workers)
+            print(
+                f"  eval's reader alone (no compute), {workers} threads, "
+                f"{'with' if advise else 'without'} WILLNEED: {reader:.1f} s "
+                f"({size / reader / 1e9:.2f} GB/s)"
+            )
+    stream.ADVISE = True
     cmd = [sys.executable, "-m", "weightcheck", "eval", drafter, "--hidden-states", dump,
            "--target", target, "--device", "cuda", "--json"]  # fmt: skip
     results = {}

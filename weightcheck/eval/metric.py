@@ -278,7 +278,8 @@ def _bootstrap(c: Counts, out: dict, bootstrap: int, seed: int, level: float) ->
         walked.append(1 + w_acc[idx].sum(1) / s_cyc.clamp_min(1))
     lo, hi = (1 - level) / 2, 1 - (1 - level) / 2
     qs = torch.tensor([lo, hi], dtype=torch.float64)
-    out["interval"]["tau"] = torch.quantile(torch.cat(taus), qs).tolist()
+    if out["tau"] is not None:  # a step nothing reached: no expected length, no interval
+        out["interval"]["tau"] = torch.quantile(torch.cat(taus), qs).tolist()
     if out["walked"]["cycles"]:
         out["walked"]["tau_interval"] = torch.quantile(torch.cat(walked), qs).tolist()
 

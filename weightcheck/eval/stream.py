@@ -12,6 +12,7 @@ so the memory held is ``depth`` batches whatever the dump's size.
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import threading
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from weightcheck.record import record
 
 _DONE = object()
+ADVISE = True  # ask the kernel to read the files opened ahead (posix_fadvise WILLNEED)
 _POLL = 0.1  # seconds a blocked thread waits before it looks at the stop flag again
 
 
@@ -77,7 +79,9 @@ class Prefetch:
         self._made = 0  # pooled buffers allocated so far (at most depth)
         self._shape = None  # (width, dtype, last width, last dtype) of the first sample
         self._stop = threading.Event()
+        self._inflight: collections.deque = collections.deque()  # (Batch, its reads), in order
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="weightcheck-read")
+        self._openers = ThreadPoolExecutor(2, thread_name_prefix="weightcheck-open")
         self._thread = threading.Thread(target=self._produce, name="weightcheck-prefetch")
         self._thread.daemon = True
         self._thread.start()
@@ -111,6 +115,7 @@ class Prefetch:
     def close(self) -> None:
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._openers.shutdown(wait=False, cancel_futures=True)
 
     # -- the producer's side ----------------------------------------------------------------------
     def _put(self, item) -> bool:
@@ -132,19 +137,22 @@ class Prefetch:
                     i = next(it, None)
                     if i is None:
                         break
-                    ahead.append(self._pool.submit(self._open, i))
+                    ahead.append(self._openers.submit(self._open, i))
                 if not ahead:
                     break
                 s = ahead.pop(0).result()
                 n = int(s[0].input_ids.shape[0])
                 if batch and size + n > self.positions:
-                    if not self._emit(batch):
+                    if not self._start(batch):
                         return
                     batch, size = [], 0
                 batch.append(s)
                 size += n
-            if batch and not self._stop.is_set():
-                self._emit(batch)
+            if batch and not self._stop.is_set() and not self._start(batch):
+                return
+            while self._inflight:
+                if not self._finish_oldest():
+                    return
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
             self._put(e)
             return
@@ -158,7 +166,8 @@ class Prefetch:
             nbytes = os.path.getsize(self.ds.files[i])
         except OSError:
             nbytes = 0
-        _advise(self.ds.files[i])
+        if ADVISE:
+            _advise(self.ds.files[i])
         return s, nbytes
 
     def _buffer(self, rows: int, first):
@@ -183,13 +192,18 @@ class Prefetch:
             try:
                 b = self._free.get(timeout=_POLL)
             except queue.Empty:
+                # every buffer is out: one comes back only once the consumer has a batch
+                if self._inflight and not self._finish_oldest():
+                    return None
                 continue
             if b.event is not None:
                 b.event.synchronize()
             return b
         return None
 
-    def _emit(self, batch) -> bool:
+    def _start(self, batch) -> bool:
+        """Queue the reads of ``batch`` into a buffer (they run while earlier batches' do); hand
+        over the batches whose reads are done, in order."""
         lengths = [int(s.input_ids.shape[0]) for s, _ in batch]
         buf = self._buffer(sum(lengths), batch[0][0])
         if buf is None:
@@ -202,8 +216,6 @@ class Prefetch:
             self._pool.submit(self._copy, s, buf, a, n)
             for (s, _), a, n in zip(batch, starts, lengths)
         ]
-        for j in jobs:
-            j.result()
         L = at
         b = Batch(
             files=[s.file for s, _ in batch],
@@ -216,7 +228,17 @@ class Prefetch:
             nbytes=sum(nb for _, nb in batch),
             buffer=buf,
         )
-        batch.clear()  # the samples' mappings go with them
+        batch.clear()  # the samples go with their reads
+        self._inflight.append((b, jobs))
+        while self._inflight and all(j.done() for j in self._inflight[0][1]):
+            if not self._finish_oldest():
+                return False
+        return True
+
+    def _finish_oldest(self) -> bool:
+        b, jobs = self._inflight.popleft()
+        for j in jobs:
+            j.result()
         return self._put(b)
 
     @staticmethod
