@@ -601,7 +601,10 @@ def eval_command(
     except EvalInterrupted as stop:
         _show(stop.report, out)
         d = stop.report.data
-        click.echo(f"weightcheck: interrupted after {d.files} of the samples", err=True)
+        click.echo(
+            f"weightcheck: interrupted: the report covers the {d.files} samples evaluated",
+            err=True,
+        )
         sys.exit(130)
     _show(r, out)
 

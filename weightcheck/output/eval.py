@@ -81,9 +81,12 @@ def _rate_interval(s, iv) -> str:
     return f"{_pct(lo)} - {_pct(hi)}"
 
 
-def _length_interval(interval, d: EvalDrafter) -> str:
+def _length_interval(value, interval, d: EvalDrafter) -> str:
+    """The parenthesis after an acceptance length: its interval, or why there is none."""
     if interval:
         return f"95% interval {_num(interval[0])}-{_num(interval[1])}"
+    if value is None:
+        return "no position reached every step"
     n = d.samples
     need = d.interval.min_sequences
     return f"too few sequences for an interval: {n} < {need}"
@@ -111,7 +114,7 @@ def _drafter(d: EvalDrafter, r: EvalReport) -> list:
             ["step", "acc | accepted prefix", "95% interval", "trained acc (SpecForge acc_k)"], rows
         )
     )
-    ivs = _length_interval(d.interval.tau, d)
+    ivs = _length_interval(d.tau, d.interval.tau, d)
     out.append(
         Line(f"expected acceptance length, {r.steps}-step chain: {_num(d.tau)} ({ivs})", wrap=True)
     )
@@ -120,7 +123,7 @@ def _drafter(d: EvalDrafter, r: EvalReport) -> list:
     out.append(
         Line(
             f"acceptance length walked cycle by cycle, as an engine drafts: {_num(w.tau)} "
-            f"({_length_interval(w.tau_interval, d)}; {w.cycles} cycles, drafts accepted at "
+            f"({_length_interval(w.tau, w.tau_interval, d)}; {w.cycles} cycles, drafts accepted at "
             f"step {steps}: {'/'.join(str(x) for x in w.accepted_per_step)})",
             wrap=True,
         )
