@@ -39,6 +39,7 @@ from weightcheck.storage.writer import OutTensor, write_file  # noqa: E402
 
 HIDDEN, VOCAB, DRAFT_VOCAB, TARGET_LAYERS = 128, 2048, 400, 61
 EVAL_SAMPLES = 24  # sequences of the K2 drafter's eval data: enough for a bootstrap interval
+EVAL_SETUP = 'pip install ".[torch]" && python examples/make_examples.py'  # README.md's set-up
 
 # The Kimi-K2.5 MLA drafter, scaled down (the tests' too: tests/synth.py KIMI_K25_MLA), with the
 # fields a trainer's export writes besides
@@ -111,7 +112,7 @@ def main(out=None):
     try:
         import torch  # noqa: F401
     except ImportError:
-        print(f"{os.path.join(out, 'eval')}: skipped (needs torch: pip install '.[torch]')")
+        print(f"{os.path.join(out, 'eval')}: skipped: eval's example needs torch: {EVAL_SETUP}")
         return
     sys.path.insert(0, HERE)
     from make_eval_data import write_eval_example

@@ -464,3 +464,26 @@ def test_the_example_counts_the_same_hits_on_another_cpu_path(ex):
                            capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert other.returncode == 0, other.stderr
     assert json.loads(other.stdout) == here
+
+
+# -- the newcomer's path ---------------------------------------------------------------------------
+def test_the_readme_setup_says_what_writes_the_eval_example(tmp_path):
+    """README.md's set-up has the line that installs torch and writes the example's hidden
+    states, the Quickstart sends eval there, and make_examples.py run without torch says that
+    very line (issue #32 item 6)."""
+    readme = (ROOT / "README.md").read_text()
+    setup = readme[readme.index("## Set-up") : readme.index("## Quickstart")]
+    quick = readme[readme.index("## Quickstart") : readme.index("## Commands")]
+    line = _module("mex2", ROOT / "examples" / "make_examples.py").EVAL_SETUP
+    assert f"```bash\n{line}\n```" in setup
+    assert quick.index("after the second") < quick.index("$ weightcheck eval")
+    code = (
+        "import runpy, sys; sys.modules['torch'] = None; sys.argv = ['make_examples.py', sys.argv[1]]; "
+        "runpy.run_path('examples/make_examples.py', run_name='__main__')"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], capture_output=True,
+                       text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"skipped: eval's example needs torch: {line}" in r.stdout
+    assert (tmp_path / "out" / "kimi-k2-drafter").is_dir()
+    assert not (tmp_path / "out" / "eval").exists()
