@@ -16,9 +16,6 @@ from weightcheck.errors import UsageError, WeightcheckError
 _SPEC = re.compile(r"^(auto|cpu|cuda(?::(\d+))?)$")
 GIB = float(1 << 30)
 
-# working memory per position of a batch, in elements of the compute dtype per unit of width:
-# the aux input, the residual stream and the layer input (2H), q/k/v and the keys and values kept
-# for every step, the MLP's three intermediates, the logits (and their float32 argmax)
 CPU_BATCH_POSITIONS = 2048  # a CPU batch: large enough for the matrix kernels, small in RAM
 CPU_ATTENTION_BYTES = 256 << 20
 GPU_MAX_POSITIONS = 8192  # more buys the GPU little and costs pinned host memory

@@ -1,4 +1,4 @@
-"""Per-position hits -> per-step accuracies, expected acceptance length, confidence interval
+"""Per-position hits -> per-step accuracies, expected acceptance length, confidence intervals
 (docs/eval.md §3).
 
 For one sample of S positions, ``ref[p]`` is the target's top-1 after position p and
@@ -22,6 +22,12 @@ the last position's mask cleared (specforge/data/preprocessing.py ``process_data
   ``a + 1`` and so on while the start is a counted column (to the next counted column after a
   gap); its acceptance length is ``1 + accepted / cycles``, the mean acceptance length vLLM and
   SGLang report (vLLM: ``1 + num_accepted_tokens / num_drafts``).
+
+Intervals (95%): a step's ``acc`` the Wilson score interval over positions, from
+:data:`MIN_POSITIONS` on; the two acceptance lengths a percentile bootstrap over sequences, from
+:data:`MIN_SEQUENCES` on; fewer, and the report says too few instead of a number.
+
+The counts are taken over a packed batch on its device (:func:`batch_counts`), the walk on the host.
 """
 
 from __future__ import annotations
