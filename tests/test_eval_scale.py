@@ -468,15 +468,16 @@ def test_the_example_counts_the_same_hits_on_another_cpu_path(ex):
 
 # -- the newcomer's path ---------------------------------------------------------------------------
 def test_the_readme_setup_says_what_writes_the_eval_example(tmp_path):
-    """README.md's set-up has the line that installs torch and writes the example's hidden
-    states, the Quickstart sends eval there, and make_examples.py run without torch says that
-    very line (issue #32 item 6)."""
+    """README.md's set-up line installs without torch; the Quickstart says the line that installs
+    torch and writes the example's hidden states before eval, and make_examples.py run without
+    torch says that very line (issue #32 item 6)."""
     readme = (ROOT / "README.md").read_text()
     setup = readme[readme.index("## Set-up") : readme.index("## Quickstart")]
     quick = readme[readme.index("## Quickstart") : readme.index("## Commands")]
     line = _module("mex2", ROOT / "examples" / "make_examples.py").EVAL_SETUP
-    assert f"```bash\n{line}\n```" in setup
-    assert quick.index("after the second") < quick.index("$ weightcheck eval")
+    assert "```bash\npip install . && python examples/make_examples.py" in setup  # no torch
+    said = " ".join(quick[: quick.index("$ weightcheck")].split())
+    assert f"(`eval` after `{line}`: its data needs torch)" in said
     code = (
         "import runpy, sys; sys.modules['torch'] = None; sys.argv = ['make_examples.py', sys.argv[1]]; "
         "runpy.run_path('examples/make_examples.py', run_name='__main__')"

@@ -9,6 +9,7 @@ import os
 
 from weightcheck.errors import WeightcheckError
 from weightcheck.eval import metric
+from weightcheck.eval.checks import check_sample
 from weightcheck.eval.packed import Layout
 
 DEPTH = 3  # batches read ahead (the staging buffers)
@@ -23,7 +24,6 @@ def run_batches(ds, chosen, models, tgt, counts, steps, device, progress, positi
     """Evaluate ``models`` on the files ``chosen`` of ``ds``, adding to ``counts`` (one per
     model); ``progress(done, total)`` in positions (the total estimated from the files' sizes)."""
     from weightcheck.eval import device as device_mod
-    from weightcheck.eval.run import _check_sample
     from weightcheck.eval.stream import Prefetch
 
     if not chosen:
@@ -31,7 +31,7 @@ def run_batches(ds, chosen, models, tgt, counts, steps, device, progress, positi
 
     def check(s):
         for m in models:
-            _check_sample(s, m, tgt)
+            check_sample(s, m, tgt)
 
     width = models[0].n_aux * models[0].T
     if positions is None:

@@ -50,16 +50,6 @@ def eval_document(r: EvalReport) -> list:
     blocks = [Title("weightcheck eval"), Fields(head), Blank()]
     for d in r.ranked:
         blocks += _drafter(d, r) + [Blank()]
-    if r.drafters:
-        iv = r.drafters[0].interval
-        blocks.append(
-            Line(
-                f"intervals {100 * iv.level:.0f}%: a step's rate, {iv.rate_method} "
-                f"({iv.min_positions} positions or more); the acceptance lengths, "
-                f"{iv.length_method} ({iv.min_sequences} sequences or more)",
-                wrap=True,
-            )
-        )
     if r.speed:
         sp = r.speed
         blocks.append(
