@@ -6,9 +6,10 @@ the target's top-1). The data: one SpecForge offline sample (data_0.ckpt) of ``-
 positions (default 1000) of deterministic random aux hidden states. K = ``--steps`` (3).
 
 Measured, each as a subprocess (wall time, peak RSS by /usr/bin/time): ``python -m weightcheck
-eval DRAFTER --hidden-states DATA --steps K`` and ``python bench/bench_eval.py --plain DRAFTER
-DATA K``: safetensors.torch.load_file of the whole checkpoint, then the same K-step unrolled
-forward written out in plain torch (no weightcheck code). Printed: both and their ratio (issue #25:
+eval DRAFTER --hidden-states DATA --steps K --device cpu`` and ``python bench/bench_eval.py
+--plain DRAFTER DATA K``: safetensors.torch.load_file of the whole checkpoint, then the same
+K-step unrolled forward written out in plain torch (no weightcheck code; ``plain_drafts``, which
+bench_eval_gpu.py runs on the GPU). Printed: both and their ratio (issue #25:
 ours <= 1.2x). On a contended 2-core machine a 1000-position run of either takes many minutes in
 bfloat16; ``--once`` runs each once, without a warm-up.
 
