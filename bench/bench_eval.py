@@ -6,9 +6,10 @@ the target's top-1). The data: one SpecForge offline sample (data_0.ckpt) of ``-
 positions (default 1000) of deterministic random aux hidden states. K = ``--steps`` (3).
 
 Measured, each as a subprocess (wall time, peak RSS by /usr/bin/time): ``python -m weightcheck
-eval DRAFTER --hidden-states DATA --steps K`` and ``python bench/bench_eval.py --plain DRAFTER
-DATA K``: safetensors.torch.load_file of the whole checkpoint, then the same K-step unrolled
-forward written out in plain torch (no weightcheck code). Printed: both and their ratio (issue #25:
+eval DRAFTER --hidden-states DATA --steps K --device cpu`` and ``python bench/bench_eval.py
+--plain DRAFTER DATA K``: safetensors.torch.load_file of the whole checkpoint, then the same
+K-step unrolled forward written out in plain torch (no weightcheck code; ``plain_drafts``, which
+bench_eval_gpu.py runs on the GPU). Printed: both and their ratio (issue #25:
 ours <= 1.2x). On a contended 2-core machine a 1000-position run of either takes many minutes in
 bfloat16; ``--once`` runs each once, without a warm-up.
 
@@ -27,21 +28,24 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 
-def plain(drafter: str, data: str, steps: int) -> None:
-    """The competitor: load everything, run the unrolled forward, print the drafts' checksum."""
-    import torch
-    import torch.nn.functional as F
+def load_plain(drafter: str, device: str = "cpu"):
+    """The competitor's load: the config and every tensor (safetensors' ``load_file``)."""
     from safetensors.torch import load_file
 
-    torch.set_grad_enabled(False)
     cfg = json.load(open(os.path.join(drafter, "config.json")))
-    w = load_file(os.path.join(drafter, "model.safetensors"))
+    return cfg, load_file(os.path.join(drafter, "model.safetensors"), device=device)
+
+
+def plain_drafts(cfg: dict, w: dict, aux, ids, steps: int):
+    """The same K-step unrolled forward written out in plain torch (no weightcheck code), on the
+    device of ``aux``: the drafts (target ids) [steps, S] of one sequence."""
+    import torch
+    import torch.nn.functional as F
+
+    dev = aux.device
     p = "midlayer."
     nh, hd = cfg["num_attention_heads"], cfg["head_dim"]
     nkv, eps = cfg["num_key_value_heads"], cfg["rms_norm_eps"]
-    files = [os.path.join(r, n) for r, _, ns in os.walk(data) for n in ns if n.endswith(".ckpt")]
-    obj = torch.load(sorted(files)[0], weights_only=True)
-    aux, ids = obj["aux_hidden_state"][0], obj["input_ids"]
     S = ids.shape[0]
 
     def rms(x, weight):
@@ -49,7 +53,7 @@ def plain(drafter: str, data: str, steps: int) -> None:
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
         return weight * h.to(x.dtype)
 
-    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2).float() / hd))
+    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, device=dev).float() / hd))
 
     def rope(x, pos):
         f = torch.outer(pos.float(), inv)
@@ -59,8 +63,8 @@ def plain(drafter: str, data: str, steps: int) -> None:
         return x * e.cos().to(x.dtype) + rot * e.sin().to(x.dtype)
 
     h = F.linear(aux, w["fc.weight"])
-    pos = torch.arange(S)
-    mask = torch.full((S, S), float("-inf")).triu(1).to(h.dtype)
+    pos = torch.arange(S, device=dev)
+    mask = torch.full((S, S), float("-inf"), device=dev).triu(1).to(h.dtype)
     ks, vs, out_ids = [], [], []
     for k in range(steps):
         x_ids = torch.cat((ids[k + 1 :], ids.new_zeros(k + 1)))
@@ -72,6 +76,8 @@ def plain(drafter: str, data: str, steps: int) -> None:
         kk = F.linear(x, w[p + "self_attn.k_proj.weight"]).view(S, nkv, hd).transpose(0, 1)
         vv = F.linear(x, w[p + "self_attn.v_proj.weight"]).view(S, nkv, hd).transpose(0, 1)
         q, kk = rope(q, pos + k), rope(kk, pos + k)
+        if nh != nkv:
+            kk, vv = kk.repeat_interleave(nh // nkv, 0), vv.repeat_interleave(nh // nkv, 0)
         ks.append(kk)
         vs.append(vv)
         a = torch.matmul(q, ks[0].transpose(1, 2)) / math.sqrt(hd) + mask
@@ -89,7 +95,25 @@ def plain(drafter: str, data: str, steps: int) -> None:
         )
         d = F.linear(rms(h, w["norm.weight"]), w["lm_head.weight"]).argmax(-1)
         out_ids.append(d + w["d2t"][d])
-    print(json.dumps({"drafts_sum": int(torch.stack(out_ids).sum())}))
+    return torch.stack(out_ids)
+
+
+def data_files(data: str) -> list[str]:
+    return sorted(
+        os.path.join(r, n) for r, _, ns in os.walk(data) for n in ns if n.endswith(".ckpt")
+    )
+
+
+def plain(drafter: str, data: str, steps: int) -> None:
+    """The competitor as a process: load everything, run the unrolled forward on the first
+    sample, print the drafts' checksum."""
+    import torch
+
+    torch.set_grad_enabled(False)
+    cfg, w = load_plain(drafter)
+    obj = torch.load(data_files(data)[0], weights_only=True)
+    drafts = plain_drafts(cfg, w, obj["aux_hidden_state"][0], obj["input_ids"], steps)
+    print(json.dumps({"drafts_sum": int(drafts.sum())}))
 
 
 def make_data(out: str, drafter: str, positions: int) -> str:
@@ -139,6 +163,8 @@ def main() -> None:
             data,
             "--steps",
             str(steps),
+            "--device",
+            "cpu",
             "--json",
         ]
         plain_cmd = [

@@ -27,6 +27,7 @@ downloaded.
 import json
 import os
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -37,6 +38,8 @@ import synth  # noqa: E402
 from weightcheck.storage.writer import OutTensor, write_file  # noqa: E402
 
 HIDDEN, VOCAB, DRAFT_VOCAB, TARGET_LAYERS = 128, 2048, 400, 61
+EVAL_SAMPLES = 24  # sequences of the K2 drafter's eval data: enough for a bootstrap interval
+EVAL_SETUP = 'pip install ".[torch]" && python examples/make_examples.py'  # README.md's set-up
 
 # The Kimi-K2.5 MLA drafter, scaled down (the tests' too: tests/synth.py KIMI_K25_MLA), with the
 # fields a trainer's export writes besides
@@ -109,14 +112,34 @@ def main(out=None):
     try:
         import torch  # noqa: F401
     except ImportError:
-        print(f"{os.path.join(out, 'eval')}: skipped (needs torch: pip install '.[torch]')")
+        print(f"{os.path.join(out, 'eval')}: skipped: eval's example needs torch: {EVAL_SETUP}")
         return
     sys.path.insert(0, HERE)
     from make_eval_data import write_eval_example
 
-    write_eval_example(os.path.join(out, "kimi-k2-drafter"), os.path.join(out, "eval"))
+    # the data is drawn so that every drafter the docs evaluate on it counts the same hits on
+    # any machine (make_eval_data.py): the K2 drafter, the K2.5 one and the K2 drafter
+    # re-indexed to K2.5's vocabulary (docs/getting-started.md §4 writes it with convert)
+    with tempfile.TemporaryDirectory() as tmp:
+        reindexed = os.path.join(tmp, "k2-for-k25")
+        from weightcheck import api
+
+        api.convert(
+            os.path.join(out, "kimi-k2-drafter"),
+            reindexed,
+            to="sglang",
+            vocab_from=os.path.join(out, "kimi-k25-drafter"),
+            lm_head_from=os.path.join(out, "kimi-k25-target"),
+        )
+        write_eval_example(
+            os.path.join(out, "kimi-k2-drafter"),
+            os.path.join(out, "eval"),
+            samples=EVAL_SAMPLES,
+            also=[os.path.join(out, "kimi-k25-drafter"), reindexed],
+        )
     print(os.path.join(out, "eval"))
-    # the same for the MLA drafter: its own target and data, its step-0 drafts accepted ~70%
+    # the same for the MLA drafter: its own target and data, its step-0 drafts accepted ~70%;
+    # fewer samples, as a small set looks (too few sequences for an interval)
     write_eval_example(os.path.join(out, "kimi-k25-mla-drafter"), os.path.join(out, "eval-mla"))
     print(os.path.join(out, "eval-mla"))
 

@@ -380,6 +380,9 @@ def evaluate(
     target: str | os.PathLike | None = None,
     steps: int = 3,
     limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    device: str | None = None,
     dtype: str | None = None,
     baseline_tps: float | None = None,
     cycle_ms: float | None = None,
@@ -389,13 +392,17 @@ def evaluate(
 ) -> EvalResult:
     """``weightcheck eval``: how well each drafter (a spec, or a list of them) predicts the
     target on saved hidden states — per-step accuracy, the expected acceptance length ``tau`` of
-    a ``steps``-token chain and the one ``walked`` cycle by cycle as an engine drafts, ranked; with ``baseline_tps`` and ``cycle_ms`` the predicted tokens
-    per second. Needs torch (``pip install "weightcheck[torch]"``); CPU only."""
+    a ``steps``-token chain and the one ``walked`` cycle by cycle as an engine drafts, ranked;
+    with ``baseline_tps`` and ``cycle_ms`` the predicted tokens per second. ``limit``: the first
+    N samples; ``sample``: N drawn at random for ``seed``. ``device``: ``auto`` (None: a GPU
+    when torch sees one), ``cpu``, ``cuda`` or ``cuda:N``. Needs torch (``pip install
+    "weightcheck[torch]"``). Ctrl-C raises ``EvalInterrupted`` (a KeyboardInterrupt) whose
+    ``report`` covers what was evaluated."""
     from weightcheck.commands import eval as eval_mod
 
     if isinstance(drafters, (str, os.PathLike)):
         drafters = [drafters]
-    bar = Progress("eval", stream=sys.stderr, unit="sample") if progress else None
+    bar = Progress("eval", stream=sys.stderr, unit="pos") if progress else None
     try:
         return eval_mod.run(
             [str(d) for d in drafters],
@@ -403,6 +410,9 @@ def evaluate(
             target=target,
             steps=steps,
             limit=limit,
+            sample=sample,
+            seed=seed,
+            device=device,
             dtype=dtype,
             token=token,
             baseline_tps=baseline_tps,

@@ -530,7 +530,22 @@ def clean(folder, fmt, as_json):
     "ranges. Without it the data's next token stands for the target's top-1.",
 )
 @click.option("--steps", "-k", default=3, show_default=True, type=int, help="Chain length K.")
-@click.option("--limit", default=None, type=int, help="Read at most N samples.")
+@click.option("--limit", default=None, type=int, help="Evaluate the first N samples.")
+@click.option(
+    "--sample",
+    default=None,
+    type=int,
+    metavar="N",
+    help="Evaluate N samples drawn at random (the same N for the same --seed, on any machine).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="The seed of --sample.")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    metavar="auto|cpu|cuda[:N]",
+    help="Where the drafters run: auto is the first GPU torch sees, else the CPU.",
+)
 @click.option(
     "--dtype",
     default=None,
@@ -548,6 +563,9 @@ def eval_command(
     target,
     steps,
     limit,
+    sample,
+    seed,
+    device,
     dtype,
     baseline_tps,
     cycle_ms,
@@ -557,22 +575,37 @@ def eval_command(
     as_json,
 ):
     """How well each DRAFTER predicts the target: per-step accuracy, the expected acceptance
-    length and the one walked cycle by cycle as an engine drafts, from saved hidden states, on a
-    CPU (needs torch). Several drafters are ranked."""
+    length and the one walked cycle by cycle as an engine drafts, from saved hidden states (needs
+    torch; a GPU is used when present). Several drafters are ranked, in one pass over the data.
+    Ctrl-C prints the report of the samples evaluated so far (exit 130)."""
+    from weightcheck.reports.eval import EvalInterrupted
+
     out = _output(fmt, as_json)
-    r = api.evaluate(
-        drafters,
-        data,
-        target=target,
-        steps=steps,
-        limit=limit,
-        dtype=dtype,
-        baseline_tps=baseline_tps,
-        cycle_ms=cycle_ms,
-        draft_ms=draft_ms,
-        token=token,
-        progress=True,
-    )
+    try:
+        r = api.evaluate(
+            drafters,
+            data,
+            target=target,
+            steps=steps,
+            limit=limit,
+            sample=sample,
+            seed=seed,
+            device=device,
+            dtype=dtype,
+            baseline_tps=baseline_tps,
+            cycle_ms=cycle_ms,
+            draft_ms=draft_ms,
+            token=token,
+            progress=out.fmt != "json",
+        )
+    except EvalInterrupted as stop:
+        _show(stop.report, out)
+        d = stop.report.data
+        click.echo(
+            f"weightcheck: interrupted: the report covers the {d.files} samples evaluated",
+            err=True,
+        )
+        sys.exit(130)
     _show(r, out)
 
 

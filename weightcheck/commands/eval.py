@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from weightcheck.errors import UsageError
 from weightcheck.eval.metric import break_even, predicted_tps
-from weightcheck.eval.run import evaluate, headline
-from weightcheck.reports.eval import EvalReport
+from weightcheck.eval.run import Interrupted, evaluate, headline
+from weightcheck.reports.eval import EvalInterrupted, EvalReport
 
 
 def check_speed(baseline_tps, cycle_ms, draft_ms) -> bool:
@@ -48,6 +48,9 @@ def run(
     target: str | None = None,
     steps: int = 3,
     limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    device: str | None = None,
     dtype: str | None = None,
     token: str | None = None,
     baseline_tps: float | None = None,
@@ -56,9 +59,14 @@ def run(
     progress=None,
 ) -> EvalReport:
     """The options checked (before torch is imported or anything read), the drafters evaluated,
-    the speed arithmetic added: the report."""
+    the speed arithmetic added: the report. Ctrl-C: :class:`EvalInterrupted` carrying the report
+    of what was evaluated (KeyboardInterrupt when nothing was)."""
     if limit is not None and limit < 1:
         raise UsageError(None, f"--limit {limit}: at least 1")
+    if sample is not None and sample < 1:
+        raise UsageError(None, f"--sample {sample}: at least 1")
+    if limit is not None and sample is not None:
+        raise UsageError(None, "--limit and --sample: give one (the first N, or N at random)")
     with_speed = check_speed(baseline_tps, cycle_ms, draft_ms)
     try:
         import torch  # noqa: F401
@@ -67,16 +75,25 @@ def run(
             None, "eval runs the drafter: it needs torch: pip install 'weightcheck[torch]'"
         ) from None
 
-    report = evaluate(
-        list(drafters),
-        str(data),
-        target=None if target is None else str(target),
-        steps=steps,
-        limit=limit,
-        dtype=dtype,
-        token=token,
-        progress=progress,
-    )
+    try:
+        report = evaluate(
+            list(drafters),
+            str(data),
+            target=None if target is None else str(target),
+            steps=steps,
+            limit=limit,
+            sample=sample,
+            sample_seed=seed,
+            device=device,
+            dtype=dtype,
+            token=token,
+            progress=progress,
+        )
+    except Interrupted as stop:
+        report = stop.result
+        if with_speed:
+            speed(report, baseline_tps, cycle_ms, draft_ms)
+        raise EvalInterrupted(EvalReport.from_dict(report)) from None
     if with_speed:
         speed(report, baseline_tps, cycle_ms, draft_ms)
     return EvalReport.from_dict(report)

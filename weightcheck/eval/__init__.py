@@ -1,10 +1,13 @@
-"""``weightcheck eval``: how well a drafter predicts a target, from saved hidden states, on a CPU.
+"""``weightcheck eval``: how well a drafter predicts a target, from saved hidden states, on a
+CPU or a GPU.
 
-data.py reads the trainers' offline hidden-state files (docs/eval.md §1), one sample at a time;
-forward.py runs the drafter's own forward with test-time unrolling (its attention: llama.py or
-mla.py; its rotation: rope.py); target.py gives the target's top-1 from its lm_head (and final
-norm) read by ranges; metric.py turns per-position hits into per-step accuracies, the expected
-acceptance length, the acceptance length walked cycle by cycle as an engine drafts, and their
-confidence intervals; run.py ties them. torch is imported only inside this package (and only
-when ``eval`` runs).
+data.py reads the trainers' offline hidden-state files (docs/eval.md §1; ckpt.py locates a
+SpecForge file's tensors without loading it), stream.py reads them ahead into bounded buffers;
+device.py says where it runs and how much fits; forward.py runs the drafter's own forward with
+test-time unrolling over packed batches (packed.py: the layout and the attention; its attention:
+llama.py or mla.py; its rotation: rope.py); target.py gives the target's top-1 from its lm_head
+(and final norm); metric.py turns hits into per-step accuracies, the expected acceptance length,
+the acceptance length walked cycle by cycle as an engine drafts, and their intervals; loop.py is
+the pass over the data, run.py ties it together. torch is imported only inside this package (and
+only when ``eval`` runs).
 """

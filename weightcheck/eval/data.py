@@ -9,7 +9,9 @@ logits processor input). speculators 0.9.0 (``speculators generate-offline-data`
 slot the target's last layer output *before* its final norm; the loss mask stays in the
 preprocessed Arrow dataset, which is not read here (every position counts).
 
-Memory: one sample (one file) at a time; SpecForge's ``.ckpt`` is memory-mapped.
+Memory: a sample's tensors are read only when used: SpecForge's ``.ckpt`` is memory-mapped (a
+tensor never touched, the last hidden state without ``--target``, is never read), speculators'
+file is read by slices. stream.py reads files ahead into bounded buffers.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ class Sample:
     file: str  # the file it came from (relative to DATA), for messages
     input_ids: object  # LongTensor [S]
     loss_mask: object  # LongTensor [S] (0/1)
-    aux: object  # [S, n_aux * T]
-    last: object  # [S, T]
+    aux: object  # [S, n_aux * T], not read until used (memory-mapped or a slice)
+    last: object  # [S, T], likewise; None when not asked for (speculators)
     last_normed: bool  # True: after the target's final norm (SpecForge); False: before it
     n_aux: int | None = None  # known from the layout (speculators), else None
+    hidden: int | None = None  # T, from the last hidden state's shape
 
 
 @record
@@ -51,14 +54,22 @@ class Dataset:
         rel = os.path.relpath(f, self.path) if os.path.isdir(self.path) else os.path.basename(f)
         return os.path.join(os.path.basename(self.path.rstrip("/")), rel) if rel != "." else f
 
-    def samples(self, limit: int | None = None) -> Iterator[Sample]:
-        for i, f in enumerate(self.files):
-            if limit is not None and i >= limit:
-                return
-            if self.format == "specforge":
-                yield _read_specforge(f, self.label(f))
-            else:
-                yield _read_speculators(f, self.label(f))
+    def samples(self, limit: int | None = None, need_last: bool = True) -> Iterator[Sample]:
+        for i in range(len(self.files) if limit is None else min(limit, len(self.files))):
+            yield self.sample(i, need_last)
+
+    def sample(self, i: int, need_last: bool = True, direct: bool = False) -> Sample:
+        """File ``i``'s sample (its last hidden state only when ``need_last``). ``direct``: a
+        SpecForge ``.ckpt``'s hidden states as :class:`weightcheck.eval.ckpt.FileTensor` s, read
+        straight into a buffer later (a file ckpt.py does not index is read by torch.load)."""
+        f = self.files[i]
+        if self.format == "specforge":
+            if direct and f.endswith(".ckpt"):
+                s = _read_specforge_direct(f, self.label(f))
+                if s is not None:
+                    return s
+            return _read_specforge(f, self.label(f))
+        return _read_speculators(f, self.label(f), need_last)
 
 
 def open_data(path: str) -> Dataset:
@@ -164,32 +175,66 @@ def _read_specforge(path: str, where: str) -> Sample:
     aux = _squeeze_batch(obj["aux_hidden_state"], "aux_hidden_state", where, 2)
     last = _squeeze_batch(obj["hidden_state"], "hidden_state", where, 2)
     _same_length(where, input_ids=ids, loss_mask=mask, aux_hidden_state=aux, hidden_state=last)
-    return Sample(where, ids, mask, aux, last, last_normed=True)
+    return Sample(where, ids, mask, aux, last, last_normed=True, hidden=int(last.shape[1]))
 
 
-def _read_speculators(path: str, where: str) -> Sample:
+def _read_specforge_direct(path: str, where: str) -> Sample | None:
+    """The sample with its hidden states left in the file (None: read it with torch.load)."""
+    from weightcheck.eval.ckpt import index
+
+    idx = index(path)
+    if idx is None or any(k not in idx for k in SPECFORGE_KEYS):
+        return None
+    shaped = {}
+    for key, ndim in (("input_ids", 1), ("loss_mask", 1), ("aux_hidden_state", 2),
+                      ("hidden_state", 2)):  # fmt: skip
+        t = idx[key]
+        if t.dim() == ndim + 1 and t.shape[0] == 1:
+            t = t.squeeze0()
+        if t.dim() != ndim:
+            return None  # torch.load's reading says what is wrong
+        shaped[key] = t
+    ids = shaped["input_ids"].load().long()
+    mask = shaped["loss_mask"].load().long()
+    aux, last = shaped["aux_hidden_state"], shaped["hidden_state"]
+    _same_length(where, input_ids=ids, loss_mask=mask, aux_hidden_state=aux, hidden_state=last)
+    return Sample(where, ids, mask, aux, last, last_normed=True, hidden=int(last.shape[1]))
+
+
+def _read_speculators(path: str, where: str, need_last: bool = True) -> Sample:
+    """``hidden_states`` read by slices: the aux layers, and the last one when asked for."""
     import torch
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from safetensors import SafetensorError, safe_open
 
     try:
-        obj = load_file(path)
+        with safe_open(path, framework="pt") as f:
+            keys = set(f.keys())
+            missing = [k for k in SPECULATORS_KEYS if k not in keys]
+            if missing:
+                raise WeightcheckError(
+                    where,
+                    f"missing key(s) {', '.join(missing)} (a speculators hidden-state file holds "
+                    f"{', '.join(SPECULATORS_KEYS)}; it has {', '.join(sorted(keys)) or 'none'})",
+                )
+            ids = _squeeze_batch(f.get_tensor("token_ids"), "token_ids", where, 1).long()
+            sl = f.get_slice("hidden_states")
+            shape = list(sl.get_shape())
+            if len(shape) != 3 or shape[1] < 2:
+                raise WeightcheckError(
+                    where,
+                    f"hidden_states has shape {shape}: expected [seq, n_aux + 1, hidden] "
+                    "(the aux layers, then the last layer)",
+                )
+            aux = sl[:, : shape[1] - 1].flatten(1)
+            last = sl[:, shape[1] - 1] if need_last else None
     except (SafetensorError, OSError, ValueError) as e:
         raise WeightcheckError(where, f"cannot read: {' '.join(str(e).split())[:200]}") from None
-    _need(obj, SPECULATORS_KEYS, where, "speculators")
-    ids = _squeeze_batch(obj["token_ids"], "token_ids", where, 1).long()
-    hs = obj["hidden_states"]
-    if hs.dim() != 3 or hs.shape[1] < 2:
-        raise WeightcheckError(
-            where,
-            f"hidden_states has shape {list(hs.shape)}: expected [seq, n_aux + 1, hidden] "
-            "(the aux layers, then the last layer)",
-        )
-    aux = hs[:, :-1].flatten(1)
-    last = hs[:, -1]
+    if int(ids.shape[0]) != shape[0]:
+        _same_length(where, token_ids=ids, hidden_states=aux)
     mask = torch.ones_like(ids)
-    _same_length(where, token_ids=ids, hidden_states=hs)
-    return Sample(where, ids, mask, aux, last, last_normed=False, n_aux=hs.shape[1] - 1)
+    return Sample(
+        where, ids, mask, aux, last, last_normed=False, n_aux=shape[1] - 1, hidden=shape[2]
+    )
 
 
 def _same_length(where: str, **tensors) -> None:

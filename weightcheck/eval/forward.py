@@ -22,6 +22,7 @@ dtype the engine builds (the config's), or the one asked for.
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
+from weightcheck.eval.packed import Layout, attend
 from weightcheck.sources.tensors import from_bytes, read_range
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -78,15 +79,59 @@ def _mapped(src, rec):
         return torch.frombuffer(mm, dtype=dt, count=rec.nbytes // size, offset=rec.begin)
 
 
-def load_tensor(src, rec_name: str, shape, dtype):
+def release_maps() -> None:
+    """Unmap the drafters' files once their tensors are on a GPU (the pages they touched stop
+    counting in the process's memory); a map still viewed by a tensor stays."""
+    for path in list(_MAPS):
+        try:
+            _MAPS[path].close()
+        except BufferError:
+            continue
+        del _MAPS[path]
+
+
+_STAGE = 64 << 20  # bytes of a mapped tensor copied to a GPU at a time
+
+
+def _to_device(t, src, rec, device):
+    """A mapped tensor copied to ``device`` a slice at a time, each slice's pages let go of the
+    process as soon as they are copied (``MADV_DONTNEED`` on a read-only map: the page cache
+    keeps them), so that loading a drafter onto a GPU holds at most one slice in memory."""
+    import mmap
+
+    import torch
+
+    mm = _MAPS.get(src.files[rec.file].local_path)
+    out = torch.empty(t.shape, dtype=t.dtype, device=device)
+    size = t.element_size()
+    step = max(1, _STAGE // size)
+    flat = out.view(-1)
+    page = mmap.PAGESIZE
+    for a in range(0, t.numel(), step):
+        b = min(t.numel(), a + step)
+        flat[a:b].copy_(t[a:b])
+        if mm is not None and hasattr(mm, "madvise"):
+            lo = (rec.begin + a * size) // page * page
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, lo, rec.begin + b * size - lo)
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+def load_tensor(src, rec_name: str, shape, dtype, device=None):
     """One tensor of a source (by its own name), as a torch tensor of ``dtype`` (a view of the
-    file when it is a local safetensors one of that dtype)."""
+    file when it is a local safetensors one of that dtype), on ``device`` (the CPU when None)."""
     import torch
 
     rec = src.tensors[rec_name]
     t = _mapped(src, rec)
     if t is None:
         t = from_bytes(bytearray(read_range(src, rec_name, 0, rec.nbytes)), rec.dtype)
+    elif device is not None and device.type != "cpu":
+        t = _to_device(t, src, rec, device)
+    if device is not None and t.device != device:
+        t = t.to(device)
     t = t.reshape(tuple(rec.shape))
     if shape is not None and tuple(t.shape) != tuple(shape):
         raise WeightcheckError(
@@ -96,7 +141,8 @@ def load_tensor(src, rec_name: str, shape, dtype):
 
 
 class RMSNorm:
-    """SpecForge's / transformers' LlamaRMSNorm: float32 statistics, ``weight * x.to(dtype)``."""
+    """SpecForge's / transformers' LlamaRMSNorm: float32 statistics (float64 for float64),
+    ``weight * x.to(dtype)``."""
 
     def __init__(self, weight, eps: float):
         self.weight, self.eps = weight, eps
@@ -105,29 +151,10 @@ class RMSNorm:
         import torch
 
         dt = x.dtype
-        h = x.to(torch.float32)
+        h = x.to(torch.promote_types(dt, torch.float32))  # float64 stays float64
         var = h.pow(2).mean(-1, keepdim=True)
         h = h * torch.rsqrt(var + self.eps)
         return self.weight * h.to(dt)
-
-
-def attend(q, keys, values, mask, score):
-    """Test-time attention of step k = len(keys) - 1: column t's query (``q`` [heads, S, d])
-    over the step-0 keys of columns <= t (``keys[0]`` [heads, S, d], ``mask`` [S, S]) and the
-    keys of column t at steps 1..k (``keys[i]``); softmax in float32. ``score`` scales q.k (the
-    attention's softmax scale). The output [heads, S, dv] in q's dtype."""
-    import torch
-
-    S = q.shape[1]
-    wts = score(torch.matmul(q, keys[0].transpose(1, 2))) + mask
-    extra = [(score((q * keys[i]).sum(-1)))[..., None] for i in range(1, len(keys))]
-    if extra:
-        wts = torch.cat([wts, *extra], dim=-1)
-    wts = torch.softmax(wts, dim=-1, dtype=torch.float32).to(q.dtype)
-    out = torch.matmul(wts[..., :S], values[0])
-    for i in range(1, len(keys)):
-        out = out + wts[..., S + i - 1][..., None] * values[i]
-    return out
 
 
 class DecoderLayer:
@@ -150,9 +177,10 @@ class DecoderLayer:
         self.hidden_norm = RMSNorm(w(p + "hidden_norm.weight"), m.eps) if index == 0 else None
         self.post_norm = RMSNorm(w(p + "post_attention_layernorm.weight"), m.eps)
 
-    def __call__(self, h, emb, pos, mask, keys, values):
-        """The layer's output (the residual stream) at one step; its keys and values of this
-        step are appended to ``keys``/``values`` (this layer's, steps 0..k-1 so far)."""
+    def __call__(self, h, emb, pos, layout, keys, values):
+        """The layer's output (the residual stream) at one step over a packed batch (packed.py
+        ``Layout``); its keys and values of this step are appended to ``keys``/``values`` (this
+        layer's, steps 0..k-1 so far)."""
         import torch
         import torch.nn.functional as F
 
@@ -165,7 +193,7 @@ class DecoderLayer:
         q, kk, vv = self.attn.qkv(x, pos)
         keys.append(kk)
         values.append(vv)
-        out = attend(q, keys, values, mask, self.attn.score)
+        out = attend(q, keys, values, layout, self.attn.score)
         out = out.transpose(0, 1).reshape(S, -1)
         h = residual + self.attn.out(out)
         residual = h
@@ -177,7 +205,7 @@ class Eagle3Drafter:
     """An EAGLE-3 drafter (Llama or MLA attention, one or more decoder layers), loaded from a
     :class:`weightcheck.model.drafter.Drafter`."""
 
-    def __init__(self, d, dtype: str | None = None, embed=None):
+    def __init__(self, d, dtype: str | None = None, embed=None, device="cpu"):
         import torch
 
         self.d = d
@@ -186,6 +214,7 @@ class Eagle3Drafter:
         self.attention_class = self._runs(d, norm)
         self.dtype_name = dtype or engine_dtype(norm)
         self.dtype = getattr(torch, self.dtype_name)
+        self.device = torch.device(device)
         sym = norm.symbols()
         self.H, self.T, self.n_aux = sym["H"], sym["T"], sym["n_aux"]
         self.V, self.Vd = sym["V"], sym["Vd"]
@@ -207,7 +236,9 @@ class Eagle3Drafter:
 
         vm = vocab_mod.from_drafter(d)
         self.vocab_map = vm
-        self.d2t_targets = torch.tensor(vm.targets, dtype=torch.long) if vm else None
+        self.d2t_targets = (
+            torch.tensor(vm.targets, dtype=torch.long, device=self.device) if vm else None
+        )
 
     def _runs(self, d, norm):
         """What eval runs: Llama EAGLE-3 and MLA drafters with silu (else exit 2, saying why);
@@ -247,7 +278,7 @@ class Eagle3Drafter:
             if required:
                 raise WeightcheckError(self.label, f"has no {name}: the drafter cannot run")
             return None
-        return load_tensor(self.d.source, t.name, shape, self.dtype_name)
+        return load_tensor(self.d.source, t.name, shape, self.dtype_name, self.device)
 
     def _load_input(self, norm) -> None:
         """fc and the norms before it (``input_norm`` only for a Llama drafter: neither engine
@@ -275,8 +306,11 @@ class Eagle3Drafter:
         import torch
 
         if isinstance(self.embed, torch.Tensor):
+            if self.embed.device != ids.device:
+                self.embed = self.embed.to(ids.device)
             return torch.nn.functional.embedding(ids, self.embed).to(self.dtype)
-        return self.embed.gather(ids).to(self.dtype)  # target rows (eval/target.py Rows)
+        rows = self.embed.gather(ids)  # target rows (eval/target.py Rows)
+        return rows.to(device=ids.device, dtype=self.dtype)
 
     def project(self, aux):
         import torch
@@ -289,39 +323,43 @@ class Eagle3Drafter:
         out = torch.nn.functional.linear(h, self.fc, self.fc_bias)
         return out
 
-    def step_logits(self, aux, input_ids, steps: int):
-        """The draft logits [S, Vd] of steps 0..steps-1 for one sample, one step at a time:
-        ``aux`` [S, n_aux*T]; ``input_ids`` [S] the sample's tokens (column t's step-k input is
-        token t+k+1)."""
+    def step_logits(self, aux, input_ids, steps: int, layout: Layout | None = None):
+        """The draft logits [L, Vd] of steps 0..steps-1, one step at a time. One sample:
+        ``aux`` [S, n_aux*T], ``input_ids`` its tokens (column t's step-k input is token t+k+1,
+        0 past the end; the tokens may run past the S columns). Several, packed: ``layout``
+        (packed.py) says where each lies in ``aux`` [L, n_aux*T] and ``input_ids`` [L]."""
         import torch
         import torch.nn.functional as F
 
         S = aux.shape[0]
         h = self.project(aux)
-        pos = torch.arange(S)
-        mask = torch.full((S, S), torch.finfo(self.dtype).min)
-        mask.masked_fill_(pos < (pos + 1).view(S, 1), 0)
-        mask = mask.to(self.dtype)
+        if layout is None:
+            layout = Layout.one(S, aux.device)
+            one = input_ids
+        else:
+            one = None
         cache = [([], []) for _ in self.layers]  # per layer: keys, values of each step
         for k in range(steps):
-            # SpecForge's padding(left=False), once per step: column t's input is token t+k+1
-            ids = input_ids[k + 1 : k + 1 + S]
-            if ids.shape[0] < S:
-                ids = torch.cat((ids, ids.new_zeros(S - ids.shape[0])))
+            if one is not None:  # SpecForge's padding(left=False), once per step
+                ids = one[k + 1 : k + 1 + S]
+                if ids.shape[0] < S:
+                    ids = torch.cat((ids, ids.new_zeros(S - ids.shape[0])))
+            else:
+                ids = layout.shifted(input_ids, k)
             emb = self._embed(ids)
             for layer, (keys, values) in zip(self.layers, cache):
-                h = layer(h, emb, pos + k, mask, keys, values)
+                h = layer(h, emb, layout.pos + k, layout, keys, values)
             normed = self.norm(h)
             yield F.linear(normed, self.lm_head)
             if self.norm_output:
                 h = normed
 
-    def unroll(self, aux, input_ids, steps: int):
-        """Draft ids (target ids, through d2t) [steps, S] for one sample (see step_logits)."""
+    def unroll(self, aux, input_ids, steps: int, layout: Layout | None = None):
+        """Draft ids (target ids, through d2t) [steps, L] (see step_logits)."""
         import torch
 
         preds = []
-        for logits in self.step_logits(aux, input_ids, steps):
+        for logits in self.step_logits(aux, input_ids, steps, layout):
             draft = logits.argmax(-1)
             preds.append(self.d2t_targets[draft] if self.d2t_targets is not None else draft)
         return torch.stack(preds)

@@ -1,4 +1,4 @@
-"""Per-position hits -> per-step accuracies, expected acceptance length, confidence interval
+"""Per-position hits -> per-step accuracies, expected acceptance length, confidence intervals
 (docs/eval.md §3).
 
 For one sample of S positions, ``ref[p]`` is the target's top-1 after position p and
@@ -22,6 +22,12 @@ the last position's mask cleared (specforge/data/preprocessing.py ``process_data
   ``a + 1`` and so on while the start is a counted column (to the next counted column after a
   gap); its acceptance length is ``1 + accepted / cycles``, the mean acceptance length vLLM and
   SGLang report (vLLM: ``1 + num_accepted_tokens / num_drafts``).
+
+Intervals (95%): a step's ``acc`` the Wilson score interval over positions, from
+:data:`MIN_POSITIONS` on; the two acceptance lengths a percentile bootstrap over sequences, from
+:data:`MIN_SEQUENCES` on; fewer, and the report says too few instead of a number.
+
+The counts are taken over a packed batch on its device (:func:`batch_counts`), the walk on the host.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ from weightcheck.record import record
 
 BOOTSTRAP = 1000
 SEED = 0
+LEVEL = 0.95
+Z95 = 1.959963984540054  # the normal quantile of 0.975
+MIN_POSITIONS = 10  # a step's rate gets an interval from this many positions on
+MIN_SEQUENCES = 20  # the acceptance lengths get a bootstrap interval from this many sequences on
 
 
 @record
@@ -46,52 +56,95 @@ class Counts:
     walk_cycles: list = field(default_factory=list)  # per sample
     walk_accepted: list = field(default_factory=list)
     walk_per_step: list = field(default_factory=list)  # per sample: cycles accepting step k
-    positions: int = 0
-    agree: int = 0  # positions whose next data token is the target's top-1
-    agree_den: int = 0
+    lengths: list = field(default_factory=list)  # per sample: its positions
+    agree: list = field(default_factory=list)  # per sample: counted positions whose next data
+    agree_den: list = field(default_factory=list)  # token is the target's top-1; counted ones
+
+    @property
+    def positions(self) -> int:
+        return sum(self.lengths)
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` samples (the ones every drafter has when a run is stopped)."""
+        for f in (
+            "trained_num", "trained_den", "cond_num", "cond_den", "walk_cycles",
+            "walk_accepted", "walk_per_step", "lengths", "agree", "agree_den",
+        ):  # fmt: skip
+            del getattr(self, f)[n:]
 
     def add_sample(self, preds, ref, input_ids, loss_mask) -> None:
-        import torch
+        """One sample: ``preds`` [K, S], ``ref``, ``input_ids``, ``loss_mask`` [S]."""
+        from weightcheck.eval.packed import Layout
 
-        K, S = preds.shape
-        lm = loss_mask.clone().long()
-        if S:
-            lm[-1] = 0
-        t = torch.arange(S)
-        # the data token after position p is the target's top-1 there (ref[p] == input_ids[p+1])
-        nxt = torch.cat((input_ids[1:], input_ids.new_full((1,), -1)))
-        agree = (ref == nxt) & (ref >= 0)
-        ok = torch.ones(S, dtype=torch.bool)
-        run = torch.zeros(S, dtype=torch.long)  # drafts a chain started at column t gets accepted
-        tn, td, cn, cd = [], [], [], []
-        for k in range(K):
-            p = t + k + 1  # the position whose top-1 step k drafts (after p-1)
-            inside = p < S
-            target_here = torch.full((S,), -2, dtype=torch.long)
-            target_here[inside] = ref[p[inside]]
-            hit = preds[k] == target_here
-            valid = torch.zeros(S, dtype=torch.bool)
-            q = t + k
-            valid[q < S] = lm[q[q < S]].bool()
-            tn.append(int((hit & valid).sum()))
-            td.append(int(valid.sum()))
-            cd.append(int((valid & ok).sum()))
-            cn.append(int((valid & ok & hit).sum()))
-            fed = torch.zeros(S, dtype=torch.bool)  # the next step's input is the target's top-1
-            fed[inside] = agree[p[inside]]
-            run += ok & hit
-            ok = ok & hit & fed
-        self.trained_num.append(tn)
-        self.trained_den.append(td)
-        self.cond_num.append(cn)
-        self.cond_den.append(cd)
-        cycles, accepted, per_step = walk(run.tolist(), lm.bool().tolist(), K)
-        self.walk_cycles.append(cycles)
-        self.walk_accepted.append(accepted)
-        self.walk_per_step.append(per_step)
-        self.positions += S
-        self.agree += int((agree & lm.bool()).sum())
-        self.agree_den += int(lm.sum())
+        layout = Layout.one(int(preds.shape[1]), preds.device)
+        self.absorb(batch_counts(preds, ref, input_ids, loss_mask, layout), layout.lengths)
+
+    def absorb(self, b: dict, lengths) -> None:
+        """A batch's counts (:func:`batch_counts`, on the host) of sequences ``lengths``."""
+        tn, td, cn, cd, ag, agd = (b[k].tolist() for k in ("tn", "td", "cn", "cd", "ag", "agd"))
+        run, counted = b["run"].tolist(), b["counted"].tolist()
+        at = 0
+        for i, n in enumerate(lengths):
+            self.lengths.append(n)
+            self.agree.append(ag[i])
+            self.agree_den.append(agd[i])
+            self.trained_num.append(tn[i])
+            self.trained_den.append(td[i])
+            self.cond_num.append(cn[i])
+            self.cond_den.append(cd[i])
+            cycles, accepted, per_step = walk(run[at : at + n], counted[at : at + n], self.steps)
+            self.walk_cycles.append(cycles)
+            self.walk_accepted.append(accepted)
+            self.walk_per_step.append(per_step)
+            at += n
+
+
+def batch_counts(preds, ref, input_ids, loss_mask, layout) -> dict:
+    """Per-sequence counts of a packed batch (packed.py ``Layout``), on the batch's device:
+    ``tn``/``td`` (trained hits, counted columns), ``cn``/``cd`` (hits and columns given an
+    accepted prefix) [B, K]; ``run`` [L] the drafts a chain started at each column gets accepted,
+    ``counted`` [L] whether the column counts; ``ag``/``agd`` [B] the counted positions whose
+    next data token is the target's top-1, and the counted positions."""
+    import torch
+
+    K, L = preds.shape
+    dev = preds.device
+    B = len(layout.lengths)
+    t, n = layout.pos, layout.seg_len
+    lm = loss_mask.to(dev).long() * (t != n - 1)  # each sequence's last position cleared
+    row = torch.arange(L, device=dev)
+    last = max(0, L - 1)
+    # the data token after position p is the target's top-1 there (ref[p] == input_ids[p+1])
+    nxt = torch.where(t + 1 < n, input_ids[(row + 1).clamp(max=last)], -1)
+    agree = (ref == nxt) & (ref >= 0)
+    ok = torch.ones(L, dtype=torch.bool, device=dev)
+    run = torch.zeros(L, dtype=torch.long, device=dev)
+    cols = torch.zeros((4, K, B), dtype=torch.long, device=dev)  # tn, td, cn, cd
+    for k in range(K):
+        inside = t + k + 1 < n  # the position whose top-1 step k drafts (after t+k) is in it
+        p = (row + k + 1).clamp(max=last)
+        hit = (preds[k] == torch.where(inside, ref[p], -2)) & inside
+        valid = (t + k < n) & lm[(row + k).clamp(max=last)].bool()
+        for j, v in enumerate((hit & valid, valid, valid & ok & hit, valid & ok)):
+            cols[j, k].index_add_(0, layout.seg, v.long())
+        fed = inside & agree[p]  # the next step's input is the target's top-1
+        run += ok & hit
+        ok = ok & hit & fed
+    tn, td, cn, cd = (c.T for c in cols)
+    lmb = lm.bool()
+    ag = torch.zeros((2, B), dtype=torch.long, device=dev)
+    ag[0].index_add_(0, layout.seg, (agree & lmb).long())
+    ag[1].index_add_(0, layout.seg, lm)
+    return {
+        "tn": tn,
+        "td": td,
+        "cn": cn,
+        "cd": cd,
+        "run": run,
+        "counted": lmb,
+        "ag": ag[0],
+        "agd": ag[1],
+    }
 
 
 def walk(run, counted, steps: int) -> tuple[int, int, list[int]]:
@@ -126,6 +179,18 @@ def _ratios(num, den):
     return [n / d if d else None for n, d in zip(num, den)]
 
 
+def wilson(hits: int, n: int, z: float = Z95) -> list[float] | None:
+    """The Wilson score interval of a rate ``hits / n`` (95% for the default z); None when
+    ``n`` is under :data:`MIN_POSITIONS`: too few positions for a number."""
+    if n < MIN_POSITIONS:
+        return None
+    p = hits / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * (p * (1 - p) / n + z2 / (4 * n * n)) ** 0.5
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
 def tau_of(acc) -> float | None:
     total, run = 1.0, 1.0
     for a in acc:
@@ -150,7 +215,10 @@ def _walked(c: Counts) -> dict:
     }
 
 
-def summarize(c: Counts, bootstrap: int = BOOTSTRAP, seed: int = SEED, level: float = 0.95) -> dict:
+def summarize(c: Counts, bootstrap: int = BOOTSTRAP, seed: int = SEED) -> dict:
+    """The result of one drafter: per step its rates (a Wilson interval for the conditional
+    one from :data:`MIN_POSITIONS` positions on), the expected and the walked acceptance length
+    (a percentile bootstrap over sequences from :data:`MIN_SEQUENCES` sequences on)."""
     K = c.steps
     n = len(c.cond_num)
     tn = [sum(r[k] for r in c.trained_num) for k in range(K)]
@@ -167,6 +235,7 @@ def summarize(c: Counts, bootstrap: int = BOOTSTRAP, seed: int = SEED, level: fl
                 "acc": acc[k],
                 "hits": cn[k],
                 "given": cd[k],
+                "acc_interval": wilson(cn[k], cd[k]),
                 "trained_acc": _ratios(tn, td)[k],
                 "trained_hits": tn[k],
                 "trained_valid": td[k],
@@ -175,17 +244,26 @@ def summarize(c: Counts, bootstrap: int = BOOTSTRAP, seed: int = SEED, level: fl
         ],
         "tau": tau_of(acc),
         "walked": _walked(c),
-        "data_agreement": c.agree / c.agree_den if c.agree_den else None,
-        "interval": None,
+        "data_agreement": sum(c.agree) / sum(c.agree_den) if sum(c.agree_den) else None,
+        "interval": {
+            "level": LEVEL,
+            "rate_method": "Wilson score interval over positions",
+            "min_positions": MIN_POSITIONS,
+            "length_method": (
+                f"percentile bootstrap over sequences, {bootstrap} resamples, seed {seed}"
+            ),
+            "min_sequences": MIN_SEQUENCES,
+            "tau": None,
+        },
     }
-    if n >= 2 and bootstrap > 0:
-        _bootstrap(c, out, bootstrap, seed, level)
+    if n >= MIN_SEQUENCES and bootstrap > 0:
+        _bootstrap(c, out, bootstrap, seed, LEVEL)
     return out
 
 
 def _bootstrap(c: Counts, out: dict, bootstrap: int, seed: int, level: float) -> None:
-    """Percentile intervals over samples resampled with replacement: each step's acc, tau and the
-    walked acceptance length (the same resamples for all)."""
+    """Percentile intervals over samples resampled with replacement: the expected and the walked
+    acceptance length (the same resamples for both)."""
     import torch
 
     K, n = c.steps, len(c.cond_num)
@@ -194,29 +272,20 @@ def _bootstrap(c: Counts, out: dict, bootstrap: int, seed: int, level: float) ->
     w_cyc = torch.tensor(c.walk_cycles, dtype=torch.float64)
     w_acc = torch.tensor(c.walk_accepted, dtype=torch.float64)
     g = torch.Generator().manual_seed(seed)
-    accs, taus, walked = [], [], []
+    taus, walked = [], []
     per = max(1, 4_000_000 // max(1, n * K))
     for a in range(0, bootstrap, per):
         b = min(bootstrap, a + per)
         idx = torch.randint(n, (b - a, n), generator=g)
         s_num, s_den = num[idx].sum(1), den[idx].sum(1)  # [B, K]
         r = torch.where(s_den > 0, s_num / s_den.clamp_min(1), torch.zeros_like(s_num))
-        accs.append(r)
-        run = torch.cumprod(r, dim=1)
-        taus.append(1 + run.sum(1))
+        taus.append(1 + torch.cumprod(r, dim=1).sum(1))
         s_cyc = w_cyc[idx].sum(1)
         walked.append(1 + w_acc[idx].sum(1) / s_cyc.clamp_min(1))
-    accs_t, taus_t = torch.cat(accs), torch.cat(taus)
     lo, hi = (1 - level) / 2, 1 - (1 - level) / 2
     qs = torch.tensor([lo, hi], dtype=torch.float64)
-    for k in range(K):
-        ql = torch.quantile(accs_t[:, k], qs).tolist()
-        out["steps"][k]["acc_interval"] = ql
-    out["interval"] = {
-        "level": level,
-        "method": f"percentile bootstrap over samples, {bootstrap} resamples, seed {seed}",
-        "tau": torch.quantile(taus_t, qs).tolist(),
-    }
+    if out["tau"] is not None:  # a step nothing reached: no expected length, no interval
+        out["interval"]["tau"] = torch.quantile(torch.cat(taus), qs).tolist()
     if out["walked"]["cycles"]:
         out["walked"]["tau_interval"] = torch.quantile(torch.cat(walked), qs).tolist()
 

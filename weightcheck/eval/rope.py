@@ -107,7 +107,12 @@ class Rope:
         it first, as the engines' caches are)."""
         import torch
 
-        freqs = torch.outer(pos.float(), self.inv_freq)
+        if self.inv_freq.device != pos.device:
+            self.inv_freq = self.inv_freq.to(pos.device)
+        if x.dtype == torch.float64:  # a float64 run (the example's generator) stays float64
+            freqs = torch.outer(pos.double(), self.inv_freq.double())
+        else:
+            freqs = torch.outer(pos.float(), self.inv_freq)
         if self.interleaved:
             cos, sin = _scaled(freqs.cos(), self.mscale), _scaled(freqs.sin(), self.mscale)
             cos = cos.to(x.dtype).repeat_interleave(2, dim=-1)

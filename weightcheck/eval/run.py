@@ -5,72 +5,41 @@ from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
 from weightcheck.eval import metric
+from weightcheck.eval.checks import check_target
 from weightcheck.eval.data import open_data
 
 
-def _check_sample(s, m, tgt) -> None:
-    """The sample fits the drafter (and the target): one line naming the file otherwise."""
-    T_data = int(s.last.shape[1])
-    w = int(s.aux.shape[1])
-    if T_data != m.T:
-        raise WeightcheckError(
-            s.file,
-            f"hidden size {T_data} (the target's last hidden state is [{s.last.shape[0]}, "
-            f"{T_data}]), {m.label} expects target hidden size {m.T}",
-        )
-    n_data = s.n_aux if s.n_aux is not None else (w // T_data if w % T_data == 0 else None)
-    if n_data is None:
-        raise WeightcheckError(
-            s.file,
-            f"aux hidden states are {w} wide, not a multiple of the hidden size {T_data}",
-        )
-    if n_data != m.n_aux:
-        raise WeightcheckError(
-            s.file,
-            f"{n_data} aux hidden states of {T_data} ({w} wide), {m.label}'s fc expects "
-            f"{m.n_aux} ({m.n_aux * m.T} wide)",
-        )
-    if s.input_ids.numel():
-        top = int(s.input_ids.max())
-        low = int(s.input_ids.min())
-        if top >= m.V or low < 0:
-            bad = top if top >= m.V else low
-            raise WeightcheckError(
-                s.file, f"token id {bad} is outside {m.label}'s vocabulary of {m.V}"
-            )
-    if tgt is not None and tgt.hidden != T_data:
-        raise WeightcheckError(
-            s.file,
-            f"hidden size {T_data}, the target {tgt.label}'s lm_head is "
-            f"[{tgt.vocab}, {tgt.hidden}]",
-        )
+def _weights_bytes(d, dtype_name: str) -> int:
+    """The drafter's tensors in the compute dtype, in bytes (what it takes on the device)."""
+    import torch
+
+    size = getattr(torch, dtype_name).itemsize
+    return sum(t.numel for t in d.by_canonical().values()) * size
 
 
-def _check_target(m, tgt) -> None:
-    if tgt.vocab != m.V:
-        raise WeightcheckError(
-            tgt.label,
-            f"target vocabulary {tgt.vocab} ({tgt.head.rec.name} is [{tgt.vocab}, "
-            f"{tgt.hidden}]), {m.label}'s is {m.V} (its t2d / vocab_size)",
-        )
-    if tgt.hidden != m.T:
-        raise WeightcheckError(
-            tgt.label,
-            f"target hidden size {tgt.hidden} ({tgt.head.rec.name}), {m.label} expects "
-            f"target hidden size {m.T}",
-        )
+def load_models(specs, target=None, dtype=None, token=None, device=None):
+    """The drafters, checked against each other's needs and the target, loaded on ``device``
+    (after checking that they fit there)."""
+    import torch
 
-
-def load_models(specs, target=None, dtype=None, token=None):
-    from weightcheck.eval.forward import Eagle3Drafter
+    from weightcheck.eval import device as device_mod
+    from weightcheck.eval.forward import Eagle3Drafter, engine_dtype
     from weightcheck.model.drafter import load_drafter
 
-    models = []
+    device = device or torch.device("cpu")
+    loaded = []
     for spec in specs:
         d = load_drafter(spec, token=token)
         if d.looks_like_target:
             raise WeightcheckError(spec, d.target_said())
-        m = Eagle3Drafter(d, dtype=dtype, embed=target.embed if target is not None else None)
+        loaded.append((spec, d))
+    needed = {spec: _weights_bytes(d, dtype or engine_dtype(d.normalized)) for spec, d in loaded}
+    # the target's head and embedding, on a GPU, are there already (TargetSide checked them)
+    device_mod.check_fits(device, needed, specs[0] if len(specs) == 1 else ", ".join(specs))
+    models = []
+    for spec, d in loaded:
+        embed = target.embed if target is not None else None
+        m = Eagle3Drafter(d, dtype=dtype, embed=embed, device=device)
         if not m.has_embed:
             raise WeightcheckError(
                 spec,
@@ -84,7 +53,7 @@ def load_models(specs, target=None, dtype=None, token=None):
                 f"{m.lm_head.shape[0]} rows",
             )
         if target is not None:
-            _check_target(m, target)
+            check_target(m, target)
         models.append(m)
     return models
 
@@ -100,6 +69,31 @@ def headline(r: dict):
     return r.get("tau"), (r.get("interval") or {}).get("tau")
 
 
+def select(available: int, limit: int | None, sample: int | None, seed: int) -> list[int]:
+    """The files evaluated: all, the first ``limit``, or ``sample`` drawn at random for
+    ``seed`` — the ones whose keyed hash of (seed, index) is smallest, so that a draw is the
+    same on every machine and Python version, and a larger draw holds a smaller one."""
+    import hashlib
+
+    if sample is None:
+        return list(range(available if limit is None else min(limit, available)))
+    if sample >= available:
+        return list(range(available))
+
+    def key(i: int) -> bytes:
+        return hashlib.blake2b(f"{seed}:{i}".encode(), digest_size=8).digest()
+
+    return sorted(sorted(range(available), key=key)[:sample])
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: ``result`` is the report of the samples evaluated before it."""
+
+    def __init__(self, result: dict):
+        super().__init__()
+        self.result = result
+
+
 def evaluate(
     drafters,
     data: str,
@@ -111,34 +105,69 @@ def evaluate(
     progress=None,
     bootstrap: int = metric.BOOTSTRAP,
     seed: int = metric.SEED,
+    device: str | None = None,
+    sample: int | None = None,
+    sample_seed: int = 0,
+    batch_positions: int | None = None,
 ) -> dict:
-    """The report: per drafter, per step accuracies and the expected acceptance length."""
+    """The report: per drafter, per step accuracies and the acceptance lengths, for the
+    samples selected (``limit``: the first N; ``sample``: N drawn for ``sample_seed``), computed
+    on ``device`` (``auto``: a GPU when torch sees one). Ctrl-C raises :class:`Interrupted`
+    with the report of what was evaluated, or KeyboardInterrupt when nothing was."""
     import torch
+
+    from weightcheck.eval import device as device_mod
+    from weightcheck.eval.loop import run_batches
 
     if steps < 1:
         raise WeightcheckError(None, f"--steps {steps}: at least 1")
+    dev = device_mod.resolve(device)
     ds = open_data(data)
+    chosen = select(len(ds.files), limit, sample, sample_seed)
     tgt = None
     if target is not None:
         from weightcheck.eval.target import TargetSide
 
-        tgt = TargetSide(target, dtype=dtype, token=token)
-    models = load_models(drafters, tgt, dtype, token)
+        tgt = TargetSide(target, dtype=dtype, token=token, device=dev)
+    models = load_models(drafters, tgt, dtype, token, dev)
+    if dev.type != "cpu":
+        import gc
+
+        from weightcheck.eval.forward import release_maps
+
+        gc.collect()
+        release_maps()
     counts = [metric.Counts(steps) for _ in models]
-    total = len(ds.files) if limit is None else min(limit, len(ds.files))
+    interrupted = False
     with torch.inference_mode():
-        for i, s in enumerate(ds.samples(limit)):
-            for m in models:
-                _check_sample(s, m, tgt)
-            if tgt is not None:
-                ref = tgt.top1(s.last, s.last_normed, s.file)
-            else:  # the data's own next token stands for the target's top-1
-                ref = torch.cat((s.input_ids[1:], s.input_ids.new_full((1,), -1)))
-            for m, c in zip(models, counts):
-                preds = m.unroll(s.aux, s.input_ids, steps)
-                c.add_sample(preds, ref, s.input_ids, s.loss_mask)
-            if progress is not None:
-                progress(i + 1, total)
+        try:
+            run_batches(ds, chosen, models, tgt, counts, steps, dev, progress, batch_positions)
+        except KeyboardInterrupt:
+            interrupted = True
+            kept = min(len(c.cond_num) for c in counts)  # what every drafter has
+            for c in counts:
+                c.truncate(kept)
+            if not kept:
+                raise
+    done = len(counts[0].cond_num)
+    data_info = {
+        "path": data,
+        "format": ds.format,
+        "files": done,
+        "note": ds.note,
+        "available": len(ds.files),
+        "selection": "sample" if sample is not None else ("limit" if limit else "all"),
+        "seed": sample_seed if sample is not None else None,
+        "asked": sample if sample is not None else limit,
+        "interrupted": interrupted,
+    }
+    out = _report(models, counts, tgt, data_info, steps, device_mod.describe(dev), bootstrap, seed)
+    if interrupted:
+        raise Interrupted(out)
+    return out
+
+
+def _report(models, counts, tgt, data_info, steps, device, bootstrap, seed) -> dict:
     results = []
     for m, c in zip(models, counts):
         r = metric.summarize(c, bootstrap=bootstrap, seed=seed)
@@ -156,13 +185,14 @@ def evaluate(
     for rank, j in enumerate(order, 1):
         results[j]["rank"] = rank
     return {
-        "data": {"path": data, "format": ds.format, "files": total, "note": ds.note},
+        "data": data_info,
         "target": (
             {"spec": tgt.label, "vocab": tgt.vocab, "hidden": tgt.hidden, "dtype": tgt.dtype_name}
             if tgt is not None
             else None
         ),
         "reference": "target top-1" if tgt is not None else "next data token (no --target)",
+        "device": device,
         "steps": steps,
         "drafters": results,
     }

@@ -32,15 +32,31 @@ def _runs(ids):
 
 
 class Rows:
-    """Rows of a 2-D tensor of a source, read by range on demand."""
+    """Rows of a 2-D tensor of a source, read by range on demand (on a CPU), or the whole tensor
+    kept on the device (on a GPU, or when it is small)."""
 
-    def __init__(self, src, rec, dtype):
+    def __init__(self, src, rec, dtype, device=None):
         self.src, self.rec, self.dtype = src, rec, dtype
         self.rows, self.width = rec.shape
         self.row_bytes = rec.nbytes // self.rows
         self.full = None
-        if rec.nbytes <= KEEP_BYTES:
-            self.full = self.read(0, self.rows)
+        on_gpu = device is not None and device.type != "cpu"
+        if rec.nbytes <= KEEP_BYTES or on_gpu:
+            self.full = self._whole(device if on_gpu else None)
+
+    def _whole(self, device=None):
+        """The whole tensor in the compute dtype, on ``device``: through a map of a local
+        safetensors file when it can be (forward.py ``load_tensor``), else read in chunks."""
+        import torch
+
+        from weightcheck.eval.forward import _mapped, load_tensor
+
+        if _mapped(self.src, self.rec) is not None:
+            name = str(self.dtype).replace("torch.", "")
+            return load_tensor(self.src, self.rec.name, None, name, device)
+        step = max(1, CHUNK // max(1, self.row_bytes))
+        parts = [self.read(a, min(self.rows, a + step)) for a in range(0, self.rows, step)]
+        return torch.cat([p.to(device) if device is not None else p for p in parts])
 
     def read(self, a: int, b: int):
         if self.full is not None:
@@ -54,9 +70,9 @@ class Rows:
         """``F.embedding(ids, W)`` reading only the rows ``ids`` names."""
         import torch
 
-        flat = ids.reshape(-1).tolist()
         if self.full is not None:
-            return self.full[ids]
+            return self.full[ids.to(self.full.device)]
+        flat = ids.reshape(-1).tolist()
         bad = [x for x in flat if not 0 <= x < self.rows]
         if bad:
             raise WeightcheckError(
@@ -79,7 +95,13 @@ class Rows:
         import torch
 
         if self.full is not None:
-            return torch.nn.functional.linear(h, self.full).float().argmax(-1)
+            per = max(1, (1 << 30) // max(1, self.rows * 6))  # ~1 GiB of logits at a time
+            return torch.cat(
+                [
+                    torch.nn.functional.linear(h[a : a + per], self.full).float().argmax(-1)
+                    for a in range(0, h.shape[0], per)
+                ]
+            )
         step = max(1, CHUNK // max(1, self.row_bytes))
         best = best_i = None
         for a in range(0, self.rows, step):
@@ -99,7 +121,7 @@ class Rows:
 class TargetSide:
     """``--target``: its config, lm_head and final norm (and embedding rows) by ranges."""
 
-    def __init__(self, spec: str, dtype: str | None = None, token: str | None = None):
+    def __init__(self, spec: str, dtype: str | None = None, token: str | None = None, device=None):
         import torch
 
         names = set(EMBED_NAMES) | set(HEAD_NAMES) | set(NORM_NAMES)
@@ -121,20 +143,39 @@ class TargetSide:
             raise WeightcheckError(spec, f"target has no lm_head ({', '.join(HEAD_NAMES)})")
         if len(head.shape) != 2:
             raise WeightcheckError(spec, f"{head.name} is {list(head.shape)}, not a matrix")
-        self.head = Rows(self.src, head, self.dtype)
+        self.vocab, self.hidden = head.shape
+        self.device = device
+        el = self.dtype.itemsize
+        self._sizes = {f"{spec} {head.name}": head.shape[0] * head.shape[1] * el}
+        if embed is not None and len(embed.shape) == 2 and embed is not head:
+            self._sizes[f"{spec} {embed.name}"] = embed.shape[0] * embed.shape[1] * el
+        self._fits(device)
+        self.head = Rows(self.src, head, self.dtype, device)
         self.embed = (
-            Rows(self.src, embed, self.dtype)
+            Rows(self.src, embed, self.dtype, device)
             if embed is not None and len(embed.shape) == 2
             else None
         )
-        self.vocab, self.hidden = head.shape
         nrec = next((t[n] for n in NORM_NAMES if n in t), None)
         self.final_norm = None
         if nrec is not None:
             from weightcheck.eval.forward import RMSNorm, load_tensor
 
             eps = float(self.norm_cfg.get("rms_norm_eps") or 1e-6)
-            self.final_norm = RMSNorm(load_tensor(self.src, nrec.name, None, self.dtype_name), eps)
+            w = load_tensor(self.src, nrec.name, None, self.dtype_name, device)
+            self.final_norm = RMSNorm(w, eps)
+
+    def _fits(self, device) -> None:
+        """On a GPU the head and the embedding are kept there: exit 2 when they do not fit."""
+        if device is not None and device.type == "cuda":
+            from weightcheck.eval.device import check_fits
+
+            check_fits(device, self._sizes, self.spec)
+
+    def bytes_per_position(self) -> int:
+        """Working memory of one position of a batch: the last hidden state and the logits'
+        chunk share."""
+        return self.hidden * 4 * 2
 
     @property
     def label(self) -> str:

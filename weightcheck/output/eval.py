@@ -16,9 +16,26 @@ def _num(x, nd=2) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def _data_line(data) -> str:
+    """``PATH (specforge, 8 samples)``, with what was selected and whether it was cut short."""
+    n, have = data.files, data.available or data.files
+    if data.selection == "sample" and data.asked is not None and data.asked >= have:
+        what = f"all {have} samples: --sample {data.asked} asks for more than there are"
+    elif data.selection == "sample":
+        what = f"{data.asked} of {have} samples drawn at random: --sample {data.asked} "
+        what += f"--seed {data.seed}"
+    elif data.selection == "limit" and (data.asked or 0) < have:
+        what = f"the first {data.asked} of {have} samples: --limit {data.asked}"
+    else:
+        what = f"{have} samples"
+    if data.interrupted:
+        what += f"; interrupted: the {n} evaluated before it"
+    return f"{data.path} ({data.format}, {what})"
+
+
 def eval_document(r: EvalReport) -> list:
     data, t = r.data, r.target
-    head = [("data", f"{data.path} ({data.format}, {data.files} samples)")]
+    head = [("data", _data_line(data))]
     if data.note:
         head.append(("note", data.note))
     head.append(
@@ -29,6 +46,7 @@ def eval_document(r: EvalReport) -> list:
             else "none — the data's next token stands for the target's top-1",
         )
     )
+    head.append(("device", r.device))
     blocks = [Title("weightcheck eval"), Fields(head), Blank()]
     for d in r.ranked:
         blocks += _drafter(d, r) + [Blank()]
@@ -44,6 +62,26 @@ def eval_document(r: EvalReport) -> list:
     return blocks
 
 
+def _rate_interval(s, iv) -> str:
+    if not s.given:
+        return "-"
+    if s.acc_interval is None:
+        return f"too few positions (< {iv.min_positions})"
+    lo, hi = s.acc_interval
+    return f"{_pct(lo)} - {_pct(hi)}"
+
+
+def _length_interval(value, interval, d: EvalDrafter) -> str:
+    """The parenthesis after an acceptance length: its interval, or why there is none."""
+    if interval:
+        return f"95% interval {_num(interval[0])}-{_num(interval[1])}"
+    if value is None:
+        return "no position reached every step"
+    n = d.samples
+    need = d.interval.min_sequences
+    return f"too few sequences for an interval: {n} < {need}"
+
+
 def _drafter(d: EvalDrafter, r: EvalReport) -> list:
     out = [
         Line(
@@ -53,12 +91,11 @@ def _drafter(d: EvalDrafter, r: EvalReport) -> list:
     ]
     rows = []
     for s in d.steps:
-        iv = s.acc_interval
         rows.append(
             (
                 str(s.step),
                 f"{_pct(s.acc)} ({s.hits}/{s.given})",
-                f"{_pct(iv[0])} - {_pct(iv[1])}" if iv else "-",
+                _rate_interval(s, d.interval),
                 f"{_pct(s.trained_acc)} ({s.trained_hits}/{s.trained_valid})",
             )
         )
@@ -67,18 +104,17 @@ def _drafter(d: EvalDrafter, r: EvalReport) -> list:
             ["step", "acc | accepted prefix", "95% interval", "trained acc (SpecForge acc_k)"], rows
         )
     )
-    iv = (d.interval or {}).get("tau")
-    ivs = f" (95% interval {_num(iv[0])}-{_num(iv[1])})" if iv else " (one sample: no interval)"
-    out.append(Line(f"expected acceptance length, {r.steps}-step chain: {_num(d.tau)}{ivs}"))
+    ivs = _length_interval(d.tau, d.interval.tau, d)
+    out.append(
+        Line(f"expected acceptance length, {r.steps}-step chain: {_num(d.tau)} ({ivs})", wrap=True)
+    )
     w = d.walked
-    wiv = w.tau_interval
-    wivs = f"95% interval {_num(wiv[0])}-{_num(wiv[1])}; " if wiv else ""
     steps = "/".join(str(k) for k in range(len(w.accepted_per_step)))
     out.append(
         Line(
             f"acceptance length walked cycle by cycle, as an engine drafts: {_num(w.tau)} "
-            f"({wivs}{w.cycles} cycles, drafts accepted at step {steps}: "
-            f"{'/'.join(str(x) for x in w.accepted_per_step)})",
+            f"({_length_interval(w.tau, w.tau_interval, d)}; {w.cycles} cycles, drafts accepted at "
+            f"step {steps}: {'/'.join(str(x) for x in w.accepted_per_step)})",
             wrap=True,
         )
     )

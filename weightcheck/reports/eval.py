@@ -5,7 +5,7 @@ docs/eval.md)."""
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from weightcheck.record import record
 from weightcheck.reports.base import Report, optional
@@ -15,8 +15,13 @@ from weightcheck.reports.base import Report, optional
 class EvalData:
     path: str  # --hidden-states as given
     format: Literal["specforge", "speculators"]
-    files: int  # samples read
+    files: int  # samples evaluated
     note: str | None  # how the layout was read, when it needs saying
+    available: int = 0  # samples (files) the data holds
+    selection: Literal["all", "limit", "sample"] = "all"  # --limit: the first N; --sample N
+    seed: int | None = optional()  # --sample's seed
+    asked: int | None = optional()  # the N of --limit or --sample
+    interrupted: bool = False  # Ctrl-C: the report covers the samples evaluated before it
 
 
 @record
@@ -36,7 +41,20 @@ class EvalStep:
     trained_acc: float | None  # SpecForge's acc_k: hits over every counted position
     trained_hits: int
     trained_valid: int
-    acc_interval: list[float] | None = optional()  # the bootstrap interval of acc (2+ samples)
+    # the Wilson interval of acc; None below EvalIntervals.min_positions positions (too few)
+    acc_interval: list[float] | None = None
+
+
+@record
+class EvalIntervals:
+    """How the intervals were computed, and the expected acceptance length's."""
+
+    level: float  # 0.95
+    rate_method: str  # a step's acc: the Wilson score interval over positions
+    min_positions: int  # fewer positions given at a step: no interval ("too few positions")
+    length_method: str  # the acceptance lengths: a percentile bootstrap over sequences
+    min_sequences: int  # fewer sequences: no interval ("too few sequences")
+    tau: list[float] | None  # the expected acceptance length's (min_sequences or more)
 
 
 @record
@@ -48,7 +66,7 @@ class EvalWalk:
     cycles: int  # chains drafted (vLLM's num_drafts)
     accepted: int  # drafts accepted (vLLM's num_accepted_tokens)
     accepted_per_step: list[int]  # cycles whose step k was accepted (num_accepted_tokens_per_pos)
-    tau_interval: list[float] | None  # the bootstrap interval of tau (2+ samples)
+    tau_interval: list[float] | None  # its bootstrap interval (EvalIntervals.min_sequences+)
 
 
 @record
@@ -59,7 +77,7 @@ class EvalDrafter:
     tau: float | None  # the expected acceptance length of a K-step chain
     walked: EvalWalk  # the acceptance length walked cycle by cycle, as an engine drafts
     data_agreement: float | None  # how often the data's next token is the target's top-1
-    interval: dict[str, Any] | None  # level, method, tau: [low, high] (2+ samples)
+    interval: EvalIntervals
     drafter: str
     dialect: str | None
     dtype: str  # the compute dtype
@@ -89,6 +107,7 @@ class EvalReport(Report):
     data: EvalData
     target: EvalTarget | None
     reference: str  # what a draft is compared with: the target's top-1, or the data's next token
+    device: str  # where the drafters ran: "cpu", "cuda:0 (NVIDIA H200)"
     steps: int  # K
     drafters: list[EvalDrafter]  # in the order given; ``rank`` orders them
     speed: EvalSpeed | None = optional()
@@ -102,6 +121,7 @@ class EvalReport(Report):
             data=EvalData(**r["data"]),
             target=EvalTarget(**r["target"]) if r["target"] else None,
             reference=r["reference"],
+            device=r["device"],
             steps=r["steps"],
             drafters=[
                 EvalDrafter(
@@ -109,6 +129,7 @@ class EvalReport(Report):
                         **d,
                         "steps": [EvalStep(**s) for s in d["steps"]],
                         "walked": EvalWalk(**d["walked"]),
+                        "interval": EvalIntervals(**d["interval"]),
                     }
                 )
                 for d in r["drafters"]
@@ -119,3 +140,12 @@ class EvalReport(Report):
     @property
     def ranked(self) -> list[EvalDrafter]:
         return sorted(self.drafters, key=lambda d: d.rank)
+
+
+class EvalInterrupted(KeyboardInterrupt):
+    """Ctrl-C during ``eval``: ``report`` covers the samples evaluated before it
+    (``report.data.interrupted``)."""
+
+    def __init__(self, report: EvalReport):
+        super().__init__()
+        self.report = report

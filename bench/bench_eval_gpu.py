@@ -1,0 +1,361 @@
+"""``weightcheck eval`` on a GPU, the full-size Kimi-K2 drafter (bench/make_full_drafter.py, with
+its embedding): beside a plain PyTorch forward on the same GPU, and streaming a dump from disk.
+
+1. **In memory** (``--sequences`` x ``--positions``, default 100 x 1,000): a SpecForge dump written
+   to bench/out and read once (so it is in the page cache). In one process, one after the other
+   on the same GPU: bench_eval.py's plain forward (``load_file`` to the GPU, every sample moved
+   there first, untimed; then the unrolled forward of each sample, timed, the first one a
+   warm-up) and ``weightcheck.eval.run.evaluate(device="cuda")`` (its steady-state rate from its
+   progress callbacks, the first batch left out; and the whole call). Printed: positions per
+   second of each and the ratio (issue #33: eval >= 0.8x plain).
+2. **From disk** (``--disk-sequences`` x ``--positions``, default 200 x 1,000 = 200k positions,
+   hidden 7168, 3 aux layers, bfloat16: ~11.5 GB): the page cache dropped (as root), the drafter's
+   and the target's files read back into it, then (a) every file of the dump read once (plain
+   ``readinto``, 1 thread and 8, the faster counts) and (b) ``weightcheck eval DRAFTER
+   --hidden-states DUMP --target TARGET --device cuda --json`` as a subprocess, its wall time and
+   peak RSS (issue #33: wall <= 1.25x the read, RSS <= 2 GB + the drafter, the same for a quarter
+   of the dump). The target (lm_head, embedding, norm of [163840, 7168]) is synthetic too, so
+   eval reads every tensor of every file, as it does with a real one.
+
+    python bench/bench_eval_gpu.py [--sequences 100] [--positions 1000] [--disk-sequences 200]
+                                   [--skip-memory] [--skip-disk]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+import bench_eval  # noqa: E402
+import make_full_drafter  # noqa: E402
+
+STEPS = 3
+
+
+def write_dump(out: str, sequences: int, positions: int, hidden: int, vocab: int) -> str:
+    """A SpecForge offline dump of random bfloat16 states (generated on the GPU), reused when
+    complete."""
+    import torch
+
+    done = os.path.join(out, ".complete")
+    if os.path.exists(done):
+        return out
+    g = torch.Generator(device="cuda").manual_seed(0)
+    blocks = [
+        torch.randn(positions, 4 * hidden, generator=g, device="cuda").to(torch.bfloat16).cpu()
+        for _ in range(4)
+    ]
+    for i in range(sequences):
+        folder = os.path.join(out, f"rows_{i // 2000 * 2000}-{i // 2000 * 2000 + 2000}")
+        os.makedirs(folder, exist_ok=True)
+        b = blocks[i % 4]
+        ids = torch.randint(vocab, (positions,), generator=torch.Generator().manual_seed(i))
+        torch.save(
+            {
+                "input_ids": ids,
+                "loss_mask": torch.ones(positions, dtype=torch.long),
+                "aux_hidden_state": b[:, : 3 * hidden].unsqueeze(0).clone(),
+                "hidden_state": b[:, 3 * hidden :].unsqueeze(0).clone(),
+            },
+            os.path.join(folder, f"data_{i}.ckpt"),
+        )
+    open(done, "w").close()
+    return out
+
+
+def write_target(out: str, cfg: dict) -> str:
+    """A synthetic target of the drafter's vocabulary and hidden size: lm_head, embedding, final
+    norm (synth's deterministic bf16), reused when present."""
+    import synth
+
+    from weightcheck.storage.writer import OutTensor, write_file
+
+    path = os.path.join(out, "model.safetensors")
+    if os.path.exists(path):
+        return out
+    os.makedirs(out, exist_ok=True)
+    V, H = cfg["vocab_size"], cfg["hidden_size"]
+    tensors = []
+    for i, (name, shape) in enumerate(
+        (("lm_head.weight", (V, H)), ("model.embed_tokens.weight", (V, H)))
+    ):
+        t = OutTensor(name, "BF16", shape, b"")
+        t.data = synth.random_data("BF16", V * H * 2, 100 + i)
+        tensors.append(t)
+    norm = OutTensor("model.norm.weight", "BF16", (H,), b"")
+    norm.data = synth.random_data("BF16", H * 2, 102, near_one=True)
+    tensors.append(norm)
+    write_file(path + ".tmp", tensors, {"format": "pt"})
+    os.replace(path + ".tmp", path)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(
+            {
+                "architectures": ["DeepseekV3ForCausalLM"],
+                "model_type": "kimi_k2",
+                "hidden_size": H,
+                "vocab_size": V,
+                "num_hidden_layers": 61,
+                "rms_norm_eps": 1e-6,
+                "torch_dtype": "bfloat16",
+            },
+            f,
+        )
+    return out
+
+
+def plain_rate(drafter: str, data: str) -> dict:
+    import torch
+
+    torch.set_grad_enabled(False)
+    cfg, w = bench_eval.load_plain(drafter, "cuda")
+    samples = []
+    for f in bench_eval.data_files(data):
+        obj = torch.load(f, weights_only=True)
+        samples.append((obj["aux_hidden_state"][0].cuda(), obj["input_ids"].cuda()))
+    bench_eval.plain_drafts(cfg, w, *samples[0], STEPS)  # warm-up
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    total = 0
+    for aux, ids in samples[1:]:
+        total += int(bench_eval.plain_drafts(cfg, w, aux, ids, STEPS)[0, 0])
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    n = sum(int(ids.shape[0]) for _, ids in samples[1:])
+    del w, samples
+    torch.cuda.empty_cache()
+    return {"positions": n, "seconds": dt, "rate": n / dt}
+
+
+def eval_rate(drafter: str, data: str) -> dict:
+    from weightcheck.eval.run import evaluate
+
+    marks = []
+    t0 = time.perf_counter()
+    r = evaluate([drafter], data, steps=STEPS, device="cuda",
+                 progress=lambda done, total: marks.append((time.perf_counter(), done)))  # fmt: skip
+    wall = time.perf_counter() - t0
+    (ta, pa), (tb, pb) = marks[0], marks[-1]
+    if len(marks) < 2:  # one batch: no steady state to speak of
+        ta, pa = t0, 0
+    return {
+        "positions": pb - pa,
+        "seconds": tb - ta,
+        "rate": (pb - pa) / (tb - ta),
+        "wall": wall,
+        "all_positions": pb,
+        "batches": len(marks),
+        "step0_trained_hits": r["drafters"][0]["steps"][0]["trained_hits"],
+    }
+
+
+def in_memory(drafter: str, sequences: int, positions: int) -> None:
+    import torch
+
+    cfg = json.load(open(os.path.join(drafter, "config.json")))
+    data = write_dump(
+        os.path.join(HERE, "out", f"eval-gpu-{sequences}x{positions}"),
+        sequences,
+        positions,
+        cfg["hidden_size"],
+        cfg["vocab_size"],
+    )
+    read_all(bench_eval.data_files(data), 8)  # into the page cache
+    print(
+        f"in memory: {sequences} x {positions} positions, K={STEPS}, {torch.cuda.get_device_name()}"
+    )
+    runs = []
+    for _ in range(2):
+        p, e = plain_rate(drafter, data), eval_rate(drafter, data)
+        runs.append((p, e))
+        print(
+            f"  plain PyTorch: {p['rate']:,.0f} positions/s ({p['positions']} in {p['seconds']:.2f} s)"
+            f"; weightcheck eval: {e['rate']:,.0f} positions/s ({e['positions']} in "
+            f"{e['seconds']:.2f} s, {e['batches']} batches; whole call {e['wall']:.1f} s for "
+            f"{e['all_positions']}); ratio {e['rate'] / p['rate']:.2f}x"
+        )
+    ratio = statistics.median(e["rate"] / p["rate"] for p, e in runs)
+    print(f"  eval / plain, median of {len(runs)}: {ratio:.2f}x (issue #33 asks >= 0.8x)")
+
+
+def read_all(files, threads: int) -> float:
+    """Read every byte of ``files`` once (``readinto`` a reused buffer per thread): seconds."""
+    chunk = 16 << 20
+    todo = list(files)
+    lock = threading.Lock()
+
+    def work():
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        while True:
+            with lock:
+                if not todo:
+                    return
+                f = todo.pop(0)
+            with open(f, "rb", buffering=0) as fh:
+                while fh.readinto(view):
+                    pass
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def reader_only(dump: str, workers: int) -> float:
+    """eval's read-ahead (stream.py) over the whole dump, every batch given back at once: the
+    reading eval does, without the compute."""
+
+    from weightcheck.eval import loop
+    from weightcheck.eval.data import open_data
+    from weightcheck.eval.device import GPU_MAX_POSITIONS
+    from weightcheck.eval.stream import Prefetch
+
+    ds = open_data(dump)
+    t0 = time.perf_counter()
+    pf = Prefetch(ds, range(len(ds.files)), GPU_MAX_POSITIONS, need_last=True, pin=True,
+                  depth=loop.DEPTH, workers=workers)  # fmt: skip
+    for b in pf:
+        pf.release(b)
+    pf.close()
+    return time.perf_counter() - t0
+
+
+def drop_caches() -> bool:
+    try:
+        subprocess.run(["sync"], check=True)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def watch_rss(cmd: list[str]) -> dict:
+    """Run ``cmd``: wall seconds, peak RSS (VmHWM of the process, read at its end, and VmRSS
+    sampled every 0.1 s), exit code, stdout."""
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(HERE)}
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak = hwm = 0
+    out = []
+    reader = threading.Thread(target=lambda: out.append(p.stdout.read()))
+    reader.start()
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+                    elif line.startswith("VmHWM:"):
+                        hwm = max(hwm, int(line.split()[1]) * 1024)
+        except OSError:
+            pass
+        time.sleep(0.1)
+    wall = time.perf_counter() - t0
+    reader.join()
+    err = p.stderr.read().decode(errors="replace")
+    return {"wall": wall, "rss": max(peak, hwm), "rc": p.returncode, "stdout": out[0], "err": err}
+
+
+def from_disk(drafter: str, sequences: int, positions: int) -> None:
+    cfg = json.load(open(os.path.join(drafter, "config.json")))
+    target = write_target(os.path.join(HERE, "out", "k2-target"), cfg)
+    dump = write_dump(
+        os.path.join(HERE, "out", f"eval-dump-{sequences}x{positions}"),
+        sequences,
+        positions,
+        cfg["hidden_size"],
+        cfg["vocab_size"],
+    )
+    files = bench_eval.data_files(dump)
+    size = sum(os.path.getsize(f) for f in files)
+    models = [os.path.join(drafter, "model.safetensors"), os.path.join(target, "model.safetensors")]
+    model_bytes = os.path.getsize(models[0])
+    cold = drop_caches()
+    read_all(models, 2)
+    t1 = read_all(files, 1)
+    drop_caches()
+    read_all(models, 2)
+    t8 = read_all(files, 8)
+    once = min(t1, t8)
+    print(
+        f"from disk: {len(files)} files x {positions} positions = {len(files) * positions:,} "
+        f"positions, {size / 1e9:.2f} GB; page cache {'dropped' if cold else 'NOT dropped (not root)'}"
+    )
+    print(
+        f"  read once: {t1:.1f} s with 1 thread, {t8:.1f} s with 8 ({size / once / 1e9:.2f} GB/s)"
+    )
+    from weightcheck.eval import stream
+
+    for advise in (True, False):
+        stream.ADVISE = advise
+        for workers in (8, 16):
+            drop_caches()
+            reader = reader_only(dump, workers)
+            print(
+                f"  eval's reader alone (no compute), {workers} threads, "
+                f"{'with' if advise else 'without'} WILLNEED: {reader:.1f} s "
+                f"({size / reader / 1e9:.2f} GB/s)"
+            )
+    stream.ADVISE = True
+    cmd = [sys.executable, "-m", "weightcheck", "eval", drafter, "--hidden-states", dump,
+           "--target", target, "--device", "cuda", "--json"]  # fmt: skip
+    results = {}
+    for label, extra in (("whole dump", []), ("a quarter", ["--limit", str(len(files) // 4)]),
+                         ("one file", ["--limit", "1"])):  # fmt: skip
+        drop_caches()
+        read_all(models, 2)
+        r = watch_rss(cmd + extra)
+        if r["rc"]:
+            sys.exit(f"eval failed: {r['err'][-2000:]}")
+        rep = json.loads(r["stdout"])
+        results[label] = r
+        print(
+            f"  weightcheck eval, {label} ({rep['drafters'][0]['positions']:,} positions): "
+            f"{r['wall']:.1f} s, peak RSS {r['rss'] / 1e9:.2f} GB"
+        )
+    whole, one = results["whole dump"], results["one file"]
+    print(
+        f"  eval / read once: {whole['wall'] / once:.2f}x whole run, "
+        f"{(whole['wall'] - one['wall']) / once:.2f}x after its fixed cost (the one-file run, "
+        f"{one['wall']:.1f} s: start-up, the drafter and the target to the GPU) — issue #33 asks "
+        f"<= 1.25x; peak RSS {whole['rss'] / 1e9:.2f} GB (a quarter: "
+        f"{results['a quarter']['rss'] / 1e9:.2f} GB) vs 2 GB + the drafter's "
+        f"{model_bytes / 1e9:.2f} GB"
+    )
+
+
+def main() -> None:
+    import click
+
+    @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.option("--sequences", default=100, show_default=True)
+    @click.option("--positions", default=1000, show_default=True)
+    @click.option("--disk-sequences", default=200, show_default=True)
+    @click.option("--skip-memory", is_flag=True)
+    @click.option("--skip-disk", is_flag=True)
+    def bench(sequences, positions, disk_sequences, skip_memory, skip_disk):
+        drafter = make_full_drafter.make(config="k2", embed=True)
+        if not skip_memory:
+            in_memory(drafter, sequences, positions)
+        if not skip_disk:
+            from_disk(drafter, disk_sequences, positions)
+
+    bench()
+
+
+if __name__ == "__main__":
+    main()
