@@ -301,8 +301,11 @@ def convert(
         r.refused, r.exit_status = True, 1
         return r
     if not dry_run:
-        r.written = _write(p, progress, force, fsync)
-        r.written["cleaned"] = cleaned + r.written.get("cleaned", [])
+        from weightcheck.reports.base import typed
+        from weightcheck.reports.convert import Written
+
+        r.written = typed(Written, _write(p, progress, force, fsync))
+        r.written.cleaned = cleaned + r.written.cleaned
     return r
 
 

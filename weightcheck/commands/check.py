@@ -7,10 +7,24 @@ rules (weightcheck/rules/, documented in docs/rules.md) -> report (schema ``weig
 
 from __future__ import annotations
 
-import dataclasses
-
 from weightcheck.engines import aux
-from weightcheck.reports import CheckReport, Summary, source_info
+from weightcheck.reports.base import source_info, typed
+from weightcheck.reports.check import (
+    AuxLayers,
+    CheckReport,
+    ConfigRead,
+    DraftVocab,
+    EngineLine,
+    EngineReport,
+    LiveReport,
+    RunVerdict,
+    Summary,
+    TargetInfo,
+    TensorHeader,
+    TrainingReport,
+    TrainingVocab,
+    ValueStats,
+)
 from weightcheck.rules import ERROR, INFO, WARNING, Context, training
 from weightcheck.rules.apply import run, vocab_gate
 
@@ -23,26 +37,46 @@ ALL_CLEAR = (
 )
 
 
-def engine_line(summary: dict, run) -> dict:
+def engine_line(summary: dict, run) -> EngineLine:
     """An engine's line in plain check: the served view's summary and ``check --engine E``'s
     verdict (``findings``); "loads every parameter" is said only where that run finds nothing."""
+    line = typed(EngineLine, summary)
     if run is None:
-        return summary
-    verdict = run.verdict()
-    out = {**summary, "findings": verdict}
-    if verdict["errors"] or verdict["warnings"]:
+        return line
+    v = typed(RunVerdict, run.verdict())
+    line.findings, line.serves = v, not v.errors
+    if v.errors or v.warnings:
         counts = ", ".join(
-            f"{n} {what}"
-            for n, what in ((verdict["errors"], "error(s)"), (verdict["warnings"], "warning(s)"))
-            if n
+            f"{n} {what}" for n, what in ((v.errors, "error(s)"), (v.warnings, "warning(s)")) if n
         )
-        said = summary["says"]
-        if summary["starts"] and said.startswith("loads every parameter"):
+        said = line.says
+        if line.starts and said.startswith("loads every parameter"):
             said = "starts" + said[len("loads every parameter") :]
-        out["says"] = (
-            f"{said}; with --engine {run.engine}: {counts} ({', '.join(verdict['codes'])})"
+        line.says = f"{said}; with --engine {run.engine}: {counts} ({', '.join(v.codes)})"
+    return line
+
+
+def conclusion(r: CheckReport) -> str:
+    """The last line's verdict. Plain check passes when some engine serves the drafter (the
+    union policy, docs/consistency.md): where the engines' own runs differ it names each
+    engine's verdict and the ``--engine`` that gates on the failing one, so it never says the
+    drafter checks out while an engine line fails."""
+    lines = r.engines or {}
+    failing = [e for e, line in lines.items() if not line.serves]
+    parts = []
+    if r.summary.errors:
+        parts.append(f"{r.summary.errors} error(s): fix them before training or serving")
+    if failing and len(failing) < len(lines):
+        said = "; ".join(
+            f"{'serves' if line.serves else 'fails'} in {e} {line.version}"
+            + (f" ({', '.join(line.findings.codes)})" if not line.serves else "")
+            for e, line in lines.items()
         )
-    return out
+        gate = " or ".join(f"--engine {e}" for e in failing)
+        parts.append(f"{said} — use {gate} to gate on it")
+    elif failing:
+        parts.append("fails in " + ", ".join(f"{e} {lines[e].version}" for e in failing))
+    return "; ".join(parts) if parts else ALL_CLEAR
 
 
 def report(ctx: Context, findings: list) -> CheckReport:
@@ -53,19 +87,19 @@ def report(ctx: Context, findings: list) -> CheckReport:
         dialect=ctx.drafter.dialect,
         architecture=ctx.drafter.architecture.name if ctx.drafter.architecture else None,
         engine=engine_report(ctx),
-        target=ctx.target.summary() if ctx.target is not None else None,
+        target=target_info(ctx.target) if ctx.target is not None else None,
         findings=tuple(findings),
         summary=Summary(
             errors=errors,
             warnings=sum(1 for f in findings if f.severity == WARNING),
             info=sum(1 for f in findings if f.severity == INFO),
         ),
-        conclusion=ALL_CLEAR
-        if errors == 0
-        else f"{errors} error(s): fix them before training or serving",
-        live=ctx.live,
-        values=ctx.values,
-        training_vocab=ctx.training_vocab.report() if ctx.training_vocab is not None else None,
+        conclusion="",
+        live=typed(LiveReport, ctx.live),
+        values=typed(dict[str, ValueStats], ctx.values),
+        training_vocab=typed(TrainingVocab, ctx.training_vocab.report())
+        if ctx.training_vocab is not None
+        else None,
     )
     if ctx.engine is None:  # plain check: what each engine does with it, and its own verdict
         r.engines = {
@@ -73,30 +107,63 @@ def report(ctx: Context, findings: list) -> CheckReport:
             for e, view in ctx.views().items()
         }
     if ctx.training is not None:
-        r.training = {**ctx.training.report(), "says": training.said(ctx.training)}
+        r.training = typed(
+            TrainingReport, {**ctx.training.report(), "says": training.said(ctx.training)}
+        )
+    r.conclusion = conclusion(r)
     return r
 
 
-def engine_report(ctx: Context) -> dict | None:
-    """``--engine``: the replay, field for field (engines/view.py Landing and ParamState)."""
+def target_info(t) -> TargetInfo:
+    """The target as check's report names it (model/target.py Target)."""
+
+    def header(x) -> TensorHeader | None:
+        return None if x is None else TensorHeader(x.name, list(x.shape), x.dtype)
+
+    return TargetInfo(
+        spec=t.source.spec,
+        commit=t.source.commit,
+        model_type=t.model_type,
+        text_model_type=t.text_model_type,
+        architectures=list(t.architectures),
+        hidden_size=t.hidden_size,
+        vocab_size=t.vocab_size,
+        num_hidden_layers=t.num_layers,
+        dtype=t.dtype,
+        config_only=t.source.layout == "config only",
+        embed=header(t.embed),
+        lm_head=header(t.lm_head),
+    )
+
+
+def engine_report(ctx: Context) -> EngineReport | None:
+    """``--engine``: the replay (engines/view.py: its Landing and ParamState records as they
+    are)."""
     v = ctx.engine_view
     if v is None:
         return None
-    e = {
-        "name": v.engine,
-        "version": v.version,
-        "loader": f"mappings/engines/{v.loader}.toml",
-        "speculators_format": v.speculators_format,
-        "config": v.config,
-        # one object per checkpoint tensor and per engine parameter: the replay's
-        # Landing and ParamState (weightcheck/engines/view.py), field for field
-        "tensors": [dataclasses.asdict(x) for x in v.landings],
-        "parameters": [dataclasses.asdict(p) for p in v.params],
-        "aux_layers": v.aux,
-        **v.facts(),
-    }
+    aux_ = typed(AuxLayers, {"captures_output_of_layers": None, **v.aux})
     if ctx.target is not None:
-        e["aux_layers"]["captures_output_of_layers"] = aux.captured_layers(
+        aux_.captures_output_of_layers = aux.captured_layers(
             v, ctx.target.model_type, ctx.target.num_layers
         )
-    return e
+    f = v.facts()
+    return EngineReport(
+        name=v.engine,
+        version=v.version,
+        loader=f"mappings/engines/{v.loader}.toml",
+        speculators_format=v.speculators_format,
+        config=typed(dict[str, ConfigRead], v.config),
+        tensors=list(v.landings),
+        parameters=list(v.params),
+        aux_layers=aux_,
+        starts=f["starts"],
+        fails=v.failure,
+        architecture=f["architecture"],
+        dtype=f["dtype"],
+        dtype_from=f["dtype_from"],
+        layers=f["layers"],
+        draft_vocab=typed(DraftVocab, f["draft_vocab"]),
+        tied_head=f["tied_head"],
+        captured_layers=f["captured_layers"],
+    )

@@ -35,6 +35,7 @@ from weightcheck.reports import (
     PairedTensor,
     ShapeMismatch,
     Side,
+    TensorValues,
     VocabOverlap,
     source_info,
 )
@@ -275,5 +276,7 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> Compare
         ],
         notes=notes,
         vocab=VocabOverlap(**vocab) if vocab is not None else None,
-        values={p.label: p.values for p in both if p.values is not None} if values else None,
+        values={p.label: TensorValues(**p.values) for p in both if p.values is not None}
+        if values
+        else None,
     )

@@ -90,7 +90,7 @@ def report(d: Drafter) -> InspectReport:
             problems=[f"{f}: {m}" for f, m in norm.problems],
             key_fields=key_fields(d),
         ),
-        tensor_rows=tensors,
+        tensors=tensors,
         unknown_names=list(d.naming.unknown),
         other_dialect=dict(d.naming.foreign),
         duplicates={k: v for k, v in d.naming.duplicates.items()},

@@ -51,11 +51,35 @@ class Table:
 
 
 @record
+class FindingRow:
+    """One finding as a report shows it: ``depth`` 0 for a root, 1 and more for the
+    consequences its cause explains; ``subject`` "" when it has none."""
+
+    code: str
+    severity: str
+    subject: str
+    message: str  # the first part: what is wrong and what to do
+    fix: str | None = None  # the command that fixes it
+    detail: str | None = None  # the second part: the evidence, the code path, the long command
+    depth: int = 0
+
+
+@record
+class Findings:
+    """Findings, diagnostics in the text format (a head line per finding, its fix under it,
+    with ``explain`` its detail too), a table in Markdown."""
+
+    rows: list[FindingRow]
+    explain: bool = False
+
+
+@record
 class Line:
-    """A line of text as it is (``wrap``: a paragraph wrapped at the width)."""
+    """A line of text, wrapped at the width as a paragraph (``wrap=False``: as it is, for a line
+    whose layout is its meaning)."""
 
     text: Text
-    wrap: bool = False
+    wrap: bool = True
 
 
 @record

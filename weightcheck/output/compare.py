@@ -19,7 +19,8 @@ from weightcheck.output.blocks import (
     source_line,
     value_str,
 )
-from weightcheck.reports import CompareReport
+from weightcheck.reports.compare import CompareReport, TensorValues
+from weightcheck.rules.base import Finding
 from weightcheck.rules.grouping import group
 
 _TABLE_SUMMARY = {
@@ -35,8 +36,8 @@ def said_once(texts: list[str]) -> list[str]:
     """Reasons that differ in one word only (``X missing in B``) as one line listing the words."""
     if len(texts) < 2:
         return list(texts)
-    items = [{"code": "", "severity": "", "message": t, "subject": None} for t in texts]
-    return [g["message"] for g in group(items)]
+    items = [Finding("", "info", t) for t in texts]
+    return [g.finding.message for g in group(items)]
 
 
 def once(diffs) -> list[str]:
@@ -139,19 +140,19 @@ def _tables(r: CompareReport) -> list:
     return out
 
 
-def _values_table(values: dict) -> Table:
+def _values_table(values: dict[str, TensorValues]) -> Table:
     rows = []
     for name, v in values.items():
-        if "error" in v:
-            rows.append((name, "-", "-", "-", v["error"]))
+        if v.error:
+            rows.append((name, "-", "-", "-", v.error))
             continue
         rows.append(
             (
                 name,
-                f"{v['max_abs_diff']:.3g}",
-                f"{v['rel_l2']:.3g}",
-                f"{v['cosine']:.6f}",
-                "yes" if v["bytes_equal"] else "no",
+                f"{v.max_abs_diff:.3g}",
+                f"{v.rel_l2:.3g}",
+                f"{v.cosine:.6f}",
+                "yes" if v.bytes_equal else "no",
             )
         )
     return Table(["tensor", "max |a-b|", "rel L2", "cosine", "bytes equal"], rows, prose=(4,))

@@ -14,9 +14,8 @@ from weightcheck.output.blocks import (
     human_bytes,
     shape_str,
 )
-from weightcheck.output.findings import SEVERITY_STYLE, counts, findings_table
-from weightcheck.reports import ConvertReport
-from weightcheck.rules.grouping import group
+from weightcheck.output.findings import SEVERITY_STYLE, counts, findings_block
+from weightcheck.reports.convert import ConvertReport
 
 _HOW = {
     "renamed": "renamed",
@@ -45,14 +44,14 @@ def _how(t) -> str:
     return "renamed" if t.how == "copy" and t.source != t.output else t.how
 
 
-def convert_document(r: ConvertReport) -> list:
+def convert_document(r: ConvertReport, verbose: bool = False) -> list:
     """The plan (``--dry-run``: with the tensor-by-tensor table), or what was written (a
     summary: the table is the dry run's, and ``--json``'s)."""
     word = "plan" if r.dry or r.refused else "converted"
     blocks = [
         Title(
             f"weightcheck convert `{r.source}` → `{r.out}` ({r.to})",
-            f"{word}: {r.source} ({r.source_dialect}) -> {r.out} [{r.to}]",
+            f"{word}: {r.source} ({r.source_dialect or 'no dialect'}) -> {r.out} [{r.to}]",
         )
     ]
     if r.dry:
@@ -66,20 +65,20 @@ def convert_document(r: ConvertReport) -> list:
         blocks.append(Blank(markdown_only=True))
     blocks += [Note(f"config: {c}") for c in r.config_changes]
     blocks += [Note(f"note: {n}") for n in r.notes]
-    blocks += _gate(r)
+    blocks += _gate(r, verbose)
     return blocks + _outcome(r)
 
 
-def _gate(r: ConvertReport) -> list:
+def _gate(r: ConvertReport, verbose: bool = False) -> list:
     """What convert's gate (check on the planned output) found, per engine: a line, then its
-    findings (grouped as check shows them)."""
+    findings (grouped as check shows them; ``verbose``: with their details)."""
     g = r.check
     if not g:
         return []
     out = []
     on = "the source" if g.on == "source" else "the output"
     for e in g.engines:
-        fs = [f.as_dict() for f in e.findings]
+        fs = e.findings
         n = counts(fs)
         verdict = (
             (Span("passes", "ok"),)
@@ -88,7 +87,7 @@ def _gate(r: ConvertReport) -> list:
         )
         out.append(Line((f"check --engine {e.engine} {e.version} on {on}: ", *verdict)))
         if fs:
-            out.append(findings_table(group(fs)))
+            out.append(findings_block(fs, verbose))
     return out
 
 
@@ -109,12 +108,12 @@ def _outcome(r: ConvertReport) -> list:
     kinds = ", ".join(f"{how[k]} {_HOW[k]}" for k in _HOW if k in how)
     out = [
         Line(
-            f"wrote {w['tensors']} tensors ({human_bytes(w['bytes'])}; {kinds}) in "
-            f"{', '.join(w['files'])}, config.json, README.md — every byte re-read and verified"
-            + (", flushed to disk (--fsync)" if w.get("fsync") else "")
+            f"wrote {w.tensors} tensors ({human_bytes(w.bytes)}; {kinds}) in "
+            f"{', '.join(w.files)}, config.json, README.md — every byte re-read and verified"
+            + (", flushed to disk (--fsync)" if w.fsync else "")
         )
     ]
-    out += [Line(f"note: removed {n}") for n in w.get("cleaned", [])]
-    if w.get("note"):
-        out.append(Line(f"note: {w['note']}"))
+    out += [Line(f"note: removed {n}") for n in w.cleaned]
+    if w.note:
+        out.append(Line(f"note: {w.note}"))
     return out

@@ -81,7 +81,7 @@ def _tensor_table(r: InspectReport) -> Table:
             human_bytes(t.bytes),
             t.status,
         )
-        for t in r.tensor_rows
+        for t in r.tensors
     ]
     return Table(
         ["tensor", "canonical", "shape", "dtype", "params", "bytes", "status"],
