@@ -59,7 +59,8 @@ def test_inspect_and_compare(make_drafter, tiny_cfg):
     b = make_drafter("b", tiny_cfg, seed=1, skip=("lm_head.weight",))
     i = weightcheck.inspect(a)
     assert i.to_dict() == run_cli("inspect", a, "--json").json
-    assert i.dialect == "specforge" and i.architecture == "llama_eagle3" and i.tensors == 15
+    assert i.dialect == "specforge" and i.architecture == "llama_eagle3" and len(i.tensors) == 15
+    assert i.tensor_count == 15 and i.tensors[0].name == i.report["tensors"][0]["name"]
     assert i.config["hidden_size"] == 128 and i.looks_like_target is None
     c = weightcheck.compare(a, b)
     assert c.to_dict() == run_cli("compare", a, b, "--json").json
@@ -75,8 +76,8 @@ def test_convert(make_drafter, tmp_path):
     cli = run_cli("convert", src, tmp_path / "plan", "--to", "sglang", "--dry-run", "--json")
     assert plan.to_dict() == cli.json
     done = weightcheck.convert(src, tmp_path / "out", to="sglang", max_shard_size="300KB")
-    assert not done.dry_run and done.written["tensors"] == 15
-    assert done.files == tuple(done.written["files"]) and len(done.files) > 2
+    assert not done.dry_run and done.written.tensors == 15
+    assert done.files == tuple(done.written.files) and len(done.files) > 2
     sizes = []
     weightcheck.convert(src, tmp_path / "out", to="sglang", force=True, progress=sizes.append)
     assert sum(sizes) == sum(t["bytes"] for t in plan.report["tensors"])

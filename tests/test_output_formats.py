@@ -23,6 +23,7 @@ import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 
 from weightcheck import api, progress, terminal
+from weightcheck.output import fit
 from weightcheck.output import lines as out_lines
 from weightcheck.output import text as out_text
 
@@ -114,29 +115,64 @@ def test_columns_overrides_the_terminal_width(make_drafter, tiny_cfg):
     d = _long_config_drafter(make_drafter, tiny_cfg)
     _, text, _ = run_tty("inspect", d, cols=200, env={"COLUMNS": "90"})
     assert_fits(text, 90)
-    assert max(len(ANSI.sub("", line)) for line in text.splitlines()) > 90  # the path, whole
+    assert any(str(d) in line for line in ANSI.sub("", text).splitlines())  # the path, whole
 
 
-def test_a_pipe_gets_whole_lines(make_drafter, tiny_cfg):
+def test_a_pipe_is_100_columns_or_columns(make_drafter, tiny_cfg):
+    """In a pipe (a CI log, ``| less``) text is drawn at COLUMNS when set, else at 100 columns:
+    the 200-column rope_scaling row wraps between its JSON items, never inside one."""
     d = _long_config_drafter(make_drafter, tiny_cfg)
-    r = run_cli("inspect", d, env={"COLUMNS": "60"})  # a test runner's COLUMNS: no terminal here
-    row = next(line for line in r.stdout.splitlines() if line.startswith("rope_scaling "))
-    assert '"mscale_all_dim": 1.0' in row and row.rstrip().endswith("rope_scaling")
+    for env, cols in (({}, 100), ({"COLUMNS": "60"}, 60)):
+        r = run_cli("inspect", d, env=env)
+        assert_fits(r.stdout, cols)
+        assert '"mscale_all_dim": 1.0' in " ".join(r.stdout.split()), r.stdout
 
 
 def test_wrapped_cells_never_split_a_word():
-    """Cells wrap at spaces only: a tensor name or a fix command longer than its cell overflows
-    it whole (copy-paste still runs), and the table is as narrow as its longest words allow."""
+    """Cells wrap between atoms only: a tensor name, or a fix command written out in a sentence,
+    longer than its cell overflows it whole (copy-paste still runs)."""
     name = "midlayer.self_attn.q_proj.weight"
     fix = "weightcheck convert SRC OUT --to sglang --lm-head-from=org/some-target-model"
     rows = [("WC101", "error", f"{name}: " + "word " * 30 + f"(fix: {fix})")]
     drawn = out_text.table(["code", "severity", "message"], rows, 60, False, prose=(2,))
-    words = drawn.split()
-    assert name + ":" in words and "--lm-head-from=org/some-target-model)" in words
-    assert max(map(len, drawn.splitlines())) <= 60  # every word fits a 60-column table
-    assert len(drawn.splitlines()) > 5  # the message wrapped
+    lines = drawn.splitlines()
+    assert any(f"{fix})" in line for line in lines), drawn  # the command on one line, whole
+    assert any(name in line for line in lines)
+    assert all(len(line) <= 60 for line in lines if fix not in line)  # the rest fits
     assert out_text.wrap_cell(name, 20) == name  # longer than its cell: whole, not split
     assert out_text.wrap_cell("a b c " + name, 10).splitlines() == ["a b c", name]
+
+
+def test_atoms_are_words_backquoted_spans_and_commands():
+    said = (
+        "run `weightcheck convert A OUT --to sglang` first, or weightcheck convert A OUT --to "
+        "ENGINE --vocab-from B re-indexes A's head; see weightcheck rule WC305."
+    )
+    got = fit.atoms(said)
+    assert "`weightcheck convert A OUT --to sglang`" in got
+    assert "weightcheck convert A OUT --to ENGINE --vocab-from B" in got
+    assert "re-indexes" in got and "weightcheck rule WC305." in got
+    for width in range(20, 90, 7):
+        lines = fit.wrap(said, width)
+        assert " ".join(lines).split() == said.split()  # nothing lost or added
+        for a in got:  # every atom on one line
+            assert any(a in line for line in lines), (width, a)
+        assert all(len(x) <= width or x.strip() in got for x in lines)
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 140])
+def test_every_table_layout_fits(width):
+    """A table fits in columns, or with its first column above each row, or stacked: every line
+    fits (at 60 columns and more, where each of these names fits a line)."""
+    long = "model.layers.0.self_attn.qkv_proj.weight[q]"
+    rows = [
+        (f"midlayer.self_attn.q_proj.weight.{i}", long, "loaded", "why " * (i + 1))
+        for i in range(4)
+    ]
+    lines = fit.draw_table(["tensor", "parameter", "fate", "why"], rows, width, lambda t, s: t)
+    assert all(len(x) <= width for x in lines), (width, lines)
+    text = " ".join(lines)
+    assert all(r[0] in text and long in text for r in rows)
 
 
 @pytest.mark.parametrize("cols", [60, 80])
@@ -165,7 +201,18 @@ def test_a_terminal_of_no_size_is_80_columns():
     code, drawn, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang", cols=0)
     widths = [len(line) for line in ANSI.sub("", drawn).splitlines()]
     assert code == 1 and 60 < max(widths) <= 80
-    assert terminal.terminal_width(io.StringIO()) is None  # a pipe: no limit
+
+
+def test_the_width_rule(monkeypatch):
+    """COLUMNS first (a positive number), else the terminal's, else 100 in a pipe; at least 40."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert terminal.terminal_width(io.StringIO()) == terminal.PIPE_WIDTH == 100
+    monkeypatch.setenv("COLUMNS", "72")
+    assert terminal.terminal_width(io.StringIO()) == 72
+    monkeypatch.setenv("COLUMNS", "12")
+    assert terminal.terminal_width(io.StringIO()) == terminal.MIN_WIDTH
+    monkeypatch.setenv("COLUMNS", "0")  # no number: the rule goes on
+    assert terminal.terminal_width(io.StringIO()) == 100
 
 
 # =============================================================================================

@@ -184,9 +184,11 @@ def shape_str(shape) -> str:
 
 
 def value_str(v) -> str:
+    """A config value as JSON writes it (``true``, ``[2, 30, 58]``, ``{"type": "yarn"}``), never
+    as Python would (``True``, ``{'type': ...}``); None (not set) is ``-``."""
     if v is None:
         return "-"
-    if isinstance(v, (dict, list)):
+    if isinstance(v, (dict, list, tuple, bool)):
         return json.dumps(v, separators=(", ", ": "))
     return str(v)
 

@@ -19,6 +19,7 @@ from weightcheck.output.blocks import (
     value_str,
 )
 from weightcheck.output.findings import explains, finding_message, findings_block
+from weightcheck.output.inspect import value_from
 from weightcheck.output.lines import repo_file
 from weightcheck.reports.check import CheckReport, EngineReport, LiveReport, TrainerReport
 from weightcheck.rules.grouping import group
@@ -102,14 +103,14 @@ def check_document(r: CheckReport, explain: bool = False, verbose: bool = False)
 
 
 def _explain(e: EngineReport) -> list:
-    rows = [(k, value_str(v.value), v.from_) for k, v in e.config.items()]
+    rows = [(k, value_from(value_str(v.value), v.from_, k)) for k, v in e.config.items()]
     aux = e.aux_layers
     where = aux.from_ or f"nowhere: engine default {aux.default}"
     said = f"aux layer ids: {value_str(aux.ids)} (from {where})"
     if aux.captures_output_of_layers is not None:
         said += f"; capture the outputs of target layers {value_str(aux.captures_output_of_layers)}"
     return key_tables(e) + [
-        Table(["config the engine reads", "value", "from"], rows, prose=(1, 2)),
+        Table(["config the engine reads", "value (from)"], rows, prose=(1,)),
         Blank(),
         Line(said),
         Blank(),

@@ -51,22 +51,35 @@ def convert_document(r: ConvertReport, verbose: bool = False) -> list:
     blocks = [
         Title(
             f"weightcheck convert `{r.source}` → `{r.out}` ({r.to})",
-            f"{word}: {r.source} ({r.source_dialect or 'no dialect'}) -> {r.out} [{r.to}]",
+            f"{word}: {r.source} ({r.source_dialect or 'no dialect'}) -> {r.out} [{r.to}]"
+            + (f" ({r.shards[0]})" if r.dry and len(r.shards) == 1 else ""),
         )
     ]
     if r.dry:
-        rows = [
-            (t.source or "-", t.output, t.shard, t.dtype, shape_str(t.shape), t.how)
-            for t in r.tensor_rows
-        ]
-        blocks.append(
-            Table(["source tensor", "output name", "file", "dtype", "shape", "how"], rows)
-        )
-        blocks.append(Blank(markdown_only=True))
+        blocks += [_plan_table(r), Blank(markdown_only=True)]
     blocks += [Note(f"config: {c}") for c in r.config_changes]
     blocks += [Note(f"note: {n}") for n in r.notes]
     blocks += _gate(r, verbose)
     return blocks + _outcome(r)
+
+
+def _plan_table(r: ConvertReport) -> Table:
+    """Each output tensor: its source, its name in OUT ("=" where it keeps the source's), its
+    file (when OUT has several), dtype, shape and how it is made."""
+    shards = len({t.shard for t in r.tensor_rows}) > 1
+    rows = [
+        (
+            t.source or "-",
+            "=" if t.output == t.source else t.output,
+            *((t.shard,) if shards else ()),
+            t.dtype,
+            shape_str(t.shape),
+            t.how,
+        )
+        for t in r.tensor_rows
+    ]
+    heads = ["source tensor", "output", *(("file",) if shards else ()), "dtype", "shape", "how"]
+    return Table(heads, rows)
 
 
 def _gate(r: ConvertReport, verbose: bool = False) -> list:

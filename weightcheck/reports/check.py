@@ -78,7 +78,8 @@ class EngineReport(Keyed):
     aux_layers: AuxLayers
     starts: bool
     fails: Failure | None  # where it stops (None: it starts)
-    architecture: str | None  # architectures[0] after the engine's renaming
+    # architectures[0] after the engine's renaming (a config's value: of any JSON type)
+    architecture: ConfigValue
     dtype: str | None  # what it builds the draft in (None: the target's)
     dtype_from: str
     layers: int | None  # decoder layers built
@@ -174,7 +175,7 @@ class Compared:
 class LiveReport(Keyed):
     engine: str
     version: str  # installed
-    architecture: str | None  # built
+    architecture: ConfigValue  # the class built (a config's value: of any JSON type)
     loads: bool
     fails: Failure | None
     tensors: list[Landing]
