@@ -193,6 +193,14 @@ def value_str(v) -> str:
     return str(v)
 
 
+def subject_str(subject: str | None) -> str:
+    """A finding's subject as a report names it: a field, tensor or file as it is; a condition of
+    an engine's data (``rope_factor is None``: the Python the engine runs) in backquotes."""
+    if not subject:
+        return ""
+    return subject if " " not in subject or subject.startswith("`") else f"`{subject}`"
+
+
 def source_line(src) -> str:
     """A source in a line: location, Hub revision and commit, kind and layout (and, for a run
     folder, the checkpoint picked)."""

@@ -16,6 +16,7 @@ from weightcheck.output.blocks import (
     Table,
     Title,
     source_line,
+    subject_str,
     value_str,
 )
 from weightcheck.output.findings import explains, finding_message, findings_block
@@ -175,7 +176,7 @@ def live_blocks(lv: LiveReport) -> list:
     out = [Line((Span("live: ", "bold"), head)), Blank()]
     f = lv.fails
     if f:
-        on = f" on {f.subject}" if f.subject else ""
+        on = f" on {subject_str(f.subject)}" if f.subject else ""
         out += [Line(f"live: {lv.engine} stops at {f.stage}{on}: {f.why}"), Blank()]
     out += key_tables(lv, looked_up=False)
     out += [Line(f"live: {n}") for n in lv.notes]
@@ -224,7 +225,7 @@ def _annotations(r: CheckReport) -> list:
     for g in group(r.findings):
         f = g.finding
         said = finding_message(f) + explains(f)
-        subject = f.subject if f.subject and f.subject not in f.message else None
+        subject = subject_str(f.subject) if f.subject and f.subject not in f.message else None
         message = f"{spec}: " + (f"{subject}: " if subject else "") + said
         title = f"{f.code} {f.rule or ''}".strip()
         concise = (f"{spec}: ", Span(f.code, f.severity), f" {said}")

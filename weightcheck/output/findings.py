@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from weightcheck.output.blocks import FindingRow, Findings
+from weightcheck.output.blocks import FindingRow, Findings, subject_str
 from weightcheck.rules.base import Finding
 from weightcheck.rules.grouping import Grouped, group
 
@@ -27,7 +27,9 @@ def finding_rows(grouped: list[Grouped], depth: int = 0) -> list[FindingRow]:
     for g in grouped:
         f = g.finding
         rows.append(
-            FindingRow(f.code, f.severity, f.subject or "", f.message, f.fix, f.detail, depth)
+            FindingRow(
+                f.code, f.severity, subject_str(f.subject), f.message, f.fix, f.detail, depth
+            )
         )
         if f.consequences:
             rows += finding_rows(_collapse(group(f.consequences)), depth + 1)
