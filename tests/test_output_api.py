@@ -4,6 +4,7 @@ WeightcheckError; ``import weightcheck`` imports nothing heavy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 
 import weightcheck
+from weightcheck import cli, requests
 
 SPEC_TRAIN = PRODUCERS / "speculators-train"
 
@@ -47,6 +49,34 @@ def test_check_options_match_the_cli(make_drafter):
         "--json",
     )
     assert r.to_dict() == cli.json
+
+
+# what only the API has (a callable for progress; convert's gate switched off), and what only
+# changes how the CLI draws a report
+API_ONLY = {"progress", "check"}
+DRAWING = {"fmt", "as_json", "explain", "verbose"}
+
+
+@pytest.mark.parametrize(
+    "command, request_class",
+    [
+        ("inspect", requests.InspectRequest),
+        ("compare", requests.CompareRequest),
+        ("check", requests.CheckRequest),
+        ("convert", requests.ConvertRequest),
+    ],
+)
+def test_each_option_is_a_field_of_the_commands_request(command, request_class):
+    """Adding an option is its click option and its request field, nothing else: the CLI passes
+    every option it parses to the API as the request's field of that name, and the API passes
+    its keyword arguments to the request (an unknown one is a TypeError naming it)."""
+    options = {p.name for p in cli.main.commands[command].params} - DRAWING
+    fields = {f.name for f in dataclasses.fields(request_class)} - API_ONLY
+    assert options == fields
+    with pytest.raises(TypeError, match="no_such_option"):
+        getattr(weightcheck, command)(
+            *["x"] * (2 if command in ("compare", "convert") else 1), no_such_option=1
+        )
 
 
 def test_a_clean_drafter_passes_the_gate():

@@ -1,13 +1,21 @@
-"""``weightcheck check SRC``: the gate before training or serving.
+"""``weightcheck check SRC``: the gate before training or serving, its whole pipeline.
 
-load -> normalize -> (engine view, target, training config, values: each only when asked) ->
-rules (weightcheck/rules/, documented in docs/rules.md) -> report (schema ``weightcheck.check/1``)
--> render. Exit 0 when no finding is an error, 1 otherwise, 2 when the check could not be done.
+:func:`run`: the request (weightcheck/requests.py CheckRequest) -> its options checked (exit 2
+before anything is read) -> load and normalize SRC -> what the options name (the target, the
+training config, the training run's vocabulary map) -> rules (weightcheck/rules/apply.py run:
+the engine view, values, live, the training gate, each only when asked; documented in
+docs/rules.md) -> :func:`report` (schema ``weightcheck.check/1``). Exit 0 when no finding is an
+error, 1 otherwise, 2 when the check could not be done.
 """
 
 from __future__ import annotations
 
+import os
+
 from weightcheck.engines import aux
+from weightcheck.errors import UsageError, WeightcheckError, require_torch
+from weightcheck.model.drafter import load_drafter
+from weightcheck.progress import Progress
 from weightcheck.reports.base import source_info, typed
 from weightcheck.reports.check import (
     AuxLayers,
@@ -25,8 +33,9 @@ from weightcheck.reports.check import (
     TrainingVocab,
     ValueStats,
 )
-from weightcheck.rules import ERROR, INFO, WARNING, Context, training
-from weightcheck.rules.apply import run, vocab_gate
+from weightcheck.requests import CheckRequest
+from weightcheck.rules import ERROR, INFO, WARNING, Context, apply, training
+from weightcheck.rules.apply import read_training_config, vocab_gate
 
 __all__ = ["run", "vocab_gate", "report", "ALL_CLEAR"]
 
@@ -35,6 +44,84 @@ ALL_CLEAR = (
     "weights and config check out: if acceptance is still low, look at the chat template "
     "and the training data (prompt format mismatch), not the weights"
 )
+
+
+def run(req: CheckRequest) -> CheckReport:
+    """``check`` as ``req`` asks it: the report (the Python API's result, ``--json``)."""
+    options(req)
+    tc = training_config_file(req.training_config) if req.training_config is not None else None
+    d = load_drafter(req.src, revision=req.revision, token=req.token)
+    cfg = read_training_config(tc) if tc is not None else None
+    if cfg is not None:
+        from weightcheck import trainers
+
+        # a SpecForge run checkpoint has no config.json: the training config stands in for it
+        d = trainers.with_training_config(d, cfg, tc)
+    from weightcheck.model import vocab
+    from weightcheck.model.target import load_target
+
+    t = load_target(req.target, token=req.token) if req.target is not None else None
+    tv = vocab.load_map(req.training_vocab, token=req.token) if req.training_vocab else None
+    bar = (
+        Progress("check --values: reading weights", d.total_bytes)
+        if req.values and req.progress
+        else None
+    )
+    try:
+        ctx, findings = apply.run(
+            d,
+            req,
+            target=t,
+            training_cfg=cfg,
+            training_vocab=tv,
+            progress=bar.update if bar is not None and bar.enabled else None,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    return report(ctx, findings)
+
+
+def training_config_file(path: str) -> str:
+    """``--training-config``: a config file, or a folder holding config.json."""
+    if os.path.isdir(path):
+        inner = os.path.join(path, "config.json")
+        if not os.path.isfile(inner):
+            raise WeightcheckError(path, "a folder without config.json: no training config in it")
+        return inner
+    return path
+
+
+def options(req: CheckRequest) -> None:
+    """check's options that cannot go together or name what is not there, refused before
+    anything is read (exit 2)."""
+    from weightcheck.engines.data import engine_data
+
+    name, version = req.engine_name, req.engine_version
+    if name:
+        data = engine_data(name)
+        if version and version not in data.engine.versions_read:
+            raise WeightcheckError(
+                None,
+                f"{name} {version} was not read; versions known: "
+                f"{', '.join(data.engine.versions_read)}",
+            )
+    if req.live:
+        if not name:
+            raise UsageError(None, "--live runs an engine's loader: give --engine sglang|vllm")
+        from weightcheck.engines import live as live_mod
+
+        live_mod.installed(name)  # not importable: one line, exit 2, before reading anything
+    if req.allow_partial_init and req.training_config is None:
+        raise UsageError(None, "--allow-partial-init qualifies --training-config: give both")
+    if req.values:
+        require_torch("--values")
+    if req.trainer is not None and req.training_config is None:
+        raise UsageError(None, "--trainer qualifies --training-config: give both")
+    if req.trainer is not None:
+        from weightcheck import trainers
+
+        trainers.load(req.trainer)  # an unknown name: one line, exit 2, before reading anything
 
 
 def engine_line(summary: dict, run) -> EngineLine:

@@ -13,9 +13,10 @@ are local or when ``--values`` asks for it.
 from __future__ import annotations
 
 import math
+import sys
 
 from weightcheck.engines import aux
-from weightcheck.errors import WeightcheckError
+from weightcheck.errors import WeightcheckError, require_torch
 from weightcheck.model import vocab
 from weightcheck.model.compatibility import (
     Comparison,
@@ -24,7 +25,7 @@ from weightcheck.model.compatibility import (
     presence,
     verdict,
 )
-from weightcheck.model.drafter import Drafter, Tensor
+from weightcheck.model.drafter import Drafter, Tensor, load_drafter
 from weightcheck.progress import Progress
 from weightcheck.reports import (
     ByteCounts,
@@ -39,9 +40,26 @@ from weightcheck.reports import (
     VocabOverlap,
     source_info,
 )
+from weightcheck.requests import CompareRequest
+from weightcheck.sources import is_local
 from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks
 from weightcheck.sources.together import at_once
 from weightcheck.storage.header import TORCH_NAMES, itemsize
+
+
+def run(req: CompareRequest) -> CompareReport:
+    """``compare`` as ``req`` asks it: both sides read at once (a Hub source's requests overlap
+    the other's reads), judged, their bytes (and with ``values`` their values) compared."""
+    if req.values:
+        require_torch("--values")
+    da, db = at_once(
+        lambda: load_drafter(req.a, revision=req.revision_a, token=req.token),
+        lambda: load_drafter(req.b, revision=req.revision_b, token=req.token),
+        threads=not (is_local(req.a) and is_local(req.b)),
+    )
+    progress = req.progress and sys.stderr.isatty()
+    c = compare(da, db, values=req.values, progress=progress)
+    return report(c, values=req.values, strict=req.strict)
 
 
 def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
