@@ -179,6 +179,12 @@ FINDINGS = ("text", "json", "markdown", "concise", "github")
 @main.command()
 @click.argument("src")
 @click.option("--revision", default=None, help="Hub branch, tag or commit (same as SRC@REV).")
+@click.option(
+    "--mapping",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Your own dialect file (same format as mappings/dialects/*.toml) to read SRC.",
+)
 @token_option
 @output_options(*REPORTS)
 def inspect(fmt, as_json, **options):
