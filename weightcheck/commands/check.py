@@ -143,7 +143,7 @@ def engine_line(summary: dict, run) -> EngineLine:
     return line
 
 
-def conclusion(r: CheckReport) -> str:
+def conclusion(r: CheckReport, runs: dict | None = None) -> str:
     """The last line's verdict. Plain check passes when some engine serves the drafter (the
     union policy, docs/consistency.md): where the engines' own runs differ it names each
     engine's verdict and the ``--engine`` that gates on the failing one, so it never says the
@@ -155,8 +155,9 @@ def conclusion(r: CheckReport) -> str:
         parts.append(f"{r.summary.errors} error(s): fix them before training or serving")
     if failing and len(failing) < len(lines):
         said = "; ".join(
-            f"{'serves' if line.serves else 'fails'} in {e} {line.version}"
-            + (f" ({', '.join(line.findings.codes)})" if not line.serves else "")
+            f"serves in {e} {line.version}"
+            if line.serves
+            else f"fails in {e} {line.version} ({', '.join(_error_codes((runs or {}).get(e)))})"
             for e, line in lines.items()
         )
         gate = " or ".join(f"--engine {e}" for e in failing)
@@ -164,6 +165,12 @@ def conclusion(r: CheckReport) -> str:
     elif failing:
         parts.append("fails in " + ", ".join(f"{e} {lines[e].version}" for e in failing))
     return "; ".join(parts) if parts else ALL_CLEAR
+
+
+def _error_codes(run) -> list[str]:
+    """The codes of an engine's own errors, as ``check --engine E`` lists them."""
+    found = (run.folded or run.findings) if run is not None else ()
+    return sorted({f.code for f in found if f.severity == ERROR}) or ["errors"]
 
 
 def report(ctx: Context, findings: list) -> CheckReport:
@@ -197,7 +204,7 @@ def report(ctx: Context, findings: list) -> CheckReport:
         r.training = typed(
             TrainingReport, {**ctx.training.report(), "says": training.said(ctx.training)}
         )
-    r.conclusion = conclusion(r)
+    r.conclusion = conclusion(r, ctx.engine_runs)
     return r
 
 
