@@ -107,6 +107,28 @@ def wrap(text: str, width: int | None, indent: str = "", hang: str | None = None
     return out
 
 
+def wrap_command(command: str, width: int | None, indent: str, hang: str) -> list[str]:
+    """A shell command in lines of at most ``width`` where it can be: broken before an option
+    (``--to sglang`` stays together), each line but the last ending in `` \\`` — as a shell
+    reads it back, so that it still runs when copied. Fits as it is: one line."""
+    if width is None or len(indent) + len(command) <= width:
+        return [indent + command]
+    parts: list[str] = []
+    for w in command.split(" "):
+        if parts and not w.startswith("-") and parts[-1].split(" ")[-1].startswith("--"):
+            parts[-1] += " " + w  # an option's value stays with it
+        else:
+            parts.append(w)
+    lines, line = [], indent + parts[0]
+    for p in parts[1:]:
+        if len(line) + 1 + len(p) + 2 <= width:
+            line += " " + p
+        else:
+            lines.append(line + " \\")
+            line = hang + p
+    return lines + [line]
+
+
 def wrap_cell(text: str, width: int) -> list[str]:
     return wrap(text, width) if text else [""]
 

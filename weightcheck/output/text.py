@@ -143,7 +143,7 @@ class TextEmitter:
         head = f"{lead}{f.code} {paint(f.severity, f.severity, self.color)}  "
         out = fit.wrap(subject + f.message, self.width, head, hang)
         if f.fix and f.fix not in f.message:
-            out += fit.wrap(f.fix, self.width, hang + "fix: ", hang + "     ")
+            out += fit.wrap_command(f.fix, self.width, hang + "fix: ", hang + "       ")
         if explain and f.detail:
             out += fit.wrap(f.detail, self.width, hang + "detail: ", hang + "        ")
         return out
