@@ -160,6 +160,19 @@ def test_atoms_are_words_backquoted_spans_and_commands():
         assert all(len(x) <= width or x.strip() in got for x in lines)
 
 
+def test_a_long_fix_command_is_broken_as_a_shell_reads_it():
+    fix = (
+        "weightcheck convert SRC OUT --to sglang --vocab-from examples/out/kimi-k25-drafter "
+        "--lm-head-from TARGET --target TARGET"
+    )
+    lines = fit.wrap_command(fix, 60, "    fix: ", "           ")
+    assert len(lines) > 1 and all(len(x) <= 60 for x in lines)
+    assert all(x.endswith(" \\") for x in lines[:-1])
+    assert " ".join(x.strip().removesuffix(" \\") for x in lines) == "fix: " + fix
+    assert "--to sglang" in lines[0]  # an option keeps its value
+    assert fit.wrap_command(fix, None, "", "") == [fix]
+
+
 @pytest.mark.parametrize("width", [60, 80, 100, 140])
 def test_every_table_layout_fits(width):
     """A table fits in columns, or with its first column above each row, or stacked: every line
@@ -408,8 +421,12 @@ class _Recorder:
 
 def test_every_command_that_reads_weights_has_progress(make_drafter, tmp_path, monkeypatch):
     pytest.importorskip("torch")
+    from weightcheck.commands import check as check_mod
+    from weightcheck.commands.convert import run as convert_run
+
     src = make_drafter("src")
-    monkeypatch.setattr(api, "Progress", _Recorder)
+    for module in (check_mod, convert_run):  # each command's pipeline draws its own
+        monkeypatch.setattr(module, "Progress", _Recorder)
     _Recorder.made = []
     assert run_cli("check", src, "--values").exit_code in (0, 1)
     (bar,) = _Recorder.made
