@@ -22,7 +22,7 @@ import termios
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 
-from weightcheck import api, progress, terminal
+from weightcheck import progress, terminal
 from weightcheck.output import fit
 from weightcheck.output import lines as out_lines
 from weightcheck.output import text as out_text
