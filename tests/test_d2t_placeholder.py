@@ -59,7 +59,7 @@ def test_compare_says_it_is_the_placeholder_and_gives_no_reindex_advice(tmp_path
         v = r.json["vocab"]
         assert v[f"{who.lower()}_placeholder"] and not v[f"{'ba'[who == 'B']}_placeholder"]
         assert v["meaning"].startswith(f"{who}'s d2t is the all-zero placeholder")
-        assert "--vocab-from B re-indexes" not in v["meaning"]
+        assert "--vocab-from B` re-indexes" not in v["meaning"]
         text = unwrapped(run_cli("compare", a, b).stdout)
         assert f"({who}: d2t all zeros, the target's first ids" in text
     v = run_cli("compare", real, real, "--json").json["vocab"]

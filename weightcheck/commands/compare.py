@@ -210,14 +210,14 @@ def vocab_meaning(v: dict) -> str:
             "of its lm_head rows was trained for is not recorded, so neither initializing from it "
             "nor re-indexing it (--vocab-from) can be judged from the maps; find the training "
             "run's map (SpecForge: cache/vocab_mapping/<hash>.pt) and check against it "
-            "(weightcheck check A --training-vocab MAP)"
+            "(`weightcheck check A --training-vocab MAP`)"
         )
     if na == nb == same:
         return "the same map: A's lm_head rows stand for the same tokens under B's map"
     lost = nb - v["shared"]
-    fix = "weightcheck convert A OUT --to ENGINE --vocab-from B re-indexes A's head to B's map"
+    fix = "`weightcheck convert A OUT --to ENGINE --vocab-from B` re-indexes A's head to B's map"
     if lost:
-        fix += f" ({lost:,} of B's tokens are not in A's head: add --lm-head-from TARGET)"
+        fix += f" ({lost:,} of B's tokens are not in A's head: add `--lm-head-from TARGET`)"
     return (
         f"initializing B's training from A as it is reads {min(na, nb) - same:,} of A's lm_head "
         f"rows as other tokens: {fix}"
