@@ -203,7 +203,10 @@ def subject_str(subject: str | None) -> str:
 
 def source_line(src) -> str:
     """A source in a line: location, Hub revision and commit, kind and layout (and, for a run
-    folder, the checkpoint picked)."""
+    folder, the checkpoint picked); the kind and layout left out for the common case, a folder
+    holding model.safetensors (the path says the rest)."""
     rev = f" @ {src.revision} (commit {src.commit})" if src.kind == "hub" else ""
     picked = f"; {src.picked}" if getattr(src, "picked", None) else ""
+    if src.kind == "folder" and src.layout == "model.safetensors" and not picked:
+        return src.location
     return f"{src.location}{rev} [{src.kind}, {src.layout}{picked}]"

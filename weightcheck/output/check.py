@@ -42,15 +42,15 @@ def engine_verdicts(r: CheckReport) -> list[tuple[str, str]]:
 _ORIGIN_WORDS = {
     "src": "from SRC",
     "target": "from the target",
-    "data": "from the run's vocabulary map",
+    "data": "from the run's map",
     "init": "at init",
 }
 
 
 def trainer_origins(tr: TrainerReport) -> str:
-    """The trainer's parameters by where their first value comes from, in a line: 'from SRC: 13
-    (fc.weight, lm_head.weight, midlayer.*, norm.weight); from the target: embed_tokens.weight;
-    ...'."""
+    """The trainer's parameters (by its own names) by where their first value comes from, in a
+    line: 'specforge 0.2.0: 13 from SRC (fc.weight, lm_head.weight, midlayer.*, norm.weight), 1
+    from the target (embed_tokens.weight), ...'."""
     groups: dict[str, list[str]] = {}
     for name, origin in tr.parameters.items():
         groups.setdefault(origin, []).append(name)
@@ -67,8 +67,8 @@ def trainer_origins(tr: TrainerReport) -> str:
                 fam = f"layers.{parts[1]}.*"
             if fam not in fams:
                 fams.append(fam)
-        said.append(f"{_ORIGIN_WORDS[origin]}: {len(names)} ({', '.join(fams)})")
-    return f"{tr.name} {tr.version}, by its own names: " + "; ".join(said)
+        said.append(f"{len(names)} {_ORIGIN_WORDS[origin]} ({', '.join(fams)})")
+    return f"{tr.name} {tr.version}: " + ", ".join(said)
 
 
 def check_document(r: CheckReport, explain: bool = False, verbose: bool = False) -> list:

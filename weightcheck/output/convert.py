@@ -24,8 +24,8 @@ _HOW = {
     "pickle": "read from a pickle",
     "embed-from-target": "taken from the target",
     "head-from-target": "gathered from the target",
-    "reindex": "re-indexed to the --vocab-from map",
-    "vocab-map": "written from the --vocab-from map",
+    "reindex": "re-indexed",
+    "vocab-map": "written from the map",
 }
 _REFUSED_ON_SOURCE = {
     "config_types": (
