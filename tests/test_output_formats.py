@@ -152,6 +152,15 @@ def test_atoms_are_words_backquoted_spans_and_commands():
     assert "`weightcheck convert A OUT --to sglang`" in got
     assert "weightcheck convert A OUT --to ENGINE --vocab-from B" in got
     assert "re-indexes" in got and "weightcheck rule WC305." in got
+    # a short bracketed list is one value; a long one breaks between its items
+    assert fit.atoms("ids [2, 30, 58] and shape [128, 384].") == [
+        "ids",
+        "[2, 30, 58]",
+        "and",
+        "shape",
+        "[128, 384].",
+    ]
+    assert len(fit.atoms("[" + ", ".join(map(str, range(40))) + "]")) == 40
     for width in range(20, 90, 7):
         lines = fit.wrap(said, width)
         assert " ".join(lines).split() == said.split()  # nothing lost or added

@@ -1,8 +1,8 @@
 """Fitting text to a width: paragraphs wrapped, and tables laid out so that every line fits.
 
-Text is broken at spaces only, and never inside an *atom*: a word (a tensor name, a path, a
-shape's part), a backquoted span (`` `weightcheck convert SRC OUT` ``) or a ``weightcheck``
-command written out in a sentence (``weightcheck convert A OUT --to ENGINE --vocab-from B``: the
+Text is broken at spaces only, and never inside an *atom*: a word (a tensor name, a path), a
+short bracketed list (``[128, 384]``, ``[2, 30, 58]``), a backquoted span
+(`` `weightcheck convert SRC OUT` ``) or a ``weightcheck`` command written out in a sentence (``weightcheck convert A OUT --to ENGINE --vocab-from B``: the
 words after the command name that look like its arguments), so that what is copied from the screen
 still runs. An atom longer than the width has a line of its own and overflows it, whole.
 
@@ -52,9 +52,32 @@ def _arg_like(word: str, prev: str) -> bool:
     return bool(_PLACEHOLDER.fullmatch(w)) or "/" in w
 
 
+SHORT_LIST = 40  # a bracketed list (a shape, aux ids) up to this long is one atom
+
+
+def _glue_lists(words: list[str]) -> list[str]:
+    """A short bracketed list written with spaces (``[128, 384]``, ``ids [2, 30, 58]``) as one
+    word: it reads as one value."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        j = i
+        if "[" in w and w.count("[") > w.count("]"):
+            depth, j = w.count("[") - w.count("]"), i
+            while depth > 0 and j + 1 < len(words):
+                j += 1
+                depth += words[j].count("[") - words[j].count("]")
+            if depth > 0 or len(" ".join(words[i : j + 1])) > SHORT_LIST:
+                j = i
+        out.append(" ".join(words[i : j + 1]))
+        i = j + 1
+    return out
+
+
 def atoms(text: str) -> list[str]:
     """The unbreakable units of one paragraph (module docstring), in order."""
-    words = _WORD.findall(text)
+    words = _glue_lists(_WORD.findall(text))
     out: list[str] = []
     i = 0
     while i < len(words):
