@@ -458,3 +458,60 @@ def test_no_carriage_return_in_a_pipe(make_drafter, tmp_path):
         r = run_cli(*args)
         assert r.exit_code in (0, 1), r
         assert "\r" not in r.stderr and "\x1b" not in r.stderr and "\r" not in r.stdout, args
+
+
+# =============================================================================================
+# a finding in two parts: the message in every format, the detail under --verbose/--explain
+def test_the_detail_is_shown_under_verbose_and_carried_by_json():
+    from weightcheck.output.findings import findings_block
+    from weightcheck.rules.base import Finding
+
+    root = Finding(
+        "WC402",
+        "error",
+        "fc.weight is [384, 128], stored transposed: the engine needs [128, 384]",
+        "fc.weight",
+        "fc-width",
+        consequences=(Finding("WC206", "error", "fc.weight: shape [384, 128]", "fc.weight"),),
+        fix="weightcheck convert SRC OUT --to sglang --target TARGET",
+        detail="sglang 0.5.23 srt/models/llama_eagle3.py:120 builds fc as Linear(3H, H): its "
+        "weight is [H, 3H]; a checkpoint exported with fc.weight.T loads nowhere",
+    )
+    text = out_text.TextEmitter(60)
+    short = text([findings_block([root])])
+    long = text([findings_block([root], explain=True)])
+    assert "detail:" not in short and "llama_eagle3.py:120" not in short
+    assert "    detail: sglang 0.5.23" in long and "llama_eagle3.py:120" in long
+    assert all(len(line) <= 60 for line in long.splitlines())
+    lines = short.splitlines()
+    assert lines[0].startswith("WC402 error  fc.weight is [384, 128]")  # the subject is named
+    assert any(x.startswith("    fix: weightcheck convert SRC OUT") for x in lines)
+    assert any(x.startswith("↳ WC206 error") for x in lines)
+    md = out_text.MarkdownEmitter()([findings_block([root], explain=True)])
+    assert "(fix: `weightcheck convert SRC OUT --to sglang --target TARGET`)" in md
+    assert "llama_eagle3.py:120" in md and "<br>" in md
+    assert root.as_dict()["detail"] == root.detail  # --json
+
+
+def test_check_verbose_and_explain_print_the_detail(monkeypatch):
+    """The CLI's --verbose (and --explain) reach the document: a finding's detail is printed
+    under it (checked on a finding the check makes, given a detail)."""
+    import dataclasses
+
+    from weightcheck.commands import check as check_mod
+
+    real = check_mod.report
+
+    def with_detail(ctx, findings):
+        findings = [dataclasses.replace(f, detail=f"DETAIL OF {f.code}") for f in findings]
+        return real(ctx, findings)
+
+    monkeypatch.setattr(check_mod, "report", with_detail)
+    plain = run_cli("check", SPEC_TRAIN, "--engine", "sglang").stdout
+    verbose = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--verbose").stdout
+    explained = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--explain").stdout
+    assert "DETAIL OF" not in plain
+    assert "detail: DETAIL OF WC" in verbose and "checkpoint tensor" not in verbose
+    assert "detail: DETAIL OF WC" in explained and "checkpoint tensor" in explained
+    j = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--json").json
+    assert all(f["detail"].startswith("DETAIL OF") for f in j["findings"])
