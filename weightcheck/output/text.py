@@ -1,9 +1,11 @@
 """The text and Markdown emitters: a document (output/blocks.py) as a terminal's text or as
 GitHub Markdown.
 
-Text tables fit the width (the terminal's, ``COLUMNS``; no limit in a pipe) by wrapping cells at
-spaces — the prose columns first — and never inside a word: a fix command, a tensor name or a
-value longer than its cell overflows it whole, so what is copied from the screen still runs.
+Every line of text fits the width (weightcheck/terminal.py: ``COLUMNS``, the terminal's, 100 in a
+pipe; None: no limit, the API's default), broken between atoms only — a fix command, a tensor
+name, a path or a short list stays whole (output/fit.py: the atoms and the table layouts).
+Findings are diagnostics (:meth:`TextEmitter.diagnostic`): the message under its code, the fix on
+a line of its own, the detail when asked for.
 Markdown tables are valid GitHub tables: every row has the header's cell count, a ``|`` in a
 cell is escaped and a line break is ``<br>``.
 """
