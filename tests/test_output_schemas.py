@@ -200,3 +200,26 @@ def test_typed_parts_still_read_by_key():
     assert r.engine.aux_layers.ids == r.to_dict()["engine"]["aux_layers"]["ids"]
     plain = weightcheck.check(PRODUCERS / "speculators-train")
     assert plain.engines["vllm"].serves == (plain.engines["vllm"]["findings"]["errors"] == 0)
+
+
+def test_typed_turns_plain_data_into_its_record_and_refuses_a_key_it_lacks():
+    """reports.base.typed: what a lower layer hands over as a dict becomes its record, whose JSON
+    is the dict again; a key the record has no field for is a TypeError naming it (a new key in
+    the replay's data must be typed, never dropped from the JSON without a word)."""
+    from weightcheck.reports.base import to_json_value, typed
+    from weightcheck.reports.check import AuxLayers, EngineLine
+
+    aux = {
+        "ids": [2, 30, 58],
+        "from": "eagle_config.eagle_aux_hidden_state_layer_ids",
+        "default": "the engine's",
+        "conventions": [{"target_model_types": ["llama"], "captures_output_of": "ids"}],
+        "captures_output_of_layers": None,
+    }
+    got = typed(AuxLayers, aux)
+    assert got.from_ == aux["from"] and got.conventions[0].target_model_types == ["llama"]
+    assert to_json_value(got) == aux
+    with pytest.raises(TypeError, match="AuxLayers: no field for \\['runner'\\]"):
+        typed(AuxLayers, {**aux, "runner": "v2"})
+    with pytest.raises(TypeError):
+        typed(EngineLine, {"version": "1"})  # a required field missing
