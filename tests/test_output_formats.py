@@ -321,6 +321,12 @@ def test_markdown_tables_are_valid(args, make_drafter, tiny_cfg):
         assert all(len(row) == len(t[0]) for row in t), t
 
 
+def test_markdown_draws_the_header_fields_as_a_table():
+    md = run_cli("check", SPEC_TRAIN, "--format", "markdown").stdout.splitlines()
+    assert any(line.startswith("| source ") for line in md)
+    assert any(line.startswith("| sglang 0.5.23 |") for line in md)
+
+
 def test_markdown_cells_escape_pipes_and_line_breaks():
     md = out_text.md_table(["a", "b"], [["x | y", "one\ntwo"], ["only one"]])
     rows = [_cells(line) for line in md.splitlines()]

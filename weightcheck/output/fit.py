@@ -1,8 +1,9 @@
 """Fitting text to a width: paragraphs wrapped, and tables laid out so that every line fits.
 
 Text is broken at spaces only, and never inside an *atom*: a word (a tensor name, a path), a
-short bracketed list (``[128, 384]``, ``[2, 30, 58]``), a backquoted span
-(`` `weightcheck convert SRC OUT` ``) or a ``weightcheck`` command written out in a sentence (``weightcheck convert A OUT --to ENGINE --vocab-from B``: the
+short bracketed list (``[128, 384]``, ``[2, 30, 58]``), a backquoted command
+(`` `weightcheck convert SRC OUT` ``) or short span, or a ``weightcheck`` command written out in
+a sentence (``weightcheck convert A OUT --to ENGINE --vocab-from B``: the
 words after the command name that look like its arguments), so that what is copied from the screen
 still runs. An atom longer than the width has a line of its own and overflows it, whole.
 
@@ -75,9 +76,21 @@ def _glue_lists(words: list[str]) -> list[str]:
     return out
 
 
+def _words(text: str) -> list[str]:
+    """Words, a backquoted command (`` `weightcheck ...` ``) or short span as one; a long
+    backquoted span of code (an engine's condition) breaks between its words like prose."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        if " " in w and not w.lstrip("(\"'").startswith("`weightcheck ") and len(w) > SHORT_LIST:
+            out += w.split(" ")
+        else:
+            out.append(w)
+    return out
+
+
 def atoms(text: str) -> list[str]:
     """The unbreakable units of one paragraph (module docstring), in order."""
-    words = _glue_lists(_WORD.findall(text))
+    words = _glue_lists(_words(text))
     out: list[str] = []
     i = 0
     while i < len(words):

@@ -200,6 +200,9 @@ class MarkdownEmitter(TextEmitter):
     def _item(self, b: Item) -> list[str]:
         return ["- " + b.text]
 
+    def _fields(self, b: Fields) -> list[str]:
+        return [self.table([], b.rows)]
+
     def _findings(self, b: Findings) -> list[str]:
         rows = []
         for f in b.rows:
