@@ -19,6 +19,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "torch" in sys.modules:
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+# Text is drawn at COLUMNS when it is set, else at 100 columns in a pipe (weightcheck/terminal.py);
+# pytest-xdist exports COLUMNS=80 to its workers and a plain run does not: unset, so that every run
+# draws at the pipe's width (a test that wants another passes COLUMNS itself)
+os.environ.pop("COLUMNS", None)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "examples" / "configs"
 PRODUCERS = ROOT / "tests" / "fixtures" / "producers"

@@ -14,6 +14,12 @@ HTML comment on the line before its fence, saying why::
 
     <!-- not-run: needs the Hub -->
 
+The width is fixed: every command runs with ``COLUMNS=80`` (WIDTH), so that a documented output
+is what an 80-column terminal shows and reads on GitHub and on the docs site without scrolling
+sideways, the same on every machine. The working folder's path is as long as the placeholder
+written for it (``/tmp/`` and 8 characters, 13 like ``~/weightcheck``, where /tmp exists), so
+that text wrapped around a path wraps the same once the path is replaced.
+
 Normalisation, the only one, applied to both sides before comparing:
 
 * paths: the working folder's absolute path is written ``~/weightcheck`` (a clone in your home);
@@ -40,6 +46,7 @@ from dataclasses import dataclass, field
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PLACEHOLDER = "~/weightcheck"
+WIDTH = 80  # the documented outputs' width (COLUMNS)
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(\S.*?)\s*-->\s*$")
 EXIT = re.compile(r"^\[exit (\d+)\]$")
 TIMING = re.compile(r"\bin \d+(?:\.\d+)? ?m?s\b")
@@ -113,7 +120,7 @@ def problems(b: Block) -> list[str]:
 
 def workspace(examples: pathlib.Path | None = None) -> pathlib.Path:
     """A fresh working folder holding examples/out (copied from ``examples``, else made)."""
-    ws = pathlib.Path(tempfile.mkdtemp(prefix="weightcheck-docs-"))
+    ws = _folder()
     dest = ws / "examples" / "out"
     if examples is not None:
         shutil.copytree(examples, dest)
@@ -133,12 +140,21 @@ def workspace(examples: pathlib.Path | None = None) -> pathlib.Path:
     return ws
 
 
+def _folder() -> pathlib.Path:
+    """A fresh working folder whose path is as long as PLACEHOLDER where that can be had
+    (``/tmp/`` and mkdtemp's 8 characters): wrapped text then wraps alike once it is replaced."""
+    tmp = pathlib.Path("/tmp")
+    if tmp.is_dir() and len(str(tmp.resolve())) + 9 == len(PLACEHOLDER):
+        return pathlib.Path(tempfile.mkdtemp(prefix="", dir=tmp)).resolve()
+    return pathlib.Path(tempfile.mkdtemp(prefix="weightcheck-docs-"))
+
+
 ENV = {
     "HF_HUB_OFFLINE": "1",
     "HF_ENDPOINT": "http://127.0.0.1:9",
     "NO_COLOR": "1",
     "FORCE_COLOR": None,
-    "COLUMNS": None,
+    "COLUMNS": str(WIDTH),
 }
 
 
@@ -192,9 +208,9 @@ def _placeholder(lines: list[str], ws: pathlib.Path) -> list[str]:
                     ]
                     for ln in table
                 ]
-                # tabulate's simple format: a column is as wide as its longest cell, or its header + 2
+                # a column is as wide as its longest cell or its header (output/fit.py)
                 widths = [
-                    max([len(rows[0][k]) + 2] + [len(r[k]) for r in rows[2:]])
+                    max([len(rows[0][k])] + [len(r[k]) for r in rows[2:]])
                     for k in range(len(spans))
                 ]
                 rows[1] = ["-" * w for w in widths]

@@ -16,6 +16,7 @@ from helpers.builders import (
     consequences_of,
     fixture_variant,
 )
+from helpers.text import diagnostics
 
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
@@ -110,9 +111,11 @@ def test_one_cause_is_one_finding(tmp_path, case):
 def test_the_table_shows_consequences_under_their_root(tmp_path):
     src = fixture_variant(tmp_path, "fc", tensors_edit=_fc_2h)
     r = run_cli("check", src, "--engine", "sglang")
-    lines = r.stdout.splitlines()
-    root = next(i for i, line in enumerate(lines) if line.startswith("WC402"))
-    assert lines[root + 1].startswith("↳ WC206") and "↳ WC703" in "\n".join(lines[root:])
+    found = diagnostics(r.stdout)
+    root = next(i for i, d in enumerate(found) if d.startswith("WC402"))
+    assert found[root + 1].startswith("↳ WC206") and any(
+        d.startswith("↳ WC703") for d in found[root:]
+    )
     concise = run_cli("check", src, "--engine", "sglang", "--format", "concise").stdout
     assert (
         "(explains WC206, WC703, WC704)" in concise and "WC703 " not in concise.split("explains")[0]
@@ -122,7 +125,7 @@ def test_the_table_shows_consequences_under_their_root(tmp_path):
 def test_many_consequences_of_one_code_are_one_row(tmp_path):
     src = fixture_variant(tmp_path, "l32", lambda c: c.update(num_hidden_layers=32))
     out = run_cli("check", src, "--engine", "sglang").stdout
-    rows = [line for line in out.splitlines() if line.startswith("↳ WC704")]
+    rows = [d for d in diagnostics(out) if d.startswith("↳ WC704")]
     # 31 layers at init, 9 parameters each: SGLang's later layers build input_layernorm but never
     # read it (sglang 0.5.23 models/llama_eagle3.py:97-105), so it is no loss
     assert len(rows) == 1 and "(and 278 more like it)" in rows[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from conftest import run_cli
 from helpers.builders import by_code, check, copy_fixture, placeholder_drafter, read_config
+from helpers.text import unwrapped
 
 from weightcheck.model import vocab
 
@@ -58,8 +59,8 @@ def test_compare_says_it_is_the_placeholder_and_gives_no_reindex_advice(tmp_path
         v = r.json["vocab"]
         assert v[f"{who.lower()}_placeholder"] and not v[f"{'ba'[who == 'B']}_placeholder"]
         assert v["meaning"].startswith(f"{who}'s d2t is the all-zero placeholder")
-        assert "--vocab-from B re-indexes" not in v["meaning"]
-        text = run_cli("compare", a, b).stdout
+        assert "--vocab-from B` re-indexes" not in v["meaning"]
+        text = unwrapped(run_cli("compare", a, b).stdout)
         assert f"({who}: d2t all zeros, the target's first ids" in text
     v = run_cli("compare", real, real, "--json").json["vocab"]
     assert not v["a_placeholder"] and not v["b_placeholder"]

@@ -21,7 +21,9 @@ def _hooks():
 
 
 def test_the_readme_is_short():
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+    # 200 lines of prose and examples, and 10 for the examples' output drawn at 80 columns (the
+    # docs runner's width: readable on GitHub without scrolling sideways) instead of unwrapped
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 210
 
 
 def test_ci_runs_the_readmes_test_command_verbatim():

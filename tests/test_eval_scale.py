@@ -15,6 +15,7 @@ import time
 
 import pytest
 from conftest import CONFIGS, ROOT, run_cli
+from helpers.text import unwrapped
 
 torch = pytest.importorskip("torch")
 
@@ -249,12 +250,12 @@ def test_sample_and_limit_through_the_cli(ex):
     d = r1.json["data"]
     assert (d["files"], d["available"], d["selection"], d["seed"]) == (5, SAMPLES, "sample", 2)
     assert r1.json["drafters"][0]["samples"] == 5
-    text = run_cli("eval", *_args(ex, "--sample", 5, "--seed", 2)).stdout
+    text = unwrapped(run_cli("eval", *_args(ex, "--sample", 5, "--seed", 2)).stdout)
     assert f"5 of {SAMPLES} samples drawn at random: --sample 5 --seed 2" in text
     assert "too few sequences for an interval: 5 < 20" in text  # intervals for what was evaluated
-    big = run_cli("eval", *_args(ex, "--sample", 500)).stdout
+    big = unwrapped(run_cli("eval", *_args(ex, "--sample", 500)).stdout)
     assert f"all {SAMPLES} samples: --sample 500 asks for more than there are" in big
-    lim = run_cli("eval", *_args(ex, "--limit", 2)).stdout
+    lim = unwrapped(run_cli("eval", *_args(ex, "--limit", 2)).stdout)
     assert f"the first 2 of {SAMPLES} samples: --limit 2" in lim
     for bad, words in (
         (["--limit", 2, "--sample", 3], "give one"),
@@ -372,7 +373,8 @@ def test_ctrl_c_prints_what_was_evaluated(ex, monkeypatch):
     _interrupt_at(monkeypatch, 3)
     text = run_cli("eval", *_args(ex))
     assert text.exit_code == 130
-    assert f"(specforge, {SAMPLES} samples; interrupted: the 8 evaluated before it)" in text.stdout
+    said = unwrapped(text.stdout)
+    assert f"(specforge, {SAMPLES} samples; interrupted: the 8 evaluated before it)" in said
 
 
 def test_ctrl_c_before_anything_was_evaluated_prints_nothing(ex, monkeypatch):

@@ -16,6 +16,7 @@ import synth
 from conftest import PRODUCERS, run_cli
 from helpers.builders import edit, mla_drafter, read_config
 from helpers.convert import TARGET, convert, refused, tensor_bytes
+from helpers.text import unwrapped
 from test_vocab import A_MAP, B_MAP, FROM_TARGET, MOVED, SAME, drafter
 
 from weightcheck.storage.writer import OutTensor, write_file
@@ -44,7 +45,7 @@ def test_compare_every_format_carries_the_vocab_verdict_and_its_advice(pair):
     v = run_cli("compare", a, b, "--json").json["vocab"]
     assert "reads 96 of A's lm_head rows as other tokens" in v["meaning"]
     for fmt in FORMATS:
-        out = _out("compare", a, b, "--format", fmt)
+        out = unwrapped(_out("compare", a, b, "--format", fmt))
         assert v["meaning"] in out, fmt
         assert "vocab: 128 draft tokens each: 112 shared, 32 at the same index" in out, fmt
     concise = _out("compare", a, b, "--format", "concise").splitlines()
@@ -70,7 +71,7 @@ def test_check_every_format_carries_the_conclusion_and_each_engines_verdict():
     j = run_cli("check", SPECFORGE, "--json").json
     assert j["engines"]  # plain check: each engine's verdict
     for fmt in FORMATS:
-        out = _out("check", SPECFORGE, "--format", fmt)
+        out = unwrapped(_out("check", SPECFORGE, "--format", fmt))
         assert j["conclusion"] in out, fmt
         for e, v in j["engines"].items():
             assert f"{e} {v['version']}" in out and v["says"] in out, (fmt, e)

@@ -27,6 +27,7 @@ LAYERS = [
             "weightcheck.mappings",
             "weightcheck.schema",
             "weightcheck.terminal",
+            "weightcheck.requests",
             "weightcheck.progress",
         ],
     ),

@@ -21,6 +21,8 @@ from weightcheck.engines import live_compare
 from weightcheck.engines import view as view_mod
 from weightcheck.engines.replay_types import Failure, ParamState
 from weightcheck.model.drafter import load_drafter
+from weightcheck.reports.base import typed
+from weightcheck.reports.check import LiveReport
 
 SRC = PRODUCERS / "specforge-sglang"
 
@@ -230,7 +232,7 @@ def test_live_table_renders_with_the_explain_table_code():
     lv = _as_live(rv)
     x = next(x for x in lv.landings if x.name == "norm.weight")
     x.fate, x.param = "dropped", None
-    text = draw(live_blocks(live_compare.report(lv, rv)), Output.to("text"))
+    text = draw(live_blocks(typed(LiveReport, live_compare.report(lv, rv))), Output.to("text"))
     assert "norm.weight" in text and "dropped" in text
     assert "disagree on 1 point" in text
 
@@ -256,5 +258,5 @@ def test_markdown_lists_the_disagreements():
     lv = _as_live(rv)
     x = next(x for x in lv.landings if x.name == "norm.weight")
     x.fate, x.param = "dropped", None
-    text = draw(live_blocks(live_compare.report(lv, rv)), Output.to("markdown"))
+    text = draw(live_blocks(typed(LiveReport, live_compare.report(lv, rv))), Output.to("markdown"))
     assert "\n- norm.weight: live dropped" in text

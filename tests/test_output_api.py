@@ -4,6 +4,7 @@ WeightcheckError; ``import weightcheck`` imports nothing heavy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 
 import weightcheck
+from weightcheck import cli, requests
 
 SPEC_TRAIN = PRODUCERS / "speculators-train"
 
@@ -49,6 +51,34 @@ def test_check_options_match_the_cli(make_drafter):
     assert r.to_dict() == cli.json
 
 
+# what only the API has (a callable for progress; convert's gate switched off), and what only
+# changes how the CLI draws a report
+API_ONLY = {"progress", "check"}
+DRAWING = {"fmt", "as_json", "explain", "verbose"}
+
+
+@pytest.mark.parametrize(
+    "command, request_class",
+    [
+        ("inspect", requests.InspectRequest),
+        ("compare", requests.CompareRequest),
+        ("check", requests.CheckRequest),
+        ("convert", requests.ConvertRequest),
+    ],
+)
+def test_each_option_is_a_field_of_the_commands_request(command, request_class):
+    """Adding an option is its click option and its request field, nothing else: the CLI passes
+    every option it parses to the API as the request's field of that name, and the API passes
+    its keyword arguments to the request (an unknown one is a TypeError naming it)."""
+    options = {p.name for p in cli.main.commands[command].params} - DRAWING
+    fields = {f.name for f in dataclasses.fields(request_class)} - API_ONLY
+    assert options == fields
+    args = ["x"] * (2 if command in ("compare", "convert") else 1)
+    required = {"to": "sglang"} if command == "convert" else {}
+    with pytest.raises(TypeError, match="no_such_option"):
+        getattr(weightcheck, command)(*args, **required, no_such_option=1)
+
+
 def test_a_clean_drafter_passes_the_gate():
     r = weightcheck.check(PRODUCERS / "specforge-sglang")
     assert r.ok and r.exit_status == 0 and r.errors == ()
@@ -59,7 +89,8 @@ def test_inspect_and_compare(make_drafter, tiny_cfg):
     b = make_drafter("b", tiny_cfg, seed=1, skip=("lm_head.weight",))
     i = weightcheck.inspect(a)
     assert i.to_dict() == run_cli("inspect", a, "--json").json
-    assert i.dialect == "specforge" and i.architecture == "llama_eagle3" and i.tensors == 15
+    assert i.dialect == "specforge" and i.architecture == "llama_eagle3" and len(i.tensors) == 15
+    assert i.tensor_count == 15 and i.tensors[0].name == i.report["tensors"][0]["name"]
     assert i.config["hidden_size"] == 128 and i.looks_like_target is None
     c = weightcheck.compare(a, b)
     assert c.to_dict() == run_cli("compare", a, b, "--json").json
@@ -75,8 +106,8 @@ def test_convert(make_drafter, tmp_path):
     cli = run_cli("convert", src, tmp_path / "plan", "--to", "sglang", "--dry-run", "--json")
     assert plan.to_dict() == cli.json
     done = weightcheck.convert(src, tmp_path / "out", to="sglang", max_shard_size="300KB")
-    assert not done.dry_run and done.written["tensors"] == 15
-    assert done.files == tuple(done.written["files"]) and len(done.files) > 2
+    assert not done.dry_run and done.written.tensors == 15
+    assert done.files == tuple(done.written.files) and len(done.files) > 2
     sizes = []
     weightcheck.convert(src, tmp_path / "out", to="sglang", force=True, progress=sizes.append)
     assert sum(sizes) == sum(t["bytes"] for t in plan.report["tensors"])

@@ -22,7 +22,8 @@ import termios
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli
 
-from weightcheck import api, progress, terminal
+from weightcheck import progress, terminal
+from weightcheck.output import fit
 from weightcheck.output import lines as out_lines
 from weightcheck.output import text as out_text
 
@@ -114,29 +115,86 @@ def test_columns_overrides_the_terminal_width(make_drafter, tiny_cfg):
     d = _long_config_drafter(make_drafter, tiny_cfg)
     _, text, _ = run_tty("inspect", d, cols=200, env={"COLUMNS": "90"})
     assert_fits(text, 90)
-    assert max(len(ANSI.sub("", line)) for line in text.splitlines()) > 90  # the path, whole
+    assert any(str(d) in line for line in ANSI.sub("", text).splitlines())  # the path, whole
 
 
-def test_a_pipe_gets_whole_lines(make_drafter, tiny_cfg):
+def test_a_pipe_is_100_columns_or_columns(make_drafter, tiny_cfg):
+    """In a pipe (a CI log, ``| less``) text is drawn at COLUMNS when set, else at 100 columns:
+    the 200-column rope_scaling row wraps between its JSON items, never inside one."""
     d = _long_config_drafter(make_drafter, tiny_cfg)
-    r = run_cli("inspect", d, env={"COLUMNS": "60"})  # a test runner's COLUMNS: no terminal here
-    row = next(line for line in r.stdout.splitlines() if line.startswith("rope_scaling "))
-    assert '"mscale_all_dim": 1.0' in row and row.rstrip().endswith("rope_scaling")
+    for env, cols in (({}, 100), ({"COLUMNS": "60"}, 60)):
+        r = run_cli("inspect", d, env=env)
+        assert_fits(r.stdout, cols)
+        assert '"mscale_all_dim": 1.0' in " ".join(r.stdout.split()), r.stdout
 
 
 def test_wrapped_cells_never_split_a_word():
-    """Cells wrap at spaces only: a tensor name or a fix command longer than its cell overflows
-    it whole (copy-paste still runs), and the table is as narrow as its longest words allow."""
+    """Cells wrap between atoms only: a tensor name, or a fix command written out in a sentence,
+    longer than its cell overflows it whole (copy-paste still runs)."""
     name = "midlayer.self_attn.q_proj.weight"
     fix = "weightcheck convert SRC OUT --to sglang --lm-head-from=org/some-target-model"
     rows = [("WC101", "error", f"{name}: " + "word " * 30 + f"(fix: {fix})")]
     drawn = out_text.table(["code", "severity", "message"], rows, 60, False, prose=(2,))
-    words = drawn.split()
-    assert name + ":" in words and "--lm-head-from=org/some-target-model)" in words
-    assert max(map(len, drawn.splitlines())) <= 60  # every word fits a 60-column table
-    assert len(drawn.splitlines()) > 5  # the message wrapped
+    lines = drawn.splitlines()
+    assert any(f"{fix})" in line for line in lines), drawn  # the command on one line, whole
+    assert any(name in line for line in lines)
+    assert all(len(line) <= 60 for line in lines if fix not in line)  # the rest fits
     assert out_text.wrap_cell(name, 20) == name  # longer than its cell: whole, not split
     assert out_text.wrap_cell("a b c " + name, 10).splitlines() == ["a b c", name]
+
+
+def test_atoms_are_words_backquoted_spans_and_commands():
+    said = (
+        "run `weightcheck convert A OUT --to sglang` first, or weightcheck convert A OUT --to "
+        "ENGINE --vocab-from B re-indexes A's head; see weightcheck rule WC305."
+    )
+    got = fit.atoms(said)
+    assert "`weightcheck convert A OUT --to sglang`" in got
+    assert "weightcheck convert A OUT --to ENGINE --vocab-from B" in got
+    assert "re-indexes" in got and "weightcheck rule WC305." in got
+    # a short bracketed list is one value; a long one breaks between its items
+    assert fit.atoms("ids [2, 30, 58] and shape [128, 384].") == [
+        "ids",
+        "[2, 30, 58]",
+        "and",
+        "shape",
+        "[128, 384].",
+    ]
+    assert len(fit.atoms("[" + ", ".join(map(str, range(40))) + "]")) == 40
+    for width in range(20, 90, 7):
+        lines = fit.wrap(said, width)
+        assert " ".join(lines).split() == said.split()  # nothing lost or added
+        for a in got:  # every atom on one line
+            assert any(a in line for line in lines), (width, a)
+        assert all(len(x) <= width or x.strip() in got for x in lines)
+
+
+def test_a_long_fix_command_is_broken_as_a_shell_reads_it():
+    fix = (
+        "weightcheck convert SRC OUT --to sglang --vocab-from examples/out/kimi-k25-drafter "
+        "--lm-head-from TARGET --target TARGET"
+    )
+    lines = fit.wrap_command(fix, 60, "    fix: ", "           ")
+    assert len(lines) > 1 and all(len(x) <= 60 for x in lines)
+    assert all(x.endswith(" \\") for x in lines[:-1])
+    assert " ".join(x.strip().removesuffix(" \\") for x in lines) == "fix: " + fix
+    assert "--to sglang" in lines[0]  # an option keeps its value
+    assert fit.wrap_command(fix, None, "", "") == [fix]
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 140])
+def test_every_table_layout_fits(width):
+    """A table fits in columns, or with its first column above each row, or stacked: every line
+    fits (at 60 columns and more, where each of these names fits a line)."""
+    long = "model.layers.0.self_attn.qkv_proj.weight[q]"
+    rows = [
+        (f"midlayer.self_attn.q_proj.weight.{i}", long, "loaded", "why " * (i + 1))
+        for i in range(4)
+    ]
+    lines = fit.draw_table(["tensor", "parameter", "fate", "why"], rows, width, lambda t, s: t)
+    assert all(len(x) <= width for x in lines), (width, lines)
+    text = " ".join(lines)
+    assert all(r[0] in text and long in text for r in rows)
 
 
 @pytest.mark.parametrize("cols", [60, 80])
@@ -165,7 +223,18 @@ def test_a_terminal_of_no_size_is_80_columns():
     code, drawn, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang", cols=0)
     widths = [len(line) for line in ANSI.sub("", drawn).splitlines()]
     assert code == 1 and 60 < max(widths) <= 80
-    assert terminal.terminal_width(io.StringIO()) is None  # a pipe: no limit
+
+
+def test_the_width_rule(monkeypatch):
+    """COLUMNS first (a positive number), else the terminal's, else 100 in a pipe; at least 40."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert terminal.terminal_width(io.StringIO()) == terminal.PIPE_WIDTH == 100
+    monkeypatch.setenv("COLUMNS", "72")
+    assert terminal.terminal_width(io.StringIO()) == 72
+    monkeypatch.setenv("COLUMNS", "12")
+    assert terminal.terminal_width(io.StringIO()) == terminal.MIN_WIDTH
+    monkeypatch.setenv("COLUMNS", "0")  # no number: the rule goes on
+    assert terminal.terminal_width(io.StringIO()) == 100
 
 
 # =============================================================================================
@@ -250,6 +319,12 @@ def test_markdown_tables_are_valid(args, make_drafter, tiny_cfg):
     for t in _tables(r.stdout):
         assert len(t) >= 2 and all(set(c.strip()) <= {"-"} for c in t[1]), t[:2]
         assert all(len(row) == len(t[0]) for row in t), t
+
+
+def test_markdown_draws_the_header_fields_as_a_table():
+    md = run_cli("check", SPEC_TRAIN, "--format", "markdown").stdout.splitlines()
+    assert any(line.startswith("| source ") for line in md)
+    assert any(line.startswith("| sglang 0.5.23 |") for line in md)
 
 
 def test_markdown_cells_escape_pipes_and_line_breaks():
@@ -361,8 +436,12 @@ class _Recorder:
 
 def test_every_command_that_reads_weights_has_progress(make_drafter, tmp_path, monkeypatch):
     pytest.importorskip("torch")
+    from weightcheck.commands import check as check_mod
+    from weightcheck.commands.convert import run as convert_run
+
     src = make_drafter("src")
-    monkeypatch.setattr(api, "Progress", _Recorder)
+    for module in (check_mod, convert_run):  # each command's pipeline draws its own
+        monkeypatch.setattr(module, "Progress", _Recorder)
     _Recorder.made = []
     assert run_cli("check", src, "--values").exit_code in (0, 1)
     (bar,) = _Recorder.made
@@ -385,3 +464,60 @@ def test_no_carriage_return_in_a_pipe(make_drafter, tmp_path):
         r = run_cli(*args)
         assert r.exit_code in (0, 1), r
         assert "\r" not in r.stderr and "\x1b" not in r.stderr and "\r" not in r.stdout, args
+
+
+# =============================================================================================
+# a finding in two parts: the message in every format, the detail under --verbose/--explain
+def test_the_detail_is_shown_under_verbose_and_carried_by_json():
+    from weightcheck.output.findings import findings_block
+    from weightcheck.rules.base import Finding
+
+    root = Finding(
+        "WC402",
+        "error",
+        "fc.weight is [384, 128], stored transposed: the engine needs [128, 384]",
+        "fc.weight",
+        "fc-width",
+        consequences=(Finding("WC206", "error", "fc.weight: shape [384, 128]", "fc.weight"),),
+        fix="weightcheck convert SRC OUT --to sglang --target TARGET",
+        detail="sglang 0.5.23 srt/models/llama_eagle3.py:120 builds fc as Linear(3H, H): its "
+        "weight is [H, 3H]; a checkpoint exported with fc.weight.T loads nowhere",
+    )
+    text = out_text.TextEmitter(60)
+    short = text([findings_block([root])])
+    long = text([findings_block([root], explain=True)])
+    assert "detail:" not in short and "llama_eagle3.py:120" not in short
+    assert "    detail: sglang 0.5.23" in long and "llama_eagle3.py:120" in long
+    assert all(len(line) <= 60 for line in long.splitlines())
+    lines = short.splitlines()
+    assert lines[0].startswith("WC402 error  fc.weight is [384, 128]")  # the subject is named
+    assert any(x.startswith("    fix: weightcheck convert SRC OUT") for x in lines)
+    assert any(x.startswith("↳ WC206 error") for x in lines)
+    md = out_text.MarkdownEmitter()([findings_block([root], explain=True)])
+    assert "(fix: `weightcheck convert SRC OUT --to sglang --target TARGET`)" in md
+    assert "llama_eagle3.py:120" in md and "<br>" in md
+    assert root.as_dict()["detail"] == root.detail  # --json
+
+
+def test_check_verbose_and_explain_print_the_detail(monkeypatch):
+    """The CLI's --verbose (and --explain) reach the document: a finding's detail is printed
+    under it (checked on a finding the check makes, given a detail)."""
+    import dataclasses
+
+    from weightcheck.commands import check as check_mod
+
+    real = check_mod.report
+
+    def with_detail(ctx, findings):
+        findings = [dataclasses.replace(f, detail=f"DETAIL OF {f.code}") for f in findings]
+        return real(ctx, findings)
+
+    monkeypatch.setattr(check_mod, "report", with_detail)
+    plain = run_cli("check", SPEC_TRAIN, "--engine", "sglang").stdout
+    verbose = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--verbose").stdout
+    explained = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--explain").stdout
+    assert "DETAIL OF" not in plain
+    assert "detail: DETAIL OF WC" in verbose and "checkpoint tensor" not in verbose
+    assert "detail: DETAIL OF WC" in explained and "checkpoint tensor" in explained
+    j = run_cli("check", SPEC_TRAIN, "--engine", "sglang", "--json").json
+    assert all(f["detail"].startswith("DETAIL OF") for f in j["findings"])

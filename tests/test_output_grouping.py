@@ -10,11 +10,12 @@ import synth
 from conftest import K2, load_config, run_cli
 from helpers.builders import read_tensors, write_sharded
 
+from weightcheck.rules.base import Finding
 from weightcheck.rules.grouping import group
 
 
 def _f(code, message, subject=None, severity="error"):
-    return {"code": code, "severity": severity, "message": message, "subject": subject, "rule": "r"}
+    return Finding(code, severity, message, subject, "r")
 
 
 def test_group_merges_findings_that_differ_in_one_word():
@@ -22,10 +23,10 @@ def test_group_merges_findings_that_differ_in_one_word():
     fs.append(_f("WC206", "a.x: shape [1], config implies [2]", "a.x"))
     out = group(fs)
     assert len(out) == 2
-    assert out[0]["message"] == "{a.x, b.y, c.z}: no dialect explains this name"
-    assert out[0]["count"] == 3 and out[0]["subjects"] == ["a.x", "b.y", "c.z"]
-    assert out[0]["subject"] is None  # the subjects vary: the message names them
-    assert out[1]["count"] == 1 and out[1]["message"] == fs[3]["message"]
+    assert out[0].finding.message == "{a.x, b.y, c.z}: no dialect explains this name"
+    assert out[0].count == 3 and out[0].subjects == ("a.x", "b.y", "c.z")
+    assert out[0].finding.subject is None  # the subjects vary: the message names them
+    assert out[1].count == 1 and out[1].finding.message == fs[3].message
 
 
 def test_group_keeps_findings_whose_details_differ():
@@ -41,26 +42,35 @@ def test_group_keeps_findings_whose_details_differ():
             "lm_head.weight",
         ),
     ]
-    assert [g["count"] for g in group(fs)] == [1, 1]
+    assert [g.count for g in group(fs)] == [1, 1]
     # another code or severity is never merged
     fs = [_f("WC101", "a: x"), _f("WC102", "b: x"), _f("WC101", "c: x", severity="warning")]
-    assert [g["count"] for g in group(fs)] == [1, 1, 1]
+    assert [g.count for g in group(fs)] == [1, 1, 1]
 
 
 def test_group_keeps_a_common_subject_and_lists_the_varying_word():
     fs = [
         _f(
             "WC210",
-            f"index.json maps '{n}' to model-1.safetensors, but it is in model-2.safetensors",
+            f"index.json maps {n} to model-1.safetensors, but it is in model-2.safetensors",
             "index.json",
         )
         for n in ("a", "b")
     ]
     (g,) = group(fs)
-    assert g["subject"] == "index.json" and g["count"] == 2
-    assert g["message"] == (
-        "index.json maps {'a', 'b'} to model-1.safetensors, but it is in model-2.safetensors"
+    assert g.finding.subject == "index.json" and g.count == 2
+    assert g.finding.message == (
+        "index.json maps {a, b} to model-1.safetensors, but it is in model-2.safetensors"
     )
+
+
+def test_a_grouped_finding_keeps_each_different_detail_once():
+    fs = [
+        Finding("WC101", "error", f"{n}: no dialect explains this name", n, detail=d)
+        for n, d in (("a", "seen in x"), ("b", "seen in y"), ("c", "seen in x"))
+    ]
+    (g,) = group(fs)
+    assert g.count == 3 and g.finding.detail == "seen in x\nseen in y"
 
 
 def test_a_shuffled_index_is_one_wc210_line(tmp_path):
@@ -80,9 +90,10 @@ def test_a_shuffled_index_is_one_wc210_line(tmp_path):
     assert len(wc210) == 9  # JSON keeps every finding: 8 tensors, and the index's total_size
     text = run_cli("check", src).stdout
     rows = [line for line in text.splitlines() if line.startswith("WC210")]
-    assert len(rows) == 2, text  # the 8 as one line, and the total_size
-    (listed,) = [line for line in rows if "which does not hold it" in line]
-    assert all(f"'{n}'" in listed for n in first)
+    assert len(rows) == 2, text  # the 8 as one finding, and the total_size
+    said = " ".join(text.split())
+    (listed,) = [line for line in said.split("WC210 ")[1:] if "which does not hold it" in line]
+    assert all(n in listed for n in first) and "'" not in listed  # no Python repr
     for fmt in ("concise", "github"):
         out = run_cli("check", src, "--format", fmt).stdout
         # finding lines (each engine's verdict line lists the codes its own run gives, too)

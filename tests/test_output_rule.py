@@ -80,10 +80,19 @@ def test_unknown_rule_exits_2(code):
 def test_rule_all_lists_every_rule():
     r = run_cli("rule", "--all")
     assert r.exit_code == 0
-    rows = [line.split()[:3] for line in r.stdout.splitlines()[2:]]
+    rows = [line.split()[:3] for line in r.stdout.splitlines()[2:] if line.startswith("WC")]
     assert [row[0] for row in rows] == list(RULES)
     assert all(row[1] == RULES[row[0]].slug and row[2] == RULES[row[0]].severity for row in rows)
     j = run_cli("rule", "--all", "--json").json
     assert j["schema"] == "weightcheck.rules/1" and [p["code"] for p in j["rules"]] == list(RULES)
     assert [p.to_dict() for p in weightcheck.rule_pages()] == j["rules"]
     assert run_cli("rule", "WC101", "--all").exit_code == 2  # one or the other
+
+
+def test_an_unknown_code_names_the_registrys_range():
+    """The range an unknown code's error gives is the registry's, not a list written by hand
+    (it said WC101 ... WC906 while WC907 and WC908 existed)."""
+    r = run_cli("rule", "WC999")
+    assert r.exit_code == 2
+    codes = list(RULES)
+    assert f"({codes[0]} ... {codes[-1]})" in r.stderr and codes[-1] >= "WC908"

@@ -22,6 +22,7 @@ import synth
 from conftest import PRODUCERS, ROOT, run_cli
 from helpers.builders import read_config
 from helpers.convert import TARGET, tensor_bytes, torch_tensors
+from helpers.text import unwrapped
 
 import weightcheck
 from weightcheck.storage.writer import write_file
@@ -110,7 +111,7 @@ def test_compare_reports_the_known_overlap(pair):
     v = r.json["vocab"]
     assert (v["a_draft"], v["b_draft"], v["shared"], v["same_index"]) == (VD, VD, SHARED, SAME)
     assert all(isinstance(v[k], int) for k in ("a_draft", "b_draft", "shared", "same_index"))
-    text = run_cli("compare", a, b).stdout
+    text = unwrapped(run_cli("compare", a, b).stdout)
     assert f"vocab: {VD} draft tokens each: {SHARED} shared, {SAME} at the same index" in text
     assert "96 of A's lm_head rows as other tokens" in text and "--vocab-from B" in text
     assert f"{FROM_TARGET} of B's tokens are not in A's head" in text

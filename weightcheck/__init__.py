@@ -13,7 +13,7 @@ repository's root (tests/test_packaging.py runs this example)::
 
 ``inspect``, ``compare``, ``check``, ``convert``, ``clean``, ``rule`` and ``rule_pages``; bad input
 raises :class:`WeightcheckError`. The names are loaded on first use: ``import weightcheck`` itself
-imports nothing else (no torch, no huggingface_hub, no tabulate).
+imports nothing else (no torch, no huggingface_hub).
 
 The pipeline underneath is load -> normalize -> (compare | check | plan+write) -> render::
 

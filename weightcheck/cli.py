@@ -179,13 +179,18 @@ FINDINGS = ("text", "json", "markdown", "concise", "github")
 @main.command()
 @click.argument("src")
 @click.option("--revision", default=None, help="Hub branch, tag or commit (same as SRC@REV).")
+@click.option(
+    "--mapping",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Your own dialect file (same format as mappings/dialects/*.toml) to read SRC.",
+)
 @token_option
 @output_options(*REPORTS)
-def inspect(src, revision, token, fmt, as_json):
+def inspect(fmt, as_json, **options):
     """What is in a checkpoint: dialect, architecture, config, tensors."""
     out = _output(fmt, as_json)
-    r = api.inspect(src, revision=revision, token=token)
-    _show(r, out)
+    _show(api.inspect(**options), out)  # the options: InspectRequest's fields
 
 
 @main.command()
@@ -206,23 +211,14 @@ def inspect(src, revision, token, fmt, as_json):
 )
 @token_option
 @output_options(*FINDINGS)
-def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
+def compare(fmt, as_json, **options):
     """Are two drafters the same model? identical / compatible / incompatible.
 
     Exit 0 for identical or compatible, 1 for incompatible (or any difference with --strict),
     2 when a source cannot be read.
     """
     out = _output(fmt, as_json)
-    r = api.compare(
-        a,
-        b,
-        revision_a=revision_a,
-        revision_b=revision_b,
-        values=values,
-        strict=strict,
-        token=token,
-        progress=True,
-    )
+    r = api.compare(**options, progress=True)  # the options: CompareRequest's fields
     _show(r, out)
     sys.exit(r.exit_status)
 
@@ -231,7 +227,6 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
 @click.argument("src")
 @click.option(
     "--engine",
-    "engine_spec",
     default=None,
     metavar="sglang|vllm[==VERSION]",
     help="Replay this engine's loader (data in mappings/engines/, newest version read "
@@ -276,7 +271,17 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
     help="Also read the weights (streamed, needs torch): NaN/Inf, constant tensors, "
     "untrained norms, an lm_head copied from the target.",
 )
-@click.option("--explain", is_flag=True, help="Print the engine's key-by-key table.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Print each finding's detail and the engine's key-by-key tables.",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Print each finding's detail (the evidence, the engine's code path) under it.",
+)
 @click.option(
     "--live",
     is_flag=True,
@@ -287,43 +292,15 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
 @click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
 @token_option
 @output_options(*FINDINGS)
-def check(
-    src,
-    engine_spec,
-    target,
-    training_config,
-    allow_partial_init,
-    trainer,
-    training_vocab,
-    values,
-    explain,
-    live,
-    revision,
-    token,
-    fmt,
-    as_json,
-):
+def check(explain, verbose, fmt, as_json, **options):
     """The gate before training or serving: every rule, and the engine's own view.
 
     Exit 0 when no finding is an error, 1 when one is, 2 when SRC could not be checked.
     `weightcheck rule CODE` explains a finding.
     """
     out = _output(fmt, as_json)
-    r = api.check(
-        src,
-        engine=engine_spec,
-        target=target,
-        training_config=training_config,
-        allow_partial_init=allow_partial_init,
-        training_vocab=training_vocab,
-        values=values,
-        revision=revision,
-        token=token,
-        progress=True,
-        live=live,
-        trainer=trainer,
-    )
-    _show(r, out, explain=explain)
+    r = api.check(**options, progress=True)  # the options: CheckRequest's fields
+    _show(r, out, explain=explain, verbose=verbose)
     sys.exit(r.exit_status)
 
 
@@ -393,7 +370,6 @@ def check(
 )
 @click.option(
     "--mapping",
-    "mapping_file",
     type=click.Path(dir_okay=False),
     default=None,
     help="Your own dialect file (same format as mappings/dialects/*.toml) to read SRC.",
@@ -405,6 +381,12 @@ def check(
     "--allow-errors",
     is_flag=True,
     help="Write OUT even when check finds errors in it (they are still printed; exit 0).",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Print each of the gate's findings with its detail under it.",
 )
 @click.option(
     "--force",
@@ -421,28 +403,7 @@ def check(
 @click.option("--revision", default=None, help="Hub revision of SRC (same as SRC@REV).")
 @token_option
 @output_options(*REPORTS)
-def convert(
-    src,
-    out,
-    to,
-    config_from,
-    dtype,
-    embeddings,
-    lm_head_from,
-    vocab_from,
-    target,
-    verifier,
-    max_shard_size,
-    mapping_file,
-    dry_run,
-    allow_errors,
-    force,
-    fsync,
-    revision,
-    token,
-    fmt,
-    as_json,
-):
+def convert(verbose, fmt, as_json, **options):
     """Write SRC in the names and config layout an engine reads, verified, never half-written.
 
     Gated by check: the planned output goes through `check OUT --engine E` (E: each engine that
@@ -455,28 +416,8 @@ def convert(
     made; a killed run's leftovers in OUT's folder are removed.
     """
     o = _output(fmt, as_json)
-    r = api.convert(
-        src,
-        out,
-        to=to,
-        config_from=config_from,
-        dtype=dtype,
-        embeddings=embeddings,
-        lm_head_from=lm_head_from,
-        vocab_from=vocab_from,
-        target=target,
-        verifier=verifier,
-        max_shard_size=max_shard_size,
-        mapping=mapping_file,
-        dry_run=dry_run,
-        force=force,
-        fsync=fsync,
-        revision=revision,
-        token=token,
-        progress=True,
-        allow_errors=allow_errors,
-    )
-    _show(r, o)
+    r = api.convert(**options, progress=True)  # the options: ConvertRequest's fields
+    _show(r, o, verbose=verbose)
     if r.exit_status:
         sys.exit(r.exit_status)  # the gate refused: findings above, nothing written
 

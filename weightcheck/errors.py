@@ -54,3 +54,14 @@ def json_value(v, limit: int = 60) -> str:
     except (TypeError, ValueError):
         text = str(v)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def require_torch(what: str) -> None:
+    """An option that needs torch, asked for without it: one line, exit 2, before anything is
+    read."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise WeightcheckError(
+            None, f"{what} needs torch: pip install 'weightcheck[torch]'"
+        ) from None

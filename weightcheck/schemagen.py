@@ -7,7 +7,9 @@ generates by a test (tests/test_output_schemas.py).
 A dataclass is an object with a property per field (under its JSON key), every field required
 unless left out when None (``reports.optional``), nothing else allowed; ``X | None`` is
 ``anyOf``; ``Literal`` an ``enum``; ``list``/``tuple`` an array; ``dict[str, X]`` an object of X;
-``Any`` anything. A class with a ``json_schema()`` classmethod says its own.
+``Any`` anything (no report field is: tests/test_output_schemas.py). A class with a
+``json_schema(defs)`` static method says its own (``reports.base.ConfigValue``: a config file's
+value, any JSON value, the one open type).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _type(tp, defs: dict) -> dict:
     if tp in _SCALARS:
         return {"type": _SCALARS[tp]}
     if isinstance(tp, type) and hasattr(tp, "json_schema"):
-        return tp.json_schema()
+        return tp.json_schema(defs)
     if dataclasses.is_dataclass(tp):
         return _ref(tp, defs)
     origin, args = typing.get_origin(tp), typing.get_args(tp)

@@ -13,9 +13,10 @@ are local or when ``--values`` asks for it.
 from __future__ import annotations
 
 import math
+import sys
 
 from weightcheck.engines import aux
-from weightcheck.errors import WeightcheckError
+from weightcheck.errors import WeightcheckError, require_torch
 from weightcheck.model import vocab
 from weightcheck.model.compatibility import (
     Comparison,
@@ -24,7 +25,7 @@ from weightcheck.model.compatibility import (
     presence,
     verdict,
 )
-from weightcheck.model.drafter import Drafter, Tensor
+from weightcheck.model.drafter import Drafter, Tensor, load_drafter
 from weightcheck.progress import Progress
 from weightcheck.reports import (
     ByteCounts,
@@ -35,12 +36,30 @@ from weightcheck.reports import (
     PairedTensor,
     ShapeMismatch,
     Side,
+    TensorValues,
     VocabOverlap,
     source_info,
 )
+from weightcheck.requests import CompareRequest
+from weightcheck.sources import is_local
 from weightcheck.sources.tensors import VALUES_CHUNK_ELEMS, from_bytes, iter_chunks
 from weightcheck.sources.together import at_once
 from weightcheck.storage.header import TORCH_NAMES, itemsize
+
+
+def run(req: CompareRequest) -> CompareReport:
+    """``compare`` as ``req`` asks it: both sides read at once (a Hub source's requests overlap
+    the other's reads), judged, their bytes (and with ``values`` their values) compared."""
+    if req.values:
+        require_torch("--values")
+    da, db = at_once(
+        lambda: load_drafter(req.a, revision=req.revision_a, token=req.token),
+        lambda: load_drafter(req.b, revision=req.revision_b, token=req.token),
+        threads=not (is_local(req.a) and is_local(req.b)),
+    )
+    progress = req.progress and sys.stderr.isatty()
+    c = compare(da, db, values=req.values, progress=progress)
+    return report(c, values=req.values, strict=req.strict)
 
 
 def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
@@ -191,14 +210,14 @@ def vocab_meaning(v: dict) -> str:
             "of its lm_head rows was trained for is not recorded, so neither initializing from it "
             "nor re-indexing it (--vocab-from) can be judged from the maps; find the training "
             "run's map (SpecForge: cache/vocab_mapping/<hash>.pt) and check against it "
-            "(weightcheck check A --training-vocab MAP)"
+            "(`weightcheck check A --training-vocab MAP`)"
         )
     if na == nb == same:
         return "the same map: A's lm_head rows stand for the same tokens under B's map"
     lost = nb - v["shared"]
-    fix = "weightcheck convert A OUT --to ENGINE --vocab-from B re-indexes A's head to B's map"
+    fix = "`weightcheck convert A OUT --to ENGINE --vocab-from B` re-indexes A's head to B's map"
     if lost:
-        fix += f" ({lost:,} of B's tokens are not in A's head: add --lm-head-from TARGET)"
+        fix += f" ({lost:,} of B's tokens are not in A's head: add `--lm-head-from TARGET`)"
     return (
         f"initializing B's training from A as it is reads {min(na, nb) - same:,} of A's lm_head "
         f"rows as other tokens: {fix}"
@@ -275,5 +294,7 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> Compare
         ],
         notes=notes,
         vocab=VocabOverlap(**vocab) if vocab is not None else None,
-        values={p.label: p.values for p in both if p.values is not None} if values else None,
+        values={p.label: TensorValues(**p.values) for p in both if p.values is not None}
+        if values
+        else None,
     )

@@ -1,6 +1,6 @@
 """``weightcheck inspect SRC``: what is in a checkpoint.
 
-load -> normalize (weightcheck/model/drafter.py) -> :func:`report` (reports.InspectReport, schema
+:func:`run`: the request -> load -> normalize (weightcheck/model/drafter.py) -> :func:`report` (reports.InspectReport, schema
 ``weightcheck.inspect/1``) -> render (weightcheck/output/).
 """
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.model.drafter import Drafter
+from weightcheck.model.dialects import user_dialects
+from weightcheck.model.drafter import Drafter, load_drafter
 from weightcheck.reports import (
     ArchitectureInfo,
     DialectInfo,
@@ -19,10 +20,19 @@ from weightcheck.reports import (
     Totals,
     source_info,
 )
+from weightcheck.requests import InspectRequest
 
 # the config fields inspect shows besides the dimensions the architecture's tensor shapes read
 # (Architecture.shape_fields: mappings/architectures/*.toml): the aux capture, rope and dtype
 OTHER_FIELDS = ("aux_layer_ids", "rope_theta", "rope_scaling", "max_position_embeddings", "dtype")
+
+
+def run(req: InspectRequest) -> InspectReport:
+    """``inspect`` as ``req`` asks it."""
+    d = load_drafter(
+        req.src, revision=req.revision, token=req.token, extra_dialects=user_dialects(req.mapping)
+    )
+    return report(d)
 
 
 def key_fields(d: Drafter) -> list[str]:
@@ -90,7 +100,7 @@ def report(d: Drafter) -> InspectReport:
             problems=[f"{f}: {m}" for f, m in norm.problems],
             key_fields=key_fields(d),
         ),
-        tensor_rows=tensors,
+        tensors=tensors,
         unknown_names=list(d.naming.unknown),
         other_dialect=dict(d.naming.foreign),
         duplicates={k: v for k, v in d.naming.duplicates.items()},

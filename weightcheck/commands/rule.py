@@ -9,7 +9,7 @@ Markdown of every page (``weightcheck rule --all --format markdown``), kept equa
 from __future__ import annotations
 
 from weightcheck.errors import WeightcheckError
-from weightcheck.reports import Explains, RulePage
+from weightcheck.reports.pages import Explains, RuleCatalog, RuleGroup, RulePage
 from weightcheck.rules import causes, registry
 from weightcheck.rules.base import page as rule_page
 from weightcheck.rules.base import rules_file
@@ -52,22 +52,19 @@ def page(code: str) -> RulePage:
     for p in pages():
         if want.upper() == p.code or want.lower() == p.name:
             return p
+    codes = [p.code for p in pages()]
     raise WeightcheckError(
-        None, f"no rule {code!r}: `weightcheck rule --all` lists the codes (WC101 ... WC906)"
+        None,
+        f"no rule {code!r}: `weightcheck rule --all` lists the codes ({codes[0]} ... {codes[-1]})",
     )
 
 
-def document() -> dict:
+def document() -> RuleCatalog:
     """docs/rules.md as data: the title, the introduction, each code group with its pages."""
     data = rules_file()
     ps = pages()
-    groups = []
-    for g in data.group:
-        groups.append(
-            {
-                "title": g.title,
-                "intro": g.intro,
-                "pages": [p for p in ps if p.code.startswith(g.prefix)],
-            }
-        )
-    return {"title": data.title, "intro": data.intro, "groups": groups}
+    groups = [
+        RuleGroup(g.title, g.intro, [p for p in ps if p.code.startswith(g.prefix)])
+        for g in data.group
+    ]
+    return RuleCatalog(data.title, data.intro, groups)

@@ -38,10 +38,10 @@ class ParamState:
     canonical: str
     required: bool
     state: ParamFate
-    sources: list = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
     note: str = ""
     cite: str = ""
-    shape: list | None = None  # the shape the engine builds it in (None: not known)
+    shape: list[int] | None = None  # the shape the engine builds it in (None: not known)
     winner: str | None = None  # of several sources, the one whose values stay (the last loaded)
 
 

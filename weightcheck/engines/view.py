@@ -78,7 +78,11 @@ class EngineView:
         state = {p.canonical: p.state for p in self.params}
         if not self.starts:
             f = self.failure
-            said = f"fails at {f.stage}" + (f" on {f.subject}" if f.subject else "") + f": {f.why}"
+            said = (
+                f"fails at {f.stage}"
+                + (f" on {code(f.subject)}" if f.subject else "")
+                + f": {f.why}"
+            )
         elif left:
             said = f"starts, but leaves {len(left)} parameter(s) at init (first: {left[0]})"
         elif dropped:
@@ -116,6 +120,12 @@ class EngineView:
             "tied_head": self.tied_head,
             "captured_layers": self.captured_layers,
         }
+
+
+def code(subject: str) -> str:
+    """A subject as a sentence names it: a field or tensor name as it is, a condition of the
+    engine's data (``rope_factor is None``: Python the engine runs) in backquotes."""
+    return subject if " " not in subject else f"`{subject}`"
 
 
 def view(drafter, engine: str, version: str | None = None, target=None) -> EngineView:

@@ -58,7 +58,7 @@ class Difference:
         return self.text
 
     @classmethod
-    def json_schema(cls) -> dict:
+    def json_schema(cls, defs: dict | None = None) -> dict:
         return {"type": "string"}
 
 

@@ -121,6 +121,13 @@ def dialect_from_file(data: schema.DialectFile, where: str) -> Dialect:
     )
 
 
+def user_dialects(path: str | None) -> tuple[Dialect, ...]:
+    """``--mapping FILE``: the user's own dialect file, read and validated (none: ``()``)."""
+    if not path:
+        return ()
+    return (dialect_from_data(mappings.load_toml_file(path), str(path)),)
+
+
 def dialect_from_data(data: dict, where: str) -> Dialect:
     """A dialect file's parsed TOML (a user's ``--mapping`` file), validated: an unknown key or
     value is one line naming ``where``, the key and what is allowed."""

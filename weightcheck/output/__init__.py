@@ -1,7 +1,7 @@
 """Drawing reports: each report (weightcheck/reports/) becomes a document of neutral blocks
 (output/blocks.py: key-value rows, tables, notes, verdicts, annotations; one module per command
-builds them) and one emitter per format draws it — text (output/text.py, fitted to the
-terminal, coloured on a terminal only), Markdown, concise and GitHub workflow commands
+builds them) and one emitter per format draws it — text (output/text.py, fitted to the width
+by output/fit.py: the terminal's, COLUMNS, 100 in a pipe; coloured on a terminal only), Markdown, concise and GitHub workflow commands
 (output/lines.py); JSON is the report's own ``to_json()``. Commands never branch on the format.
 """
 

@@ -51,11 +51,35 @@ class Table:
 
 
 @record
+class FindingRow:
+    """One finding as a report shows it: ``depth`` 0 for a root, 1 and more for the
+    consequences its cause explains; ``subject`` "" when it has none."""
+
+    code: str
+    severity: str
+    subject: str
+    message: str  # the first part: what is wrong and what to do
+    fix: str | None = None  # the command that fixes it
+    detail: str | None = None  # the second part: the evidence, the code path, the long command
+    depth: int = 0
+
+
+@record
+class Findings:
+    """Findings, diagnostics in the text format (a head line per finding, its fix under it,
+    with ``explain`` its detail too), a table in Markdown."""
+
+    rows: list[FindingRow]
+    explain: bool = False
+
+
+@record
 class Line:
-    """A line of text as it is (``wrap``: a paragraph wrapped at the width)."""
+    """A line of text, wrapped at the width as a paragraph (``wrap=False``: as it is, for a line
+    whose layout is its meaning)."""
 
     text: Text
-    wrap: bool = False
+    wrap: bool = True
 
 
 @record
@@ -160,16 +184,29 @@ def shape_str(shape) -> str:
 
 
 def value_str(v) -> str:
+    """A config value as JSON writes it (``true``, ``[2, 30, 58]``, ``{"type": "yarn"}``), never
+    as Python would (``True``, ``{'type': ...}``); None (not set) is ``-``."""
     if v is None:
         return "-"
-    if isinstance(v, (dict, list)):
+    if isinstance(v, (dict, list, tuple, bool)):
         return json.dumps(v, separators=(", ", ": "))
     return str(v)
 
 
+def subject_str(subject: str | None) -> str:
+    """A finding's subject as a report names it: a field, tensor or file as it is; a condition of
+    an engine's data (``rope_factor is None``: the Python the engine runs) in backquotes."""
+    if not subject:
+        return ""
+    return subject if " " not in subject or subject.startswith("`") else f"`{subject}`"
+
+
 def source_line(src) -> str:
     """A source in a line: location, Hub revision and commit, kind and layout (and, for a run
-    folder, the checkpoint picked)."""
+    folder, the checkpoint picked); the kind and layout left out for the common case, a folder
+    holding model.safetensors (the path says the rest)."""
     rev = f" @ {src.revision} (commit {src.commit})" if src.kind == "hub" else ""
     picked = f"; {src.picked}" if getattr(src, "picked", None) else ""
+    if src.kind == "folder" and src.layout == "model.safetensors" and not picked:
+        return src.location
     return f"{src.location}{rev} [{src.kind}, {src.layout}{picked}]"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from weightcheck.output.blocks import (
     Annotation,
     Blank,
+    Fields,
     Item,
     Line,
     Note,
@@ -16,10 +17,10 @@ from weightcheck.output.blocks import (
     Title,
     Verdict,
     shape_str,
-    source_line,
     value_str,
 )
-from weightcheck.reports import CompareReport
+from weightcheck.reports.compare import CompareReport, TensorValues
+from weightcheck.rules.base import Finding
 from weightcheck.rules.grouping import group
 
 _TABLE_SUMMARY = {
@@ -35,8 +36,8 @@ def said_once(texts: list[str]) -> list[str]:
     """Reasons that differ in one word only (``X missing in B``) as one line listing the words."""
     if len(texts) < 2:
         return list(texts)
-    items = [{"code": "", "severity": "", "message": t, "subject": None} for t in texts]
-    return [g["message"] for g in group(items)]
+    items = [Finding("", "info", t) for t in texts]
+    return [g.finding.message for g in group(items)]
 
 
 def once(diffs) -> list[str]:
@@ -68,15 +69,7 @@ def vocab_line(v) -> str:
 
 
 def compare_document(r: CompareReport) -> list:
-    rows = [
-        ("A", source_line(r.a.source), r.a.dialect or "-", r.a.architecture or "-"),
-        ("B", source_line(r.b.source), r.b.dialect or "-", r.b.architecture or "-"),
-    ]
-    blocks = [
-        Title("weightcheck compare"),
-        Table(["", "source", "dialect", "architecture"], rows, prose=(1,)),
-        Blank(),
-    ]
+    blocks = [Title("weightcheck compare"), Fields([_side("A", r.a), _side("B", r.b)]), Blank()]
     blocks.append(Verdict("verdict", r.verdict.upper(), "bad" if r.exit_status else "ok"))
     # each difference is listed once: in its table below, not again as a reason
     blocks += [Item(x, "reason") for x in once(r.reasons)]
@@ -98,6 +91,14 @@ def compare_document(r: CompareReport) -> list:
         blocks.append(Blank(markdown_only=True))
     blocks += [Note(f"note: {n}") for n in r.notes]
     return blocks + _annotations(r)
+
+
+def _side(name: str, s) -> tuple[str, str]:
+    """``A  path (dialect, architecture)``: where a side was read from (a Hub source with its
+    revision and commit) and what it is; its files are inspect's to list."""
+    src = s.source
+    rev = f" @ {src.revision} (commit {src.commit})" if src.kind == "hub" else ""
+    return name, f"{src.location}{rev} ({s.dialect or 'no dialect'}, {s.architecture or '-'})"
 
 
 def _tables(r: CompareReport) -> list:
@@ -139,19 +140,19 @@ def _tables(r: CompareReport) -> list:
     return out
 
 
-def _values_table(values: dict) -> Table:
+def _values_table(values: dict[str, TensorValues]) -> Table:
     rows = []
     for name, v in values.items():
-        if "error" in v:
-            rows.append((name, "-", "-", "-", v["error"]))
+        if v.error:
+            rows.append((name, "-", "-", "-", v.error))
             continue
         rows.append(
             (
                 name,
-                f"{v['max_abs_diff']:.3g}",
-                f"{v['rel_l2']:.3g}",
-                f"{v['cosine']:.6f}",
-                "yes" if v["bytes_equal"] else "no",
+                f"{v.max_abs_diff:.3g}",
+                f"{v.rel_l2:.3g}",
+                f"{v.cosine:.6f}",
+                "yes" if v.bytes_equal else "no",
             )
         )
     return Table(["tensor", "max |a-b|", "rel L2", "cosine", "bytes equal"], rows, prose=(4,))

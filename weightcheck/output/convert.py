@@ -14,9 +14,8 @@ from weightcheck.output.blocks import (
     human_bytes,
     shape_str,
 )
-from weightcheck.output.findings import SEVERITY_STYLE, counts, findings_table
-from weightcheck.reports import ConvertReport
-from weightcheck.rules.grouping import group
+from weightcheck.output.findings import SEVERITY_STYLE, counts, findings_block
+from weightcheck.reports.convert import ConvertReport
 
 _HOW = {
     "renamed": "renamed",
@@ -25,8 +24,8 @@ _HOW = {
     "pickle": "read from a pickle",
     "embed-from-target": "taken from the target",
     "head-from-target": "gathered from the target",
-    "reindex": "re-indexed to the --vocab-from map",
-    "vocab-map": "written from the --vocab-from map",
+    "reindex": "re-indexed",
+    "vocab-map": "written from the map",
 }
 _REFUSED_ON_SOURCE = {
     "config_types": (
@@ -45,41 +44,54 @@ def _how(t) -> str:
     return "renamed" if t.how == "copy" and t.source != t.output else t.how
 
 
-def convert_document(r: ConvertReport) -> list:
+def convert_document(r: ConvertReport, verbose: bool = False) -> list:
     """The plan (``--dry-run``: with the tensor-by-tensor table), or what was written (a
     summary: the table is the dry run's, and ``--json``'s)."""
     word = "plan" if r.dry or r.refused else "converted"
     blocks = [
         Title(
             f"weightcheck convert `{r.source}` → `{r.out}` ({r.to})",
-            f"{word}: {r.source} ({r.source_dialect}) -> {r.out} [{r.to}]",
+            f"{word}: {r.source} ({r.source_dialect or 'no dialect'}) -> {r.out} [{r.to}]"
+            + (f" ({r.shards[0]})" if r.dry and len(r.shards) == 1 else ""),
         )
     ]
     if r.dry:
-        rows = [
-            (t.source or "-", t.output, t.shard, t.dtype, shape_str(t.shape), t.how)
-            for t in r.tensor_rows
-        ]
-        blocks.append(
-            Table(["source tensor", "output name", "file", "dtype", "shape", "how"], rows)
-        )
-        blocks.append(Blank(markdown_only=True))
+        blocks += [_plan_table(r), Blank(markdown_only=True)]
     blocks += [Note(f"config: {c}") for c in r.config_changes]
     blocks += [Note(f"note: {n}") for n in r.notes]
-    blocks += _gate(r)
+    blocks += _gate(r, verbose)
     return blocks + _outcome(r)
 
 
-def _gate(r: ConvertReport) -> list:
+def _plan_table(r: ConvertReport) -> Table:
+    """Each output tensor: its source, its name in OUT ("=" where it keeps the source's), its
+    file (when OUT has several), dtype, shape and how it is made."""
+    shards = len({t.shard for t in r.tensor_rows}) > 1
+    rows = [
+        (
+            t.source or "-",
+            "=" if t.output == t.source else t.output,
+            *((t.shard,) if shards else ()),
+            t.dtype,
+            shape_str(t.shape),
+            t.how,
+        )
+        for t in r.tensor_rows
+    ]
+    heads = ["source tensor", "output", *(("file",) if shards else ()), "dtype", "shape", "how"]
+    return Table(heads, rows)
+
+
+def _gate(r: ConvertReport, verbose: bool = False) -> list:
     """What convert's gate (check on the planned output) found, per engine: a line, then its
-    findings (grouped as check shows them)."""
+    findings (grouped as check shows them; ``verbose``: with their details)."""
     g = r.check
     if not g:
         return []
     out = []
     on = "the source" if g.on == "source" else "the output"
     for e in g.engines:
-        fs = [f.as_dict() for f in e.findings]
+        fs = e.findings
         n = counts(fs)
         verdict = (
             (Span("passes", "ok"),)
@@ -88,7 +100,7 @@ def _gate(r: ConvertReport) -> list:
         )
         out.append(Line((f"check --engine {e.engine} {e.version} on {on}: ", *verdict)))
         if fs:
-            out.append(findings_table(group(fs)))
+            out.append(findings_block(fs, verbose))
     return out
 
 
@@ -109,12 +121,12 @@ def _outcome(r: ConvertReport) -> list:
     kinds = ", ".join(f"{how[k]} {_HOW[k]}" for k in _HOW if k in how)
     out = [
         Line(
-            f"wrote {w['tensors']} tensors ({human_bytes(w['bytes'])}; {kinds}) in "
-            f"{', '.join(w['files'])}, config.json, README.md — every byte re-read and verified"
-            + (", flushed to disk (--fsync)" if w.get("fsync") else "")
+            f"wrote {w.tensors} tensors ({human_bytes(w.bytes)}; {kinds}) in "
+            f"{', '.join(w.files)}, config.json, README.md — every byte re-read and verified"
+            + (", flushed to disk (--fsync)" if w.fsync else "")
         )
     ]
-    out += [Line(f"note: removed {n}") for n in w.get("cleaned", [])]
-    if w.get("note"):
-        out.append(Line(f"note: {w['note']}"))
+    out += [Line(f"note: removed {n}") for n in w.cleaned]
+    if w.note:
+        out.append(Line(f"note: {w.note}"))
     return out

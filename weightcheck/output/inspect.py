@@ -46,7 +46,16 @@ def inspect_document(r: InspectReport) -> list:
     return blocks + [Blank(markdown_only=True)] + _notes(r)
 
 
+def value_from(value: str, source: str, name: str) -> str:
+    """A config value and where it came from, in one cell: ``[2, 30, 58] (eagle_config.ids)``;
+    the source left out where it is the field's own name."""
+    return value if source in ("", name) else f"{value} ({source})"
+
+
 def _config_table(r: InspectReport) -> Table:
+    """The config fields the architecture reads: each value, and where it came from when that
+    is not the field's own key (a nested path, ``default``, ``absent``, or what is wrong with
+    a value of the wrong JSON type)."""
     c = r.config_info
     norm, prov = c.normalized, c.provenance
     problem: dict[str, str] = {}
@@ -56,38 +65,43 @@ def _config_table(r: InspectReport) -> Table:
     rows = [
         (
             k,
-            value_str(norm.get(k)),
-            problem.get(k, "wrong type") if prov.get(k) == "invalid" else prov.get(k, ""),
+            value_from(
+                value_str(norm.get(k)),
+                problem.get(k, "wrong type") if prov.get(k) == "invalid" else prov.get(k, ""),
+                k,
+            ),
         )
         for k in c.key_fields  # the architecture's fields (commands/inspect.py key_fields)
     ]
+    invalid = {k for k in c.key_fields if prov.get(k) == "invalid"}
     return Table(
-        ["config", "value", "from"],
+        ["config", "value (from)"],
         rows,
-        prose=(1, 2),
-        styles={2: lambda cell: "warning" if cell not in prov.values() else None},
+        prose=(1,),
+        styles={
+            1: lambda cell: "warning" if any(problem.get(k, "") in cell for k in invalid) else None
+        },
     )
 
 
 def _tensor_table(r: InspectReport) -> Table:
-    # "=" where the name already is canonical, so renamed tensors stand out
-    rows = [
-        (
-            t.name,
-            "=" if t.canonical == t.name else (t.canonical or "?"),
-            shape_str(t.shape),
-            t.dtype,
-            human_count(t.parameters),
-            human_bytes(t.bytes),
-            t.status,
+    """Each tensor's shape, dtype, size and status; its canonical name ("=" where the name
+    already is canonical, so renamed tensors stand out) only when some tensor is renamed. The
+    parameter counts are the JSON's (``parameters``) and the totals line's."""
+    renamed = any(t.canonical != t.name for t in r.tensors)
+    rows = []
+    for t in r.tensors:
+        canonical = ("=" if t.canonical == t.name else (t.canonical or "?"),) if renamed else ()
+        rows.append(
+            (t.name, *canonical, shape_str(t.shape), t.dtype, human_bytes(t.bytes), t.status)
         )
-        for t in r.tensor_rows
-    ]
+    heads = ["tensor", *(("canonical",) if renamed else ()), "shape", "dtype", "bytes", "status"]
+    status = len(heads) - 1
     return Table(
-        ["tensor", "canonical", "shape", "dtype", "params", "bytes", "status"],
+        heads,
         rows,
-        prose=(6, 2),
-        styles={6: lambda c: None if c == "ok" else "warning"},
+        prose=(status, status - 3),
+        styles={status: lambda c: None if c == "ok" else "warning"},
     )
 
 

@@ -63,8 +63,8 @@ def rule_document(page: RulePage) -> list:
 
 def rule_list_document(r: RuleList) -> list:
     """``rule --all``: every page, grouped as docs/rules.md groups them."""
-    c = r.catalog or {}
-    return rules_document(r, c.get("title", ""), c.get("intro", ""), c.get("groups", ()))
+    c = r.catalog
+    return rules_document(r, c.title, c.intro, c.groups) if c else rules_document(r)
 
 
 def rules_document(r: RuleList, title: str = "", intro: str = "", groups=()) -> list:
@@ -77,7 +77,7 @@ def rules_document(r: RuleList, title: str = "", intro: str = "", groups=()) -> 
         prose=(4,),
         styles={2: lambda c: SEVERITY_STYLE.get(c)},
     )
-    pages = [(g["title"], g.get("intro", ""), [rule_page(p) for p in g["pages"]]) for g in groups]
+    pages = [(g.title, g.intro, [rule_page(p) for p in g.pages]) for g in groups]
     return [Catalog(index, title, intro, pages)]
 
 
@@ -86,7 +86,7 @@ def clean_document(r: CleanReport) -> list:
     lines += [f"kept {e.name} (process {e.pid} is still running)" for e in r.kept_entries]
     if not r.removed and not r.kept_entries:
         lines.append(f"nothing to clean in {r.folder}")
-    return [Note(x, wrap=False) for x in lines]
+    return [Note(x) for x in lines]
 
 
 def error_document(r: ErrorReport) -> list:

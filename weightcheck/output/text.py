@@ -1,22 +1,25 @@
 """The text and Markdown emitters: a document (output/blocks.py) as a terminal's text or as
 GitHub Markdown.
 
-Text tables fit the width (the terminal's, ``COLUMNS``; no limit in a pipe) by wrapping cells at
-spaces — the prose columns first — and never inside a word: a fix command, a tensor name or a
-value longer than its cell overflows it whole, so what is copied from the screen still runs.
+Every line of text fits the width (weightcheck/terminal.py: ``COLUMNS``, the terminal's, 100 in a
+pipe; None: no limit, the API's default), broken between atoms only — a fix command, a tensor
+name, a path or a short list stays whole (output/fit.py: the atoms and the table layouts).
+Findings are diagnostics (:meth:`TextEmitter.diagnostic`): the message under its code, the fix on
+a line of its own, the detail when asked for.
 Markdown tables are valid GitHub tables: every row has the header's cell count, a ``|`` in a
 cell is escaped and a line break is ``<br>``.
 """
 
 from __future__ import annotations
 
-import textwrap
-
+from weightcheck.output import fit
 from weightcheck.output.blocks import (
     Annotation,
     Blank,
     Catalog,
     Fields,
+    FindingRow,
+    Findings,
     Item,
     Line,
     Note,
@@ -26,10 +29,6 @@ from weightcheck.output.blocks import (
     Title,
     Verdict,
 )
-
-MIN_CELL = 4  # no column is wrapped narrower than this (or its longest word)
-HEADER_PAD = 2  # tabulate's "simple" format pads a header by 2 (its MIN_PADDING)
-SEP = 2  # spaces between two columns
 
 _SGR = {
     "error": "1;31",
@@ -56,83 +55,20 @@ def painted(text, color: bool) -> str:
 
 
 # =============================================================================================
-# fitting a table to a width
-def longest_word(text: str) -> int:
-    return max((len(w) for w in text.split()), default=0)
-
-
-def fit(natural: list[int], floors: list[int], width: int | None, prose=()) -> list[int | None]:
-    """Column widths so that a table fits ``width``: the prose columns (``prose``, indexes)
-    narrowed first, widest first, then every column, none below its floor (its longest word).
-    None for a column left at its natural width."""
-    n = len(natural)
-    if width is None or not n:
-        return [None] * n
-    avail = width - SEP * (n - 1)
-    w = list(natural)
-    for cols in (list(prose), range(n)):
-        while sum(w) > avail:
-            cand = [i for i in cols if w[i] > floors[i]]
-            if not cand:
-                break
-            i = max(cand, key=lambda i: (w[i], i))
-            w[i] -= 1
-    return [w[i] if w[i] < natural[i] else None for i in range(n)]
-
-
+# a text table, fitted to a width (output/fit.py: the atoms, the three layouts)
 def wrap_cell(text: str, width: int) -> str:
-    """A cell's text in lines of at most ``width``, broken at spaces only: a word longer than
-    the width stays whole on a line of its own."""
-    return "\n".join(
-        line
-        for para in text.split("\n")
-        for line in (
-            textwrap.wrap(para, width, break_long_words=False, break_on_hyphens=False) or [""]
-        )
-    )
+    """A cell's text in lines of at most ``width``, broken between atoms only: an atom longer
+    than the width stays whole on a line of its own."""
+    return "\n".join(fit.wrap(text, width))
 
 
 def table(headers, rows, width: int | None, color: bool, prose=(), styles=None, keep=()) -> str:
-    """A text table (a key/value block when ``headers`` is empty) fitted to ``width``; the
-    columns ``keep`` (indexes) are never narrowed."""
-    rows = [["" if c is None else str(c) for c in row] for row in rows]
-    ncols = len(headers) if headers else (len(rows[0]) if rows else 0)
-    pad = HEADER_PAD if headers else 0
-    head = [len(str(headers[i])) + pad if headers else 0 for i in range(ncols)]
-    natural = [
-        max([head[i]] + [len(line) for r in rows for line in (r[i].splitlines() or [""])])
-        for i in range(ncols)
-    ]
-    floors = [
-        natural[i]
-        if i in keep
-        else min(natural[i], max(MIN_CELL, head[i], *(longest_word(r[i]) for r in rows)))
-        for i in range(ncols)
-    ]
-    widths = fit(natural, floors, width, prose)
-    cells = [
-        [wrap_cell(c, widths[i]) if widths[i] is not None else c for i, c in enumerate(r)]
-        for r in rows
-    ]
-    if styles and color:
-        cells = [
-            [
-                "\n".join(paint(x, styles[i](c), color) for x in cell.split("\n"))
-                if i in styles
-                else cell
-                for i, (c, cell) in enumerate(zip(r, wr))
-            ]
-            for r, wr in zip(rows, cells)
-        ]
-    # imported when a table is drawn: tabulate costs ~35 ms of start-up (wcwidth,
-    # importlib.metadata), and convert's report after a write draws none
-    from tabulate import tabulate
-
-    return tabulate(
-        cells,
-        headers=headers or (),
-        tablefmt="simple" if headers else "plain",
-        disable_numparse=True,
+    """A text table (a key/value block when ``headers`` is empty) fitted to ``width`` (None: no
+    limit); the columns ``keep`` (indexes) are never narrowed."""
+    return "\n".join(
+        fit.draw_table(
+            headers or [], rows, width, lambda t, s: paint(t, s, color), prose, styles, keep
+        )
     )
 
 
@@ -170,17 +106,9 @@ class TextEmitter:
         return getattr(self, "_" + type(b).__name__.lower())(b)
 
     def wrap(self, text: str, indent: str = "") -> str:
-        """A paragraph wrapped at the width, at spaces only (as it is in a pipe)."""
-        if self.width is None or len(text) + len(indent) <= self.width:
-            return indent + text
-        return textwrap.fill(
-            text,
-            self.width,
-            initial_indent=indent,
-            subsequent_indent=indent + "  ",
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
+        """A paragraph wrapped at the width between atoms (output/fit.py), its later lines
+        indented by two more spaces."""
+        return "\n".join(fit.wrap(text, self.width, indent, indent + "  "))
 
     def table(self, headers, rows, prose=(), styles=None, keep=()) -> str:
         return table(headers, rows, self.width, self.color, prose, styles, keep)
@@ -189,10 +117,38 @@ class TextEmitter:
         return [] if b.plain is None else [b.plain]
 
     def _fields(self, b: Fields) -> list[str]:
-        return [self.table([], b.rows, prose=(1,), styles={0: lambda c: "bold"}, keep=(0,))]
+        """``key  value`` lines, the keys in bold, each value wrapped under its own start."""
+        kw = max((len(k) for k, _ in b.rows), default=0)
+        out = []
+        for k, v in b.rows:
+            lead = paint(k, "bold", self.color) + " " * (kw - len(k) + fit.SEP)
+            lines = fit.wrap(v, self.width, " " * (kw + fit.SEP))
+            out += [(lead + lines[0].lstrip(" ")).rstrip()] + lines[1:]
+        return out
 
     def _table(self, b: Table) -> list[str]:
         return [self.table(b.headers, b.rows, b.prose, b.styles)]
+
+    def _findings(self, b: Findings) -> list[str]:
+        out = []
+        for f in b.rows:
+            out += self.diagnostic(f, b.explain)
+        return out
+
+    def diagnostic(self, f: FindingRow, explain: bool) -> list[str]:
+        """``WC305 error  d2t: message`` (the subject left out when the message names it),
+        wrapped under itself; then ``fix:`` and, explained, ``detail:``, each on its own lines.
+        A consequence is indented under its root, marked ``↳``."""
+        lead = "  " * (f.depth - 1) + "↳ " if f.depth else ""
+        hang = " " * (len(lead) + 4)
+        subject = f"{f.subject}: " if f.subject and f.subject not in f.message else ""
+        head = f"{lead}{f.code} {paint(f.severity, f.severity, self.color)}  "
+        out = fit.wrap(subject + f.message, self.width, head, hang)
+        if f.fix and f.fix not in f.message:
+            out += fit.wrap_command(f.fix, self.width, hang + "fix: ", hang + "       ")
+        if explain and f.detail:
+            out += fit.wrap(f.detail, self.width, hang + "detail: ", hang + "        ")
+        return out
 
     def _line(self, b: Line) -> list[str]:
         text = painted(b.text, self.color)
@@ -243,6 +199,21 @@ class MarkdownEmitter(TextEmitter):
 
     def _item(self, b: Item) -> list[str]:
         return ["- " + b.text]
+
+    def _fields(self, b: Fields) -> list[str]:
+        return [self.table([], b.rows)]
+
+    def _findings(self, b: Findings) -> list[str]:
+        rows = []
+        for f in b.rows:
+            code = ("  " * (f.depth - 1) + "↳ " if f.depth else "") + f.code
+            said = f.message
+            if f.fix and f.fix not in said:
+                said += f" (fix: `{f.fix}`)"
+            if b.explain and f.detail:
+                said += "\n" + f.detail
+            rows.append((code, f.severity, f.subject, said))
+        return [self.table(["code", "severity", "subject", "message"], rows)]
 
     def _verdict(self, b: Verdict) -> list[str]:
         return [f"**{b.label}: {b.value}**"]

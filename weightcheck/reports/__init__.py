@@ -4,10 +4,12 @@ the renderer draws them (weightcheck/output/), :meth:`Report.to_dict` is ``--jso
 and weightcheck/schemas/*.json is generated from these classes (weightcheck/schema.py).
 
 How a field becomes JSON: under its name, or ``metadata["key"]`` where the name a caller reads
-differs from the JSON key (``InspectReport.tensors`` is the count, JSON's ``tensors`` the list);
+differs from the JSON key (``CheckReport.source_info`` is JSON's ``source``);
 ``metadata["omit"]``: left out when None (an optional part of a report); ``metadata["skip"]``: not
-in the JSON at all. Objects sections that other layers build as they see fit (the engine's replay,
---live, --values, the training gate) are ``dict[str, Any]``: the schema says "an object".
+in the JSON at all. Every field is typed down to its leaves (no ``dict[str, Any]``): what another
+layer hands over as plain data (the replay's aux layers, a trainer's replay, --live) becomes its
+record with :func:`~weightcheck.reports.base.typed`; a config file's own values are
+:class:`~weightcheck.reports.base.ConfigValue`, the one open type.
 
 A command imports only its own report's module (``from weightcheck.reports.check import
 CheckReport``); ``from weightcheck.reports import CheckReport`` works too, importing that module
@@ -21,6 +23,9 @@ import importlib
 
 # every public name, and the module of this package that defines it
 _WHERE = {
+    "ConfigValue": "base",
+    "Keyed": "base",
+    "typed": "base",
     "Report": "base",
     "SourceFile": "base",
     "SourceInfo": "base",
@@ -29,8 +34,27 @@ _WHERE = {
     "source_info": "base",
     "to_json": "base",
     "to_json_value": "base",
+    "AuxConvention": "check",
+    "AuxLayers": "check",
     "CheckReport": "check",
+    "Compared": "check",
+    "ConfigRead": "check",
+    "Disagreement": "check",
+    "DraftVocab": "check",
+    "EngineLine": "check",
+    "EngineReport": "check",
+    "FieldDiff": "check",
+    "LiveReport": "check",
+    "LiveWarning": "check",
+    "RunVerdict": "check",
+    "ShapeDiff": "check",
     "Summary": "check",
+    "TargetInfo": "check",
+    "TensorHeader": "check",
+    "TrainerReport": "check",
+    "TrainingReport": "check",
+    "TrainingVocab": "check",
+    "ValueStats": "check",
     "ByteCounts": "compare",
     "CompareReport": "compare",
     "ConfigDifference": "compare",
@@ -39,6 +63,7 @@ _WHERE = {
     "PairedTensor": "compare",
     "ShapeMismatch": "compare",
     "Side": "compare",
+    "TensorValues": "compare",
     "Verdict": "compare",
     "VocabOverlap": "compare",
     "ConvertReport": "convert",
@@ -51,6 +76,8 @@ _WHERE = {
     "Gate": "convert",
     "GateRun": "convert",
     "PlannedTensor": "convert",
+    "ReindexInfo": "convert",
+    "Written": "convert",
     "ArchitectureInfo": "inspect",
     "DialectInfo": "inspect",
     "InspectConfig": "inspect",
@@ -62,6 +89,8 @@ _WHERE = {
     "ErrorReport": "pages",
     "Explains": "pages",
     "KeptEntry": "pages",
+    "RuleCatalog": "pages",
+    "RuleGroup": "pages",
     "RuleList": "pages",
     "RulePage": "pages",
 }

@@ -4,9 +4,12 @@ JSON (:func:`key`, :func:`optional`), and the source every report names (:class:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import types
+import typing
 from dataclasses import field
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 from weightcheck.record import record
 
@@ -19,6 +22,36 @@ def key(name: str, **more) -> Any:
 def optional(default=None, **more) -> Any:
     """A field left out of the JSON when None."""
     return field(default=default, metadata={"omit": True, **more})
+
+
+class ConfigValue:
+    """A value of a config file as it is written (any JSON value: a config.json is the user's,
+    its keys and values are not weightcheck's to fix). The one open type of the schemas; used
+    only as an annotation (a field of this type holds the JSON value itself)."""
+
+    @staticmethod
+    def json_schema(defs: dict) -> dict:
+        if "ConfigValue" not in defs:
+            defs["ConfigValue"] = {
+                "description": " ".join(ConfigValue.__doc__.split(".")[0].split()),
+                "anyOf": [{"type": t} for t in ("string", "number", "boolean", "null")]
+                + [
+                    {"type": "array", "items": {"$ref": "#/$defs/ConfigValue"}},
+                    {"type": "object", "additionalProperties": {"$ref": "#/$defs/ConfigValue"}},
+                ],
+            }
+        return {"$ref": "#/$defs/ConfigValue"}
+
+
+class Keyed:
+    """A typed part of a report that can still be read as the mapping it was before it was typed
+    (``report.engine["tensors"]``): its JSON, by key."""
+
+    def __getitem__(self, name: str):
+        return to_json_value(self)[name]
+
+    def get(self, name: str, default=None):
+        return to_json_value(self).get(name, default)
 
 
 def to_json_value(x):
@@ -42,6 +75,44 @@ def to_json_value(x):
     if isinstance(x, dict):
         return {k: to_json_value(v) for k, v in x.items()}
     return x
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def typed(tp, value):
+    """``value``, plain data as another layer hands it over (a dict from a replay's
+    ``report()``), as the typed record ``tp`` describes: records field by field under their JSON
+    keys (a key the record lacks, or a required one missing, is a TypeError: the record and the
+    data must agree), lists, dicts and optional values element by element; the JSON of the result
+    is ``value`` again."""
+    if value is None or tp is Any or tp is ConfigValue:
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        hints, kwargs, seen = _hints(tp), {}, set()
+        for f in dataclasses.fields(tp):
+            k = f.metadata.get("key", f.name)
+            if k in value:
+                kwargs[f.name] = typed(hints[f.name], value[k])
+                seen.add(k)
+        extra = set(value) - seen
+        if extra:
+            raise TypeError(f"{tp.__name__}: no field for {sorted(extra)}")
+        return tp(**kwargs)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return typed(inner[0], value) if len(inner) == 1 else value
+    if origin in (list, tuple):
+        items = [typed(args[0], v) for v in value] if args else list(value)
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        return {k: typed(args[1], v) for k, v in value.items()}
+    return value
 
 
 def _finite(o):

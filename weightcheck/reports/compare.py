@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from weightcheck.model.compatibility import Difference
 from weightcheck.record import record
-from weightcheck.reports.base import Report, SourceInfo, optional
+from weightcheck.reports.base import ConfigValue, Report, SourceInfo, optional
 
 Verdict = Literal["identical", "compatible", "incompatible"]
 
@@ -45,8 +45,8 @@ class DtypeMismatch:
 class ConfigDifference:
     field: str
     category: str  # architecture, serving, informational (mappings/config.toml)
-    a: Any
-    b: Any
+    a: ConfigValue
+    b: ConfigValue
     a_from: str | None
     b_from: str | None
     note: str | None = optional()  # why two spellings mean the same (category informational)
@@ -84,6 +84,18 @@ class VocabOverlap:
     meaning: str
 
 
+@record
+class TensorValues:
+    """--values: one paired tensor's values compared (streamed with torch), or why not."""
+
+    max_abs_diff: float | None = optional()
+    rel_l2: float | None = optional()
+    cosine: float | None = optional()
+    bytes_equal: bool | None = optional()
+    non_finite: int | None = optional()  # positions where either side is NaN or Inf
+    error: str | None = optional()  # why they could not be compared (a dtype torch lacks)
+
+
 @record(kw_only=True)
 class CompareReport(Report):
     """``weightcheck compare``: schema ``weightcheck.compare/1``. ``reasons`` and
@@ -109,7 +121,7 @@ class CompareReport(Report):
     tensors: list[PairedTensor]
     notes: list[str]
     vocab: VocabOverlap | None
-    values: dict[str, dict[str, Any]] | None = optional()  # --values: per tensor
+    values: dict[str, TensorValues] | None = optional()  # --values: per tensor
 
     @property
     def ok(self) -> bool:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from weightcheck.record import record
-from weightcheck.reports.base import Report, key, optional
+from weightcheck.reports.base import ConfigValue, Keyed, Report, key, optional
 from weightcheck.rules.base import Finding
 
 
@@ -40,6 +40,30 @@ class Gate:
     why: Literal["target", "config_types"] | None = optional()
 
 
+@record
+class ReindexInfo(Keyed):
+    """--vocab-from: the map the head was re-indexed to, and where its rows come from."""
+
+    map: str
+    draft_tokens: int
+    kept: int  # SRC's row j at row j
+    moved: int  # SRC's row i != j at row j
+    from_target: int  # rows of tokens SRC's head lacks, from the target's head
+
+
+@record
+class Written(Keyed):
+    """What a conversion wrote."""
+
+    out: str
+    files: list[str]  # the weights and the index, in OUT
+    tensors: int
+    bytes: int
+    fsync: bool
+    cleaned: list[str]  # killed runs' leftovers removed from OUT's folder
+    note: str | None = optional()  # a signal that arrived while OUT was put in place
+
+
 @record(kw_only=True)
 class ConvertReport(Report):
     """``weightcheck convert``: schema ``weightcheck.convert/1``; ``written`` is None for a dry
@@ -56,12 +80,12 @@ class ConvertReport(Report):
     tensor_rows: list[PlannedTensor] = key("tensors")
     config_changes: list[str]
     notes: list[str]
-    config: dict[str, Any] | None  # the config written
-    reindex: dict[str, Any] | None = optional()  # --vocab-from
+    config: dict[str, ConfigValue] | None  # the config written
+    reindex: ReindexInfo | None = optional()  # --vocab-from
     check: Gate | None = None
     refused: bool = False  # the gate found errors: nothing written
     exit_status: int = 0  # 1: the gate refused
-    written: dict[str, Any] | None = optional()
+    written: Written | None = optional()
     dry: bool = field(default=False, metadata={"skip": True})
 
     @property
@@ -73,7 +97,7 @@ class ConvertReport(Report):
         """The files written into OUT (weights and index); a plan's shards; none if refused."""
         if self.refused:
             return ()
-        return tuple(self.written["files"]) if self.written is not None else tuple(self.shards)
+        return tuple(self.written.files) if self.written is not None else tuple(self.shards)
 
     @property
     def tensors(self) -> list[PlannedTensor]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from weightcheck.record import record
-from weightcheck.reports.base import Report, SourceInfo, key
+from weightcheck.reports.base import ConfigValue, Report, SourceInfo, key
 
 
 @record
@@ -24,9 +24,9 @@ class ArchitectureInfo:
 
 @record
 class InspectConfig:
-    raw: dict[str, Any] | None
-    normalized: dict[str, Any]
-    provenance: dict[str, str]
+    raw: dict[str, ConfigValue] | None  # config.json as written
+    normalized: dict[str, ConfigValue]  # every field of mappings/config.toml
+    provenance: dict[str, str]  # the key path each value came from, default, absent, invalid
     problems: list[str]
     key_fields: list[str]
 
@@ -72,7 +72,7 @@ class InspectReport(Report):
     architecture_info: ArchitectureInfo = key("architecture")
     looks_like_target: str | None  # why SRC looks like a target model, or None
     config_info: InspectConfig = key("config")
-    tensor_rows: list[InspectTensor] = key("tensors")
+    tensors: list[InspectTensor]
     unknown_names: list[str] = key("unknown")  # names no dialect explains
     other_dialect: dict[str, str]
     duplicates: dict[str, list[str]]
@@ -104,7 +104,12 @@ class InspectReport(Report):
         return tuple(self.config_info.problems)
 
     @property
-    def tensors(self) -> int:
+    def tensor_rows(self) -> list[InspectTensor]:
+        """The tensors (``tensors``; the name before the count gave way to the list)."""
+        return self.tensors
+
+    @property
+    def tensor_count(self) -> int:
         return self.totals.tensors
 
     @property

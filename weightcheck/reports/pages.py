@@ -47,6 +47,24 @@ class RulePage(Report):
         return self.to_dict().get(name, default)
 
 
+@record
+class RuleGroup:
+    """A group of codes of docs/rules.md: its title, introduction and pages."""
+
+    title: str
+    intro: str
+    pages: list[RulePage]
+
+
+@record
+class RuleCatalog:
+    """docs/rules.md as data: its title, introduction and code groups."""
+
+    title: str
+    intro: str
+    groups: list[RuleGroup]
+
+
 @record(kw_only=True)
 class RuleList(Report):
     """``weightcheck rule --all --json``: schema ``weightcheck.rules/1``."""
@@ -57,7 +75,7 @@ class RuleList(Report):
     rules: list[RulePage]
     # docs/rules.md's title, introduction and code groups (commands/rule.py document()), for
     # the Markdown document; not in the JSON
-    catalog: dict | None = field(default=None, metadata={"skip": True})
+    catalog: RuleCatalog | None = field(default=None, metadata={"skip": True})
 
     exit_status = 0
 

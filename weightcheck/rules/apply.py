@@ -24,6 +24,7 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.model import vocab
 from weightcheck.model.drafter import Drafter
 from weightcheck.record import record
+from weightcheck.requests import CheckRequest
 from weightcheck.rules import (
     ERROR,
     INFO,
@@ -65,44 +66,42 @@ class EngineRun:
 
 def run(
     d: Drafter,
-    engine: str | None = None,
-    engine_version: str | None = None,
+    request: CheckRequest,
     target=None,
-    training_config: str | None = None,
-    values: bool = False,
+    training_cfg: dict | None = None,
     training_vocab=None,
     vocab_maps: tuple | None = None,
-    live: bool = False,
-    allow_partial_init: bool = False,
     progress=None,
-    trainer: str | None = None,
 ) -> tuple[Context, list]:
-    """Run every rule whose inputs are there. ``vocab_maps``: (d2t list, t2d bytes) when the
-    caller has them already (convert's gate: the output is not written yet). Without ``engine``
+    """Run every rule whose inputs are there, as ``request`` asks (its engine, values, live,
+    training options; commands/check.py loads what it names: ``target``, the training config
+    read, the training run's vocabulary map). ``vocab_maps``: (d2t list, t2d bytes) when the
+    caller has them already (convert's gate: the output is not written yet). Without an engine
     every engine's own run is merged in (module docstring); ``ctx.engine_runs`` keeps them.
     ``progress``: given the bytes ``values`` reads, as it reads them."""
-    ctx = Context(drafter=d, rules=rules.RULES, target=target, engine=engine)
+    engine = request.engine_name
+    ctx = Context(drafter=d, rules=rules.RULES, target=target, engine=engine, request=request)
     if vocab_maps is not None:
         ctx.set_vocab_maps(*vocab_maps)
     if training_vocab is not None:
         ctx.training_vocab = vocab_gate(d, training_vocab)
     if engine and replays(d.architecture, engine):
-        ctx.engine_view = replay(d, engine, engine_version, target)
-    if live and engine:  # the installed engine's own loader (imports torch and the engine)
+        ctx.engine_view = replay(d, engine, request.engine_version, target)
+    if request.live and engine:  # the installed engine's own loader (imports torch, the engine)
         from weightcheck.engines import live as live_mod
         from weightcheck.engines import live_compare
 
         ctx.live = live_compare.report(live_mod.run(d, engine, target), ctx.engine_view)
-    if training_config:
+    if training_cfg is not None:
         ctx.training = training.training_gate(
             d,
-            read_training_config(training_config),
-            allow_partial_init,
-            trainer=trainer,
+            training_cfg,
+            request.allow_partial_init,
+            trainer=request.trainer,
             target=target,
             training_vocab=training_vocab,
         )
-    if values:
+    if request.values:
         ctx.values = values_mod.value_stats(d, progress=progress)
         if target is not None:
             ctx.lm_head_equals_target = values_mod.lm_head_is_target_slice(ctx)

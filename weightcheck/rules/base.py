@@ -24,6 +24,7 @@ from weightcheck.schema import RulePage, RulesFile, Severity
 if TYPE_CHECKING:  # annotations only: the rules layer reads these, never imports them at run time
     from weightcheck.engines.view import EngineView
     from weightcheck.model.target import Target
+    from weightcheck.requests import CheckRequest
 
 RULES_FILE = "rules.toml"
 Needs = Literal["", "target", "engine", "values", "training", "training_vocab", "live"]
@@ -199,6 +200,8 @@ class Context:
     live: dict | None = None  # --live: the installed engine's loader (engines/live.py report())
     # plain check: each engine's own run (rules/apply.py EngineRun), by engine
     engine_runs: dict | None = None
+    # what check was asked (weightcheck/requests.py): every option, for a rule that reads one
+    request: "CheckRequest | None" = None
     _maps: tuple[list[int] | None, bytes | None] | None = field(default=None, repr=False)
     _views: dict | None = field(default=None, repr=False)
     # engine-free rules' findings by code, shared by plain check's context and its engine runs'

@@ -21,7 +21,7 @@ def engine_arch(ctx, finding):
         )
         yield finding(
             f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
-            f"this config says {v.architecture!r}",
+            f"this config says {json.dumps(v.architecture)}",
             "architectures",
         )
 
@@ -86,7 +86,7 @@ def engine_cannot(ctx, finding):
         if refused:  # convert refuses it too: no command to suggest, the reason instead
             r = refused[0]
             yield finding(
-                f"{layout}, and {v.engine} cannot express {r.when} ({r.why}): serve it with an "
+                f"{layout}, and {v.engine} cannot express `{r.when}` ({r.why}): serve it with an "
                 "engine that reads it",
                 r.when,
             )
@@ -95,7 +95,7 @@ def engine_cannot(ctx, finding):
         yield finding(f"{layout}; convert it with `{fix}`", "transformer_layer_config", fix=fix)
         return
     for r in refused:
-        yield finding(f"{r.when}: {r.why}", r.when)
+        yield finding(f"`{r.when}`: {r.why}", r.when)
 
 
 @rule("WC707", needs="engine")

@@ -8,6 +8,11 @@ details differ. This is presentation: ``check --json`` and the Python API keep e
 
 from __future__ import annotations
 
+import dataclasses
+
+from weightcheck.record import record
+from weightcheck.rules.base import Finding
+
 MAX_LISTED = 50  # values named in one grouped message; more are counted
 _OUTER = ":,;.)"  # punctuation a varying word carries after it, kept outside the braces
 
@@ -35,50 +40,69 @@ def _listing(values: list[str]) -> str:
     return "{" + ", ".join(shown) + more + "}" + tail
 
 
-def group(findings: list[dict]) -> list[dict]:
-    """Findings (``Finding.as_dict()`` dicts, in order) with near-identical ones merged.
+@record(frozen=True)
+class Grouped:
+    """Near-identical findings said once: ``finding`` is the first of them, its message listing
+    the varying word's values in braces, its subject the common one (None when they differ: the
+    message names them), its detail theirs (each different one once); ``count`` how many it
+    stands for, ``subjects`` their subjects in order."""
 
-    Each result is a finding dict plus ``count`` (how many it stands for) and ``subjects`` (their
-    subjects, in order). A merged finding keeps the first one's place in the list; its message
-    lists the varying word's values in braces, its subject is the common one, or None when they
-    differ (the message names them)."""
-    words = [_split(f["message"]) for f in findings]
+    finding: Finding
+    count: int = 1
+    subjects: tuple[str | None, ...] = ()
+
+
+def group(findings) -> list[Grouped]:
+    """Findings (in order; anything with a finding's ``code``, ``severity``, ``message``,
+    ``subject`` and ``detail``) with near-identical ones merged, each keeping the first one's
+    place in the list."""
+    findings = list(findings)
+    words = [_split(f.message) for f in findings]
     done: set[int] = set()
     out = []
     for i, f in enumerate(findings):
         if i in done:
             continue
-        by_pos: dict[int, list[int]] = {}
-        for j in range(i + 1, len(findings)):
-            g = findings[j]
-            if j in done or g["code"] != f["code"] or g["severity"] != f["severity"]:
-                continue
-            pos = _varies_at(words[i], words[j])
-            if pos is not None:
-                by_pos.setdefault(pos, []).append(j)
-        members, pos = [i], None
-        if by_pos:
-            pos, more = max(by_pos.items(), key=lambda kv: (len(kv[1]), -kv[0]))
-            members += more
-        subjects = [findings[k].get("subject") for k in members]
-        same_subject = len(set(subjects)) == 1
-        # a subject that varies must be the varying word, or merging would lose it
-        if len(members) > 1 and not same_subject:
-            if not all(s and s in words[k][pos] for s, k in zip(subjects, members)):
-                members, subjects, same_subject = [i], subjects[:1], True
+        members = _members(findings, words, i, done)
         done.update(members)
+        subjects = tuple(findings[k].subject for k in members)
         if len(members) == 1:
-            out.append({**f, "count": 1, "subjects": [f.get("subject")]})
+            out.append(Grouped(f, 1, subjects))
             continue
+        pos = _varies_at(words[i], words[members[1]])
         w = list(words[i])
         w[pos] = _listing([words[k][pos] for k in members])
-        out.append(
-            {
-                **f,
-                "message": " ".join(w),
-                "subject": subjects[0] if same_subject else None,
-                "count": len(members),
-                "subjects": subjects,
-            }
+        details = list(dict.fromkeys(findings[k].detail for k in members if findings[k].detail))
+        merged = dataclasses.replace(
+            f,
+            message=" ".join(w),
+            subject=subjects[0] if len(set(subjects)) == 1 else None,
+            detail="\n".join(details[:MAX_LISTED]) or None,
         )
+        out.append(Grouped(merged, len(members), subjects))
     return out
+
+
+def _members(findings: list, words: list, i: int, done: set) -> list[int]:
+    """The findings said with ``findings[i]``: its own index, then those of its code and
+    severity whose message differs from it in one word, at the position most of them vary."""
+    f = findings[i]
+    by_pos: dict[int, list[int]] = {}
+    for j in range(i + 1, len(findings)):
+        g = findings[j]
+        if j in done or g.code != f.code or g.severity != f.severity:
+            continue
+        pos = _varies_at(words[i], words[j])
+        if pos is not None:
+            by_pos.setdefault(pos, []).append(j)
+    if not by_pos:
+        return [i]
+    pos, more = max(by_pos.items(), key=lambda kv: (len(kv[1]), -kv[0]))
+    members = [i, *more]
+    subjects = [findings[k].subject for k in members]
+    # a subject that varies must be the varying word, or merging would lose it
+    if len(set(subjects)) > 1 and not all(
+        s and s in words[k][pos] for s, k in zip(subjects, members)
+    ):
+        return [i]
+    return members

@@ -170,7 +170,7 @@ def note_duplicate(src: Source, name: str, later: str) -> None:
     model_loader/weight_utils.py: files in sorted order, each tensor handed to load_weights), so
     the record kept is the later one, and the note says so (WC210)."""
     src.notes.append(
-        f"index-duplicate-tensor: {name!r} is in {src.tensors[name].file} and in {later}: the "
+        f"index-duplicate-tensor: {name} is in {src.tensors[name].file} and in {later}: the "
         f"engines load both and keep {later}'s (the later file)"
     )
 
@@ -193,16 +193,16 @@ def check_index_against_headers(src: Source, weight_map: dict[str, str], where: 
         rec = src.tensors.get(name)
         if rec is None:
             src.notes.append(
-                f"index-missing-tensor: {where} maps {name!r} to {fname}, which does not hold it"
+                f"index-missing-tensor: {where} maps {name} to {fname}, which does not hold it"
             )
         elif rec.file != fname:
             src.notes.append(
-                f"index-wrong-shard: {where} maps {name!r} to {fname}, but it is in {rec.file}"
+                f"index-wrong-shard: {where} maps {name} to {fname}, but it is in {rec.file}"
             )
     for name, rec in src.tensors.items():
         if name not in weight_map:
             src.notes.append(
-                f"index-unlisted-tensor: {rec.file} holds {name!r}, which {where} does not list"
+                f"index-unlisted-tensor: {rec.file} holds {name}, which {where} does not list"
             )
     total = (
         (src.index or {}).get("metadata", {}).get("total_size")

@@ -22,6 +22,7 @@ from weightcheck.commands.convert.items import Item, Plan
 from weightcheck.engines.data import load, newest, read_by
 from weightcheck.model.drafter import Drafter, from_source
 from weightcheck.reports import Gate, GateRun
+from weightcheck.requests import CheckRequest
 from weightcheck.rules import ERROR
 from weightcheck.rules.apply import run
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
@@ -105,7 +106,7 @@ def check_source(d: Drafter, to: str, target=None) -> Gate:
 def _gate(d: Drafter, to: str, target, **kw) -> Gate:
     runs = []
     for engine in read_by(to):
-        _, findings = run(d, engine=engine, target=target, **kw)
+        _, findings = run(d, CheckRequest(src=d.source.spec, engine=engine), target, **kw)
         runs.append(GateRun(engine, newest(load(engine)), list(findings)))
     ok = all(f.severity != ERROR for r in runs for f in r.findings)
     return Gate(ok=ok, engines=runs)

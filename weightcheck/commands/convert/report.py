@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from weightcheck.commands.convert.items import Plan
 from weightcheck.model.drafter import Drafter
-from weightcheck.reports import ConvertReport, Gate, PlannedTensor
+from weightcheck.reports.base import typed
+from weightcheck.reports.convert import ConvertReport, Gate, PlannedTensor, ReindexInfo
 
 
 def plan_report(p: Plan) -> ConvertReport:
@@ -32,7 +33,7 @@ def plan_report(p: Plan) -> ConvertReport:
         config_changes=p.config_changes,
         notes=p.notes,
         config=p.config,
-        reindex=p.reindex,
+        reindex=typed(ReindexInfo, p.reindex),
     )
 
 
