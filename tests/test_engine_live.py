@@ -5,8 +5,10 @@ Opt-in group (marker ``engine``; setup.cfg deselects it by default):
 ``python -m pytest -m engine tests/test_engine_live.py``. The interpreters are the side venvs'
 (tests/helpers/engine.py ``side_python``: WEIGHTCHECK_SGLANG_PYTHON / WEIGHTCHECK_VLLM_PYTHON,
 else ``${WEIGHTCHECK_VENVS:-~/.cache/weightcheck/venvs}/<engine>/bin/python``); without one its
-tests are skipped. weightcheck runs there from this checkout (PYTHONPATH): nothing is installed
-into the side venvs and nothing is downloaded (docs/engine-test.md "--live").
+tests are skipped. weightcheck runs there from this checkout (PYTHONPATH), with the one
+dependency the side venvs lack (tabulate) copied from this interpreter's install into a
+session temporary folder: nothing is installed into the side venvs and nothing is downloaded
+(docs/engine-test.md "--live").
 
 Each run is a real user's command line; the assertions are on its JSON report: what the live
 loader did with each tensor, and that it agrees with the replay of mappings/engines/ (WC713
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
@@ -36,9 +39,17 @@ TIMEOUT = 600
 
 @pytest.fixture(scope="session")
 def overlay(tmp_path_factory) -> pathlib.Path:
-    """A folder for the side interpreter's PYTHONPATH holding what weightcheck needs and the side
-    venvs lack: nothing since weightcheck draws its tables itself (it needed tabulate)."""
-    return tmp_path_factory.mktemp("live-overlay")
+    """A folder with this interpreter's tabulate (weightcheck's one dependency the side venvs
+    lack), for the side interpreter's PYTHONPATH."""
+    import tabulate
+
+    d = tmp_path_factory.mktemp("live-overlay")
+    src = pathlib.Path(tabulate.__file__)
+    if src.name == "__init__.py":  # a package
+        shutil.copytree(src.parent, d / "tabulate")
+    else:  # a single module
+        shutil.copy2(src, d / src.name)
+    return d
 
 
 def live(engine: str, src, overlay: pathlib.Path, *args, spec=None) -> tuple[int, dict, str]:

@@ -27,6 +27,7 @@ import re
 SEP = 2  # spaces between two columns
 INDENT = 4  # the indent of what a row says under its first cell (layouts 2 and 3)
 MIN_CELL = 4  # no column is wrapped narrower than this (or its longest atom)
+HEADER_PAD = 2  # tabulate's "simple" format makes a column 2 wider than its header (MIN_PADDING)
 
 # a backquoted span with what sticks to it, or a word
 _WORD = re.compile(r"[^\s`]*`[^`\n]*`\S*|\S+")
@@ -189,17 +190,17 @@ def _widths(natural: list[int], floors: list[int], avail: int, prose) -> list[in
 
 def _natural(headers: list[str], rows: list[list[str]], i: int) -> int:
     lines = [len(x) for r in rows for x in (r[i].split("\n") or [""])]
-    return max([len(headers[i]) if headers else 0, *lines])
+    return max([len(headers[i]) + HEADER_PAD if headers else 0, *lines])
 
 
 def _floor(headers: list[str], rows: list[list[str]], i: int, natural: int) -> int:
-    head = longest_atom(headers[i]) if headers else 0
+    head = longest_atom(headers[i]) + HEADER_PAD if headers else 0
     return min(natural, max(MIN_CELL, head, *(longest_atom(r[i]) for r in rows)))
 
 
 def grid(headers, rows, width: int | None, prose=(), keep=(), indent: int = 0):
-    """The columns layout: (header lines, rule, row lines) as lists of cells' lines, each row a
-    list of per-column line lists; None when it cannot fit ``width`` less ``indent``."""
+    """The columns layout: (widths, each row's cells as line lists); None when it cannot fit
+    ``width`` less ``indent``."""
     n = len(headers) if headers else (len(rows[0]) if rows else 0)
     natural = [_natural(headers, rows, i) for i in range(n)]
     if width is None:
@@ -215,30 +216,30 @@ def grid(headers, rows, width: int | None, prose=(), keep=(), indent: int = 0):
 
 
 def draw_grid(headers, widths, cells, styles, paint, indent: int = 0) -> list[str]:
-    """A grid's lines: the headers (wrapped), a rule of dashes, the rows."""
-    pad = " " * indent
-    out = []
+    """A grid's lines, drawn by tabulate ("simple" under headers, "plain" without) from cells
+    already wrapped to ``widths``: the headers (wrapped), a rule of dashes, the rows."""
+    # imported when a table is drawn: tabulate costs ~35 ms of start-up (wcwidth,
+    # importlib.metadata), and most commands' JSON and convert's report draw none
+    from tabulate import tabulate
 
-    def line(parts: list[list[str]], raw: list[str] | None = None) -> list[str]:
-        height = max(len(p) for p in parts)
-        got = []
-        for k in range(height):
-            cols = []
-            for i, p in enumerate(parts):
-                x = p[k] if k < len(p) else ""
-                text = x.ljust(widths[i]) if i < len(parts) - 1 else x
-                if raw is not None and i in styles and x:
-                    text = paint(x, styles[i](raw[i])) + " " * (len(text) - len(x))
-                cols.append(text)
-            got.append((pad + (" " * SEP).join(cols)).rstrip())
-        return got
-
-    if headers:
-        out += line([wrap_cell(h, widths[i]) for i, h in enumerate(headers)])
-        out.append(pad + (" " * SEP).join("-" * w for w in widths))
-    for raw, parts in cells:
-        out += line(parts, raw)
-    return out
+    rows = [
+        [
+            "\n".join(paint(x, styles[i](raw[i])) if i in styles and x else x for x in part)
+            for i, part in enumerate(parts)
+        ]
+        for raw, parts in cells
+    ]
+    head = (
+        ["\n".join(wrap_cell(h, max(1, widths[i] - HEADER_PAD))) for i, h in enumerate(headers)]
+        if headers
+        else ()
+    )
+    if not rows and not head:
+        return []
+    text = tabulate(
+        rows, headers=head, tablefmt="simple" if head else "plain", disable_numparse=True
+    )
+    return [(" " * indent + line).rstrip() for line in text.split("\n")]
 
 
 def draw_table(headers, rows, width, paint, prose=(), styles=None, keep=()) -> list[str]:
