@@ -9,7 +9,7 @@ from weightcheck.engines import aux
 from weightcheck.engines.data import load, loaders
 from weightcheck.engines.view import view as replay
 from weightcheck.model import config as config_mod
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, rule
 
 
 @rule("WC701", needs="engine")
@@ -41,7 +41,7 @@ def engine_drops(ctx, finding):
             yield finding(
                 f"{landing.name}: shipped but unused by {ctx.engine_view.engine} ({landing.why})",
                 landing.name,
-                severity=WARNING,
+                consequence=CONDITIONAL,
             )
 
 

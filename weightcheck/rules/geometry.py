@@ -12,7 +12,7 @@ from weightcheck.engines.data import (
 )
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, rule
 from weightcheck.rules.tensors import swapped_pairs
 
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
@@ -65,7 +65,7 @@ def architectures(ctx, finding):
                 f"{read_as}{then}; {', '.join(fails)} select(s) no EAGLE-3 "
                 f"loader and fail(s) — `{fix}` writes {want}",
                 "architectures",
-                severity=WARNING,
+                consequence=CONDITIONAL,
                 fix=fix,
             )
             return
@@ -183,7 +183,7 @@ def attention(ctx, finding):
             f"head_dim {hd}: attention kernels and KV caches want a multiple of 8 "
             "between 32 and 256 (vLLM's CPU backend needs >= 32)",
             "head_dim",
-            severity=WARNING,
+            consequence=CONDITIONAL,
         )
 
 
@@ -231,7 +231,7 @@ def layer_count(ctx, finding):
             yield finding(
                 f"num_hidden_layers is {L}; {holds}",
                 "num_hidden_layers",
-                severity=WARNING,
+                consequence=CONDITIONAL,
             )
         return
     if not hurt:
@@ -265,7 +265,7 @@ def layer_count(ctx, finding):
         yield finding(
             message + f" ({', '.join(fine)} is unaffected)",
             "num_hidden_layers",
-            severity=WARNING,
+            consequence=CONDITIONAL,
             fix=fix,
         )
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from weightcheck.engines.data import ENGINES
 from weightcheck.engines.view import view as replay
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, rule
 
 
 @rule("WC101")
@@ -51,7 +51,7 @@ def wrappers(ctx, finding):
                 f"them as written; {', '.join(fails)} prepend(s) `model.` again and fail(s) — "
                 f"`{fix}` writes the names it reads",
                 prefix,
-                severity=WARNING,
+                consequence=CONDITIONAL,
                 fix=fix,
             )
             continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
@@ -155,7 +155,9 @@ def dtype_config(ctx, finding):
 def index_drift(ctx, finding):
     for note in ctx.drafter.source.notes:
         if note.startswith("index-duplicate-tensor"):  # loads: the engines keep the later copy
-            yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file, severity=WARNING)
+            yield finding(
+                note.split(": ", 1)[1], ctx.drafter.source.index_file, consequence=CONDITIONAL
+            )
         elif note.startswith("index-"):
             yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file)
 

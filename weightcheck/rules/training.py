@@ -12,7 +12,7 @@ from weightcheck.model.compatibility import (
     same_field,
 )
 from weightcheck.model.drafter import Drafter
-from weightcheck.rules.base import WARNING, TrainingGate, rule
+from weightcheck.rules.base import CONDITIONAL, TrainingGate, rule
 
 
 @rule("WC901", needs="training")
@@ -54,7 +54,8 @@ def training_config(ctx, finding):
 @rule("WC905", needs="training")
 def training_architecture(ctx, finding):
     g = ctx.training
-    sev = WARNING if g.allow_partial_init else None
+    # --allow-partial-init: the partial warm start is what the user asked for
+    kind = CONDITIONAL if g.allow_partial_init else None
     share = f"SRC initializes {_share(g)} of it"
     if g.architectures is not None:
         src, want = g.architectures
@@ -63,7 +64,7 @@ def training_architecture(ctx, finding):
             f"a {want}: {share}; from scratch: {_scratch(g)}"
             + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
             "architectures",
-            severity=sev,
+            consequence=kind,
         )
     for fld, mine, theirs in g.arch_fields:
         bad = ctx.normalized.unknown_because.get(fld)
@@ -75,7 +76,7 @@ def training_architecture(ctx, finding):
             "config: another architecture (compare says incompatible)"
             + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
             fld,
-            severity=sev,
+            consequence=kind,
         )
 
 

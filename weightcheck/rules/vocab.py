@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from weightcheck.model import vocab
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, rule
 
 
 def _vocab(ctx):
@@ -53,7 +53,7 @@ def lm_head_missing(ctx, finding):
                 f"no lm_head.weight: {', '.join(hurt)} keep(s) a random head (accept length "
                 f"~1.00); {', '.join(fine)} take(s) the target's",
                 "lm_head.weight",
-                severity=WARNING,
+                consequence=CONDITIONAL,
             )
             return
         who = " and ".join(hurt) if hurt else "the engine"
@@ -89,7 +89,7 @@ def tied(ctx, finding):
             f"{message} in {', '.join(ties)} ({', '.join(untied)} never ties the drafter's head); "
             "set tie_word_embeddings to false",
             "tie_word_embeddings",
-            severity=WARNING,
+            consequence=CONDITIONAL,
         )
         return
     yield finding(message, "tie_word_embeddings")
