@@ -14,10 +14,10 @@ import pytest
 from conftest import ROOT
 
 from weightcheck import mappings
-from weightcheck.schema import RulesFile
 from weightcheck.errors import WeightcheckError
 from weightcheck.rules import RULES, _collect, _modules
 from weightcheck.rules.base import MEANS, page, rules_file, severity_of
+from weightcheck.schema import RulesFile
 
 RULE_MODULES = sorted(p for p in (ROOT / "weightcheck" / "rules").glob("*.py"))
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from weightcheck.errors import WeightcheckError
 from weightcheck.reports import Explains, RulePage
 from weightcheck.rules import causes, registry
-from weightcheck.rules.base import MEANS, severity_of
+from weightcheck.rules.base import MEANS, rules_file, severity_of
 from weightcheck.rules.base import page as rule_page
-from weightcheck.rules.base import rules_file
 
 
 def pages() -> list[RulePage]:
