@@ -148,6 +148,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     states = parameter_states(drafter, data, vals, exp, landings, target)
     tied = not any(p.canonical == "lm_head.weight" for p in states)
     stops = _stops(drafter, data, spec, arch_ok, arch0, built_arch, landings)
+    stops += _negative(exp) if arch_ok else []
     aux = aux_layers(data, raw, vals)
     captured_ = None
     if target is not None:
@@ -207,6 +208,17 @@ def _stops(drafter, data: Engine, spec, arch_ok, arch0, built_arch, landings) ->
             out.append(Failure("load", landing.why, landing.name, landing.cite))
             break
     return out
+
+
+def _negative(exp) -> list:
+    """A parameter the config sizes with a negative dimension: the engine's module allocates it
+    with torch.empty, which raises ("Trying to create tensor with negative dimension") while the
+    draft is built, before a weight is read."""
+    for param, shape in exp.shapes.items():
+        if shape and any(type(d) is int and d < 0 for d in shape):
+            why = f"{param} is built with shape {shape}: torch refuses a negative dimension"
+            return [Failure("build", why, param.split("[")[0])]
+    return []
 
 
 def first_failure(failures: list) -> Failure | None:

@@ -53,14 +53,14 @@ class Drafter:
     looks_like_target: str | None = None  # why we think this is a target model, not a drafter
     notes: list[str] = field(default_factory=list)
 
-    def target_said(self, label: str | None = None) -> str | None:
+    def target_said(self, label: str | None = None, why: bool = True) -> str | None:
         """``this is a target model, not an EAGLE-3 drafter: WHY`` (``label`` for "this"), the
-        words every command uses for :attr:`looks_like_target`; None for a drafter."""
+        words every command uses for :attr:`looks_like_target`; None for a drafter. ``why``:
+        False leaves the reason out (a finding's first line; its detail says it)."""
         if not self.looks_like_target:
             return None
-        return (
-            f"{label or 'this'} is a target model, not an EAGLE-3 drafter: {self.looks_like_target}"
-        )
+        said = f"{label or 'this'} is a target model, not an EAGLE-3 drafter"
+        return f"{said}: {self.looks_like_target}" if why else said
 
     @property
     def dialect(self) -> str | None:
