@@ -11,7 +11,7 @@ from weightcheck.rules.base import CONDITIONAL, UNTRAINED, rule
 def unknown_names(ctx, finding):
     for n in ctx.drafter.naming.unknown:
         yield finding(
-            f"{n}: no dialect explains this name; rename it to a dialect's name, or drop it",
+            f"{n}: no dialect explains this name; rename or drop it",
             n,
             detail="no dialect in mappings/dialects explains it: SGLang drops a name that matches "
             "no parameter without a word and vLLM refuses it, so the parameter it was meant for "
@@ -27,14 +27,14 @@ def mixed(ctx, finding):
         # asked loads both spellings (SGLang >= 0.5.12, vLLM) the served model is right on
         # those versions only
         drop, load = ctx.hurts(lambda v, n=n: _dropped(v, n))
-        said = f"{n}: a {other} name in a {ctx.drafter.dialect} checkpoint"
+        said = f"{n}: a {other} name in a {ctx.drafter.dialect} drafter"
         fix = ctx.convert_fix(ctx.engine or "sglang")
         evidence = (
             f"{', '.join(load)} load(s) both spellings; " if load else ""
         ) + "SGLang before 0.5.12 reads only `midlayer.*` and drops a `layers.0.*` name."
         if drop:
             yield finding(
-                f"{said}; {', '.join(drop)} drop(s) it: write one layout",
+                f"{said}, dropped by {', '.join(drop)}; use one layout",
                 n,
                 fix=fix,
                 detail=f"{evidence} Where it is dropped its parameter keeps its initial value. "
@@ -43,7 +43,7 @@ def mixed(ctx, finding):
             )
             continue
         yield finding(
-            f"{said}; older engines drop it: write one layout",
+            f"{said}; use one layout",
             n,
             fix=fix,
             detail=f"{evidence} `{fix}` writes every name in one layout.",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from weightcheck import expr
 from weightcheck.model import config as config_mod
 from weightcheck.rules.base import CONDITIONAL, rule
@@ -86,12 +88,12 @@ def unexpected(ctx, finding):
         if c not in inv.tensors:
             tmpl = inv.architecture.template_for(c)
             why = (
-                f"`{tmpl.when}` is false in the config"
+                f"`{tmpl.when}` is false"
                 if tmpl and tmpl.when
                 else "the architecture has no such tensor"
             )
             yield finding(
-                f"{t.name}: not built ({why}); set the flag it was trained with, or drop it",
+                f"{t.name}: not built ({why}); set the flag as trained, or drop it",
                 t.name,
                 detail="the engines build no parameter for it and ignore it: the drafter runs "
                 "without it",
@@ -115,8 +117,8 @@ def shapes(ctx, finding):
             continue  # WC304
         if tuple(t.shape) != tuple(e.shape):
             yield finding(
-                f"{t.name}: shape {list(t.shape)}, config implies {list(e.shape)}; make the "
-                "config describe the weights",
+                f"{t.name}: shape {list(t.shape)}, config implies {list(e.shape)}; correct the "
+                "config",
                 t.name,
                 detail="the engine builds the parameter from the config and its weight loader "
                 "asserts on another shape; `weightcheck inspect SRC` shows each config value and "
@@ -188,15 +190,35 @@ def dtype_config(ctx, finding):
         )
 
 
+# the first line of each kind of shard-index drift (sources/base.py notes it), {name} the tensor
+_INDEX = {
+    "index-duplicate-tensor": "{name} is in two weight files; keep one copy",
+    "index-missing-tensor": "the index maps {name} to a shard without it; regenerate the index",
+    "index-wrong-shard": "the index maps {name} to the wrong shard; regenerate the index",
+    "index-unlisted-tensor": "the index does not list {name}; regenerate the index",
+    "index-total-size": "the index's total_size is not the shards' size; regenerate the index",
+}
+
+
 @rule("WC210")
 def index_drift(ctx, finding):
+    fix = ctx.convert_fix(ctx.engine or "sglang")
     for note in ctx.drafter.source.notes:
-        if note.startswith("index-duplicate-tensor"):  # loads: the engines keep the later copy
+        kind, _, said = note.partition(": ")
+        if kind not in _INDEX:
+            continue
+        name = re.search(r"'([^']+)'", said)
+        message = _INDEX[kind].format(name=name.group(1) if name else "a tensor")
+        detail = f"{said}; `{fix}` reads every shard's header and writes a correct index"
+        if kind == "index-duplicate-tensor":  # loads: the engines keep the later copy
             yield finding(
-                note.split(": ", 1)[1], ctx.drafter.source.index_file, consequence=CONDITIONAL
+                message,
+                ctx.drafter.source.index_file,
+                consequence=CONDITIONAL,
+                detail=said,
             )
-        elif note.startswith("index-"):
-            yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file)
+        else:
+            yield finding(message, ctx.drafter.source.index_file, detail=detail)
 
 
 def swapped_pairs(ctx) -> list[tuple[str, str]]:
