@@ -28,11 +28,11 @@ from helpers.builders import (
     i64_bytes,
     i64_values,
     mentions,
-    said,
     mla_drafter,
     placeholder_drafter,
     read_config,
     read_tensors,
+    said,
     target_copy,
     target_head_rows,
     tensor_map,
@@ -983,9 +983,7 @@ def test_midlayer_checkpoint_with_layers0_names_mixed_in(w):
     roots = by_code(old, "WC102")
     assert sorted(f["subject"] for f in roots) == sorted(mixed)
     assert all(f["severity"] == ERROR for f in roots)
-    assert sorted(c["subject"] for f in roots for c in consequences_of(f, "WC702")) == sorted(
-        mixed
-    )
+    assert sorted(c["subject"] for f in roots for c in consequences_of(f, "WC702")) == sorted(mixed)
     assert sorted(c["subject"] for f in roots for c in consequences_of(f, "WC704")) == sorted(
         m.replace("layers.0.", "midlayer.") for m in mixed
     )
@@ -1305,9 +1303,7 @@ def test_training_config_mismatching(w):
     roots = {f["subject"] for f in by_code(rep, "WC905")}
     assert {"hidden_size", "draft_vocab_size"} <= roots
     mism = {
-        f["subject"]: said(f)
-        for r in by_code(rep, "WC905")
-        for f in consequences_of(r, "WC901")
+        f["subject"]: said(f) for r in by_code(rep, "WC905") for f in consequences_of(r, "WC901")
     }
     assert "[128, 384] here, the training config builds [256, 768]" in mism["fc.weight"]
     assert "[400, 128] here, the training config builds [300, 256]" in mism["lm_head.weight"]

@@ -24,14 +24,22 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from conftest import run_cli
+from conftest import PRODUCERS, run_cli
 
 from weightcheck import api
 from weightcheck.errors import WeightcheckError
 
-# the options a fix is printed under: plain check, with the target, with each engine
-OPTIONS = ((), ("--target", "TARGET"), ("--engine", "sglang"), ("--engine", "vllm"))
-_COMMAND = re.compile(r"`(weightcheck [^`]+)`")
+# the options a fix is printed under: plain check, with the target, with each engine, and the
+# pre-training gate against a SpecForge run (its trainer's refusals print commands too)
+OPTIONS = (
+    (),
+    ("--target", "TARGET"),
+    ("--engine", "sglang"),
+    ("--engine", "vllm"),
+    ("--training-config", "SPECFORGE"),
+)
+TRAINING_CONFIG = str(PRODUCERS / "specforge-sglang" / "config.json")
+_COMMAND = re.compile(r"`(weightcheck convert [^`]+)`")
 
 
 @dataclass(frozen=True)
@@ -50,8 +58,9 @@ def flat(findings):
 
 
 def printed(finding: dict) -> list[str]:
-    """The commands a finding prints: its ``fix`` and every backticked ``weightcheck ...`` of its
-    message and detail."""
+    """The fix commands a finding prints: its ``fix`` and every backticked ``weightcheck
+    convert ...`` of its message and detail (``weightcheck inspect``/``compare`` it may name are
+    for looking, not fixing)."""
     out = [finding["fix"]] if (finding.get("fix") or "").startswith("weightcheck ") else []
     for text in (finding.get("message") or "", finding.get("detail") or ""):
         out += [c for c in _COMMAND.findall(text) if c not in out]
@@ -66,6 +75,8 @@ def _check(path: str, options: tuple, target: str) -> dict | None:
     kw = {}
     if "--target" in options:
         kw["target"] = target
+    if "--training-config" in options:
+        kw["training_config"] = TRAINING_CONFIG
     if "--engine" in options:
         kw["engine"] = options[options.index("--engine") + 1]
     try:
@@ -74,21 +85,31 @@ def _check(path: str, options: tuple, target: str) -> dict | None:
         return None
 
 
-def commands(d: Drafter) -> dict[str, tuple[str, tuple]]:
-    """command -> (the code it is printed for, the options of the check that printed it)."""
-    out: dict[str, tuple[str, tuple]] = {}
+def commands(d: Drafter) -> dict[str, tuple[str, tuple, str]]:
+    """command -> (the code it is printed for, the options of the check that printed it, what
+    that finding says)."""
+    out: dict[str, tuple[str, tuple, str]] = {}
     for options in OPTIONS:
         rep = _check(d.path, options, d.target)
         if rep is None:
             continue
         for f in flat(rep["findings"]):
             for c in printed(f):
-                out.setdefault(c, (f["code"], options))
+                out.setdefault(c, (f["code"], options, _said(f)))
     return out
 
 
-def run_one(d: Drafter, command: str, code: str, options: tuple, out: str) -> str | None:
-    """Run one printed command on ``d``; a violation line, or None when the promise holds."""
+def _said(f: dict) -> str:
+    return f["message"] + "\n" + (f.get("detail") or "")
+
+
+def run_one(
+    d: Drafter, command: str, code: str, options: tuple, out: str, said: str = ""
+) -> str | None:
+    """Run one printed command on ``d`` (printed for a finding of ``code`` that says ``said``); a
+    violation line, or None when the promise holds: it succeeds and check OUT no longer says that
+    finding (another finding of the code, a different fact, may remain), or it is refused for
+    another fact than its code's."""
     subst = {"SRC": d.path, "OUT": out, "TARGET": d.target}
     words = _words(command, subst)
     if words[:2] != ["weightcheck", "convert"] or "OUT" not in shlex.split(command):
@@ -99,28 +120,51 @@ def run_one(d: Drafter, command: str, code: str, options: tuple, out: str) -> st
         rep = _check(out, options, d.target)
         if rep is None:
             return f"{where}: it succeeds, and check cannot read what it wrote"
-        again = {f["code"] for f in flat(rep["findings"])}
-        if code in again:
-            return f"{where}: it succeeds, and check OUT still gives {code}"
+        again = [f for f in flat(rep["findings"]) if f["code"] == code]
+        if any(_said(f) == said for f in again):
+            return f"{where}: it succeeds, and check OUT still gives the same {code}"
         return None
-    if done.exit_code == 1:
+    if done.exit_code == 1:  # the gate refuses: the errors it refuses with are its reasons
         gate = done.json.get("check") or {}
-        said = {f["code"] for e in gate.get("engines", []) for f in flat(e["findings"])}
-        said = {c for c in said}
-        if code in said:
+        reasons = {
+            f["code"]
+            for e in gate.get("engines", [])
+            for f in flat(e["findings"])
+            if f["severity"] == "error"
+        }
+        if code in reasons:
             return f"{where}: it refuses with the same {code} (the advice loops)"
         return None
-    return f"{where}: exit {done.exit_code}: {done.stderr.strip()[:300]}"
+    # refused before the gate (exit 2): the one line must name another fact than the fixed one
+    why = done.stderr.strip().removeprefix("weightcheck: error: ")
+    why = why.split(": ", 1)[-1] if why.startswith(d.path) else why  # the line names SRC first
+    other = next((c for pat, c in REFUSALS if re.search(pat, why)), None)
+    if other is None:
+        return f"{where}: exit {done.exit_code}, a refusal this harness cannot place: {why}"
+    if other == code:
+        return f"{where}: it refuses with the fact it fixes ({code}): {why}"
+    return None
+
+
+# convert's refusals before its gate (exit 2), each the fact of a check rule: a fix refused for
+# one of these fails for another reason than the one it fixes, unless it is that rule's own fix
+REFUSALS = (
+    (r"tensor name\(s\) no dialect explains", "WC101"),
+    (r" is given twice \(", "WC103"),
+    (r"^cannot convert to \w+: ", "WC706"),
+    (r"holds \w+ drafters only", "WC701"),
+    (r"no config\.json", "WC201"),
+)
 
 
 def violations(drafters, tmp: str) -> tuple[list[str], int]:
     """Every printed fix command of every drafter, run as printed: (violations, commands run)."""
     bad, n = [], 0
     for d in drafters:
-        for i, (command, (code, options)) in enumerate(sorted(commands(d).items())):
+        for i, (command, (code, options, said)) in enumerate(sorted(commands(d).items())):
             out = os.path.join(tmp, f"{d.id}-fix{i}")
             n += 1
-            v = run_one(d, command, code, options, out)
+            v = run_one(d, command, code, options, out, said)
             if v is not None:
                 bad.append(v)
     return bad, n

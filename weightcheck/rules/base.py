@@ -19,7 +19,7 @@ import struct
 from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
-from weightcheck import mappings
+from weightcheck import expr, mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.record import record
@@ -260,6 +260,32 @@ class Context:
         """The convert command that writes SRC in the layout ``to`` reads, checked against the
         target (convert is gated by check; ``--target`` also settles the aux-id convention)."""
         return " ".join(["weightcheck convert SRC OUT --to", to, *options, "--target TARGET"])
+
+    def fix_command(self, to: str, *options: str) -> str | None:
+        """The convert command a finding prints as its fix, one that can work as printed: None
+        when convert refuses SRC whatever the destination (a target model, a config value of the
+        wrong JSON type: WC203/WC212 say what to do first); in plain check (no --engine), a
+        destination that holds the drafter when ``to`` cannot (a drafter trained with an option
+        SGLang has no way to express is written for vLLM). With --engine E the command is for E,
+        and refused for E's own reason (WC706) when E cannot hold the drafter."""
+        from weightcheck.engines.data import output_for, replays
+
+        d = self.drafter
+        if d.looks_like_target or self.normalized.mistyped:
+            return None
+        if self.engine is None and d.architecture is not None:
+            vals = self.normalized.values
+
+            def holds(dest: str) -> bool:
+                if not replays(d.architecture, dest):
+                    return False
+                return not any(
+                    expr.holds(r.when, vals) for r in output_for(dest, d.architecture).refuse
+                )
+
+            if not holds(to):
+                to = next((e for e in ("sglang", "vllm") if holds(e)), to)
+        return self.convert_fix(to, *options)
 
     # -- small helpers shared by rules -----------------------------------------------------
     @property

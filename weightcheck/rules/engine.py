@@ -19,13 +19,14 @@ def engine_arch(ctx, finding):
         accepted = ", ".join(  # every loader's: the Llama drafter's and the MLA drafter's
             a for data in loaders(v.engine) for a in data.engine.architectures
         )
-        fix = ctx.convert_fix(v.engine)
+        fix = ctx.fix_command(v.engine)
         yield finding(
-            f"{v.engine} selects no EAGLE-3 loader for {json.dumps(v.architecture)}; convert to "
+            f"{v.engine} selects no EAGLE-3 loader for {json.dumps(v.architecture)}; write "
             f"{v.engine}'s class",
             "architectures",
-            detail=f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
-            f"`{fix}` writes the class it reads",
+            fix=fix,
+            detail=f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}"
+            + (f"; `{fix}` writes the class it reads" if fix else ""),
         )
 
 
@@ -220,7 +221,7 @@ def shipped(ctx, finding):
             t = ctx.drafter.by_canonical().get(p.canonical)
             size = f" ({t.nbytes / 1e9:.2f} GB)" if t is not None else ""
             fix = (
-                ctx.convert_fix(ctx.engine_view.engine, "--embeddings drop")
+                ctx.fix_command(ctx.engine_view.engine, "--embeddings drop")
                 if p.canonical == "embed_tokens.weight"
                 else None
             )

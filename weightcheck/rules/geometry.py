@@ -57,7 +57,7 @@ def architectures(ctx, finding):
         fails = [e for e in engines if e not in loads]
         if loads:  # some engine loads it: a warning that says which does and which does not
             read_as = resolved_architecture(loads[0], names[0])
-            fix = ctx.convert_fix(fails[0])
+            fix = ctx.fix_command(fails[0])
             # "loads the drafter" only where the engine's view says it starts (the engine lines)
             views = ctx.views()
             starts = all(views[e].starts for e in loads if e in views)
@@ -69,8 +69,8 @@ def architectures(ctx, finding):
                 consequence=CONDITIONAL,
                 fix=fix,
                 detail=f"{names[0]}{hint}: {', '.join(loads)} read(s) it as {read_as}{then}; "
-                f"{', '.join(fails)} select(s) no EAGLE-3 loader and fail(s). `{fix}` writes "
-                f"{want}",
+                f"{', '.join(fails)} select(s) no EAGLE-3 loader and fail(s)"
+                + (f". `{fix}` writes {want}" if fix else ""),
             )
             return
         stops = (  # what SGLang's Llama target class then does with a Llama drafter's names
@@ -166,12 +166,11 @@ def aux_ids(ctx, finding):
     vllm_convention = aux.convention_of(ctx.drafter, L) == "vllm"
     top = L if vllm_convention else (L - 1 if L else None)
     if L and any(i > top for i in ids):
-        fix = ctx.convert_fix(ctx.engine or "sglang")
         yield finding(
             f"aux layer ids {ids} reach past the target's {L} layers; write ids 0..{top}",
             "aux_layer_ids",
             detail=f"ids 0..{top} in the {'vLLM' if vllm_convention else 'SGLang'} convention, "
-            f"the one these ids are read in; `{fix}` converts ids between the conventions",
+            "the one these ids are read in (docs/engines.md §aux layers)",
         )
 
 
@@ -291,8 +290,10 @@ def layer_count(ctx, finding):
         )
     else:
         what = f"{'builds' if one else 'build'} no decoder layer from it"
-    fix = ctx.convert_fix(hurt[0])
-    detail = f"{holds}: {' and '.join(hurt)} {what}. `{fix}` sets it from the weights"
+    fix = ctx.fix_command(hurt[0])
+    detail = f"{holds}: {' and '.join(hurt)} {what}" + (
+        f". `{fix}` sets it from the weights" if fix else ""
+    )
     message = f"num_hidden_layers is {said} but {holds}; set it to {held}"
     if fine:
         yield finding(

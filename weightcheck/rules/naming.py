@@ -28,7 +28,8 @@ def mixed(ctx, finding):
         # those versions only
         drop, load = ctx.hurts(lambda v, n=n: _dropped(v, n))
         said = f"{n}: a {other} name in a {ctx.drafter.dialect} drafter"
-        fix = ctx.convert_fix(ctx.engine or "sglang")
+        fix = ctx.fix_command(ctx.engine or "sglang")
+        how = f" `{fix}` writes every name in one layout." if fix else ""
         evidence = (
             f"{', '.join(load)} load(s) both spellings; " if load else ""
         ) + "SGLang before 0.5.12 reads only `midlayer.*` and drops a `layers.0.*` name."
@@ -37,8 +38,8 @@ def mixed(ctx, finding):
                 f"{said}, dropped by {', '.join(drop)}; use one layout",
                 n,
                 fix=fix,
-                detail=f"{evidence} Where it is dropped its parameter keeps its initial value. "
-                f"`{fix}` writes every name in one layout.",
+                detail=f"{evidence} Where it is dropped its parameter keeps its initial "
+                f"value.{how}",
                 consequence=UNTRAINED,
             )
             continue
@@ -46,7 +47,7 @@ def mixed(ctx, finding):
             f"{said}; use one layout",
             n,
             fix=fix,
-            detail=f"{evidence} `{fix}` writes every name in one layout.",
+            detail=f"{evidence}{how}",
         )
 
 
@@ -77,7 +78,8 @@ def wrappers(ctx, finding):
         if loads and ctx.engine:
             continue  # this engine loads them: nothing dropped, nothing to say
         fails = [e for e in engines if e not in loads]
-        fix = ctx.convert_fix(fails[0])
+        fix = ctx.fix_command(fails[0])
+        how = f" `{fix}` writes the names it reads." if fix else ""
         if loads:
             yield finding(
                 f"names carry the prefix `{prefix}` ({dname}): {', '.join(fails)} fail(s) on "
@@ -86,7 +88,7 @@ def wrappers(ctx, finding):
                 consequence=CONDITIONAL,
                 fix=fix,
                 detail=f"{', '.join(loads)} load(s) the names as written; {', '.join(fails)} "
-                f"prepend(s) `model.` again and fail(s). `{fix}` writes the names it reads.",
+                f"prepend(s) `model.` again and fail(s).{how}",
             )
             continue
         who = f"{ctx.engine} prepends" if ctx.engine else "SGLang and vLLM prepend"
@@ -95,8 +97,8 @@ def wrappers(ctx, finding):
             "drop it",
             prefix,
             fix=fix,
-            detail=f"{who} `model.` itself and would match nothing: convert it before serving "
-            f"with `{fix}`.",
+            detail=f"{who} `model.` itself and would match nothing: convert it before serving."
+            + how,
         )
 
 

@@ -50,14 +50,16 @@ def target_embed(ctx, finding):
         # token into the drafter's hidden size.
         own = (emb.shape[0], H) if len(emb.shape) == 2 and H else None
         if own is None or tuple(mine.shape) != tuple(own):
-            fix = ctx.convert_fix(ctx.engine or "sglang", "--embeddings drop")
+            # dropping it helps only when the target's embedding feeds the drafter's width
+            wide = len(emb.shape) == 2 and emb.shape[1] == H
+            fix = ctx.fix_command(ctx.engine or "sglang", "--embeddings drop") if wide else None
             yield finding(
                 f"{mine.name} {list(mine.shape)} fits neither the target nor hidden_size {H}; "
-                "drop it",
+                + ("drop it" if wide else f"ship one of [{emb.shape[0]}, {H}]"),
                 mine.name,
                 detail=f"neither the target's {emb.name} {list(emb.shape)} nor an embedding of "
-                f"its {emb.shape[0]} tokens into the drafter's hidden size {H}; `{fix}` leaves "
-                "it out (the engines then use the target's)",
+                f"its {emb.shape[0]} tokens into the drafter's hidden size {H}"
+                + (f"; `{fix}` leaves it out (the engines then use the target's)" if fix else ""),
             )
     if emb is not None and mine is None and H and len(emb.shape) == 2 and emb.shape[1] != H:
         yield finding(

@@ -202,14 +202,15 @@ _INDEX = {
 
 @rule("WC210")
 def index_drift(ctx, finding):
-    fix = ctx.convert_fix(ctx.engine or "sglang")
+    fix = ctx.fix_command(ctx.engine or "sglang")
+    how = f"; `{fix}` reads every shard's header and writes a correct index" if fix else ""
     for note in ctx.drafter.source.notes:
         kind, _, said = note.partition(": ")
         if kind not in _INDEX:
             continue
         name = re.search(r"'([^']+)'", said)
         message = _INDEX[kind].format(name=name.group(1) if name else "a tensor")
-        detail = f"{said}; `{fix}` reads every shard's header and writes a correct index"
+        detail = f"{said}{how}"
         if kind == "index-duplicate-tensor":  # loads: the engines keep the later copy
             yield finding(
                 message,

@@ -139,13 +139,23 @@ def trainer_raises(ctx, finding):
         return
     if r.kind == "mismatch" and _all_said(ctx.training, r):
         return  # WC901 says these shapes already (an error too)
-    command = _COMMAND.search(r.fix or "")
+    found = _COMMAND.search(r.fix or "")
+    # the command as it runs: convert converts aux ids between conventions for the target family
+    command = found.group(0) if found else None
+    if command is not None and "--target" not in command:
+        command += " --target TARGET"
+    # the detail shows the same command
+    fix = re.sub(f"`?{re.escape(found.group(0))}`?", f"`{command}`", r.fix, 1) if found else r.fix
     yield finding(
         f"{r.pretty} raises at init"
-        + ("; convert SRC first (the detail has the command)" if command else ""),
+        + (
+            "; convert SRC first (the detail has the command)"
+            if command
+            else ("; the detail says what to do" if r.fix else "")
+        ),
         "trainer",
-        fix=command.group(0) if command else None,
-        detail=f"{r.raises} ({r.cite})" + (f"; {r.fix}" if r.fix else ""),
+        fix=command,
+        detail=f"{r.raises} ({r.cite})" + (f"; {fix}" if fix else ""),
     )
 
 

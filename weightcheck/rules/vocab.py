@@ -41,13 +41,13 @@ def lm_head_rows(ctx, finding):
             "to vocab_size",
         )
         return
-    fix = ctx.convert_fix(ctx.engine or "sglang")
+    fix = ctx.fix_command(ctx.engine or "sglang")
     yield finding(
         f"{t.name} has {rows} rows but draft_vocab_size is {said}; set it to {rows}",
         t.name,
         fix=fix,
         detail="the engines build the head with draft_vocab_size rows and their weight loaders "
-        f"assert on {rows}; `{fix}` sets draft_vocab_size from the weights",
+        f"assert on {rows}" + (f"; `{fix}` sets draft_vocab_size from the weights" if fix else ""),
     )
 
 
@@ -108,12 +108,17 @@ def _reduced_head_missing(ctx, finding, vd):
             (fine if first_ids else bad).append(e)
     if ctx.views() and not bad:
         return
-    fix = ctx.convert_fix(ctx.engine or "sglang", "--lm-head-from TARGET")
+    fix = ctx.fix_command(ctx.engine or "sglang", "--lm-head-from TARGET")
     how = f" ({'; '.join(said)})" if said else ""
     detail = (
         f"the engines cannot serve a {vd}-token draft vocabulary with the target's full head"
-        f"{how}: draft ids are scored by rows trained for other tokens. If the drafter was "
-        f"trained with the target's head rows, `{fix}` gathers them at the d2t ids"
+        f"{how}: draft ids are scored by rows trained for other tokens"
+        + (
+            f". If the drafter was trained with the target's head rows, `{fix}` gathers them at "
+            "the d2t ids"
+            if fix
+            else ""
+        )
     )
     if fine:  # served right where d2t is the target's first ids: a warning naming the others
         kind = CONDITIONAL

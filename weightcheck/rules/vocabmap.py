@@ -43,7 +43,7 @@ def training_vocab_differs(ctx, finding):
     options = [f"--vocab-from {g.training.where}"]
     if g.missing:
         options.append("--lm-head-from TARGET")
-    fix = ctx.convert_fix(to, *options)
+    fix = ctx.fix_command(to, *options)
     why = (
         f" ({g.missing:,} of the map's tokens are not in SRC's head: their rows come from the "
         "target's lm_head)"
@@ -57,5 +57,5 @@ def training_vocab_differs(ctx, finding):
         fix=fix,
         detail=f"the training map ({g.training.where}: {o['b_draft']:,} draft tokens) and SRC's "
         f"({o['a_draft']:,}) share {o['shared']:,} tokens, {o['same_index']:,} at the same "
-        f"index; re-index SRC first: `{fix}`{why}",
+        f"index" + (f"; re-index SRC first: `{fix}`{why}" if fix else ""),
     )
