@@ -146,49 +146,54 @@ import corpus  # noqa: E402
 CHUNKS = 8  # the corpus in parts, so that xdist spreads it
 
 
-def _synth(root: pathlib.Path) -> list[fixcommands.Drafter]:
-    """synth.py's drafters: the example configs (Kimi-K2, K2.5) scaled down, in each layout a
-    trainer writes, and the tiny MLA drafter, against a Llama target of their geometry."""
-    target = str(llama_target(128, 2048))
-    out = []
-    for name in sorted(p.name for p in CONFIGS.glob("*.json")):
-        cfg = synth.scaled_config(load_config(name))
-        for dialect in ("specforge", "modelopt"):
-            d = root / f"synth-{name[:-5]}-{dialect}"
-            synth.write_drafter(str(d), cfg, dialect=dialect, seed=1)
-            out.append(fixcommands.Drafter(d.name, str(d), target))
-    d = root / "synth-mla"
-    synth.write_drafter(str(d), synth.KIMI_K25_MLA, seed=2)
-    out.append(fixcommands.Drafter(d.name, str(d), target))
-    return out
+def _synth(root: pathlib.Path, name: str, dialect: str | None) -> str:
+    """One of synth.py's drafters: an example config (Kimi-K2, K2.5) scaled down, in a layout a
+    trainer writes, or (``name`` "mla") the tiny MLA drafter."""
+    d = root / f"synth-{name}-{dialect}"
+    if name == "mla":
+        synth.write_drafter(str(d), synth.KIMI_K25_MLA, seed=2)
+    else:
+        cfg = synth.scaled_config(load_config(name + ".json"))
+        synth.write_drafter(str(d), cfg, dialect=dialect, seed=1)
+    return str(d)
 
 
-def corpus_drafters(root: pathlib.Path) -> list[fixcommands.Drafter]:
-    """The drafters every printed command is run on (generated drafters can be added to it)."""
+def _builders() -> list[tuple[str, object, str]]:
+    """(id, build(root) -> folder, target) for every drafter of the corpus, unbuilt."""
     tgt = str(PRODUCERS / "target-llama")
+    wide = str(llama_target(128, 2048))  # synth's geometry
     out = [
-        fixcommands.Drafter(f"fixture-{p.name}", str(p), tgt)
+        (f"fixture-{p.name}", lambda root, p=p: str(p), tgt)
         for p in sorted(PRODUCERS.iterdir())
         if p.is_dir() and ((p / "config.json").exists() or list(p.glob("*.safetensors")))
     ]
     out += [
-        fixcommands.Drafter(f"hurried-{k}", str(v), tgt)
-        for k, v in hurried.all_of(root / "hurried").items()
+        (f"hurried-{k}", lambda root, k=k: str(hurried.BUILDERS[k](root / "hurried" / k)), tgt)
+        for k in hurried.BUILDERS
     ]
-    out += _synth(root)
+    for name in sorted(p.stem for p in CONFIGS.glob("*.json")):
+        for dialect in ("specforge", "modelopt"):
+            out.append(
+                (f"synth-{name}-{dialect}", lambda r, n=name, d=dialect: _synth(r, n, d), wide)
+            )
+    out.append(("synth-mla", lambda r: _synth(r, "mla", None), wide))
     for x in corpus.variants():
-        out.append(fixcommands.Drafter(x.id, corpus.write(x, str(root / "corpus" / x.id)), tgt))
+        out.append((x.id, lambda root, x=x: corpus.write(x, str(root / "corpus" / x.id)), tgt))
     return out
 
 
-def _chunk(ds: list, i: int) -> list:
-    return [d for k, d in enumerate(ds) if k % CHUNKS == i]
+def corpus_drafters(root: pathlib.Path, part: int | None = None) -> list[fixcommands.Drafter]:
+    """The drafters every printed command is run on, written under ``root`` (only those of
+    ``part`` of CHUNKS when given). Generated drafters can be added to the list."""
+    bs = _builders()
+    if part is not None:
+        bs = [b for k, b in enumerate(bs) if k % CHUNKS == part]
+    return [fixcommands.Drafter(i, build(root), target) for i, build, target in bs]
 
 
 @pytest.mark.parametrize("part", range(CHUNKS))
 def test_every_printed_fix_command_succeeds_or_fails_for_another_reason(tmp_path, part):
-    ds = _chunk(corpus_drafters(tmp_path), part)
-    bad, n = fixcommands.violations(ds, str(tmp_path / "out"))
+    bad, n = fixcommands.violations(corpus_drafters(tmp_path, part), str(tmp_path / "out"))
     assert n > 0  # every part prints commands to run
     assert bad == [], f"{len(bad)} of {n} printed commands break the promise:\n" + "\n".join(bad)
 

@@ -108,17 +108,22 @@ def gpt2(out, layers: int = 2) -> pathlib.Path:
     return write_checkpoint(out, cfg, ts)
 
 
+# every hurried drafter, by id: build(folder) -> folder
+BUILDERS = {
+    "full-head": full_head,
+    "transposed-fc": transposed_fc,
+    "hidden-0": lambda out: sized(out, hidden_size=0),
+    "hidden-negative": lambda out: sized(out, hidden_size=-64),
+    "intermediate-0": lambda out: sized(out, intermediate_size=0),
+    "headless-full": lambda out: headless(out, full_vocab=True),
+    "headless-reduced": lambda out: headless(out, full_vocab=False),
+    "mixed": mixed,
+    "gpt2": gpt2,
+    "gpt2-one-block": lambda out: gpt2(out, layers=1),
+}
+
+
 def all_of(root) -> dict[str, pathlib.Path]:
     """Every hurried drafter, by id, written under ``root``."""
     root = pathlib.Path(root)
-    return {
-        "full-head": full_head(root / "full-head"),
-        "transposed-fc": transposed_fc(root / "transposed-fc"),
-        "hidden-0": sized(root / "hidden-0", hidden_size=0),
-        "hidden-negative": sized(root / "hidden-negative", hidden_size=-64),
-        "intermediate-0": sized(root / "intermediate-0", intermediate_size=0),
-        "headless-full": headless(root / "headless-full", full_vocab=True),
-        "headless-reduced": headless(root / "headless-reduced", full_vocab=False),
-        "mixed": mixed(root / "mixed"),
-        "gpt2": gpt2(root / "gpt2"),
-    }
+    return {k: build(root / k) for k, build in BUILDERS.items()}

@@ -48,11 +48,14 @@ def target_as_drafter(ctx, finding):
             for e, v in ctx.views().items()
             if not v.starts
         ]
-        said = f" ({'; '.join(stops)})" if stops else ""
+        where = f" ({'; '.join(stops)})" if stops else ""
+        said = f"{ctx.drafter.target_said()}; pass it as --target"  # the reason, when it fits
+        if len(said) > 120:
+            said = f"{ctx.drafter.target_said(why=False)}; pass it as --target, the drafter as SRC"
         yield finding(
-            f"{ctx.drafter.target_said(why=False)}; pass it as --target, the drafter as SRC",
+            said,
             None,
-            detail=f"{ctx.drafter.target_said()}: no engine serves it as a drafter{said} and no "
+            detail=f"{ctx.drafter.target_said()}: no engine serves it as a drafter{where} and no "
             "convert makes one of it.",
         )
 

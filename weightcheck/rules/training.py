@@ -51,7 +51,7 @@ def training_reinit(ctx, finding):
 def training_ignored(ctx, finding):
     for c in ctx.training.ignored:
         yield finding(
-            f"{c}: in SRC but not in the training architecture; set the flag it was trained with",
+            f"{c}: in SRC, not built by the training config; set its flag as SRC was trained",
             c,
             detail="training ignores it: the fine-tune drops it unless the training config's "
             "flags (fc_norm, norm_before_fc, bias) build it",

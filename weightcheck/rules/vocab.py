@@ -29,10 +29,10 @@ def lm_head_rows(ctx, finding):
     if n is not None and n != rows:
         # the weights disagree with each other: no value of draft_vocab_size fits both, and
         # convert (which sets it from the weights) has nothing to take it from
-        full = " (a full-vocabulary head)" if rows == v else ""
+        full = " (the full vocabulary)" if rows == v else ""
         yield finding(
             f"{t.name} has {rows} rows{full}, d2t {n} entries: re-export the head for the "
-            f"{n}-token draft vocabulary",
+            f"{n}-token vocabulary",
             t.name,
             detail=f"draft_vocab_size is {said}. The engines build the head with "
             f"draft_vocab_size rows and d2t with as many entries: no value fits both, and no "
