@@ -166,7 +166,7 @@ Severity = Literal["error", "warning", "info"]
 class Explains:
     """[[rule.WCnnn.explains]]: findings a root finding explains, listed under it (rules/causes.py).
     ``subject``: "same" (the root's subject), "names_root" (the consequence's message names the
-    root's subject), "any", "named" (the root's message names the consequence's subject), else a
+    root's subject), "any", "named" (the root's message or detail names the consequence's subject), else a
     regular expression the consequence's subject must match."""
 
     codes: tuple[str, ...]

@@ -36,7 +36,7 @@ class Cause:
             return f.subject is not None and _same(f.subject, root.subject, canonical or {})
         if self.subject == "any":
             return True
-        if self.subject == "named":  # the root's message names what the consequence concerns
+        if self.subject == "named":  # the root's message or detail names what it concerns
             return f.subject is not None and _names(_said(root), f.subject)
         if self.subject == "names_root":  # the consequence's message names the root's subject
             return root.subject is not None and _names(_said(f), root.subject)
