@@ -13,7 +13,7 @@ from weightcheck.engines.data import (
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.rules.base import CONDITIONAL, rule
-from weightcheck.rules.tensors import swapped_pairs
+from weightcheck.rules.tensors import swapped_pairs, transposed
 
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
 
@@ -95,6 +95,8 @@ def fc_width(ctx, finding):
         ctx.normalized.get("hidden_size"),
     )
     if t is None or len(t.shape) != 2 or not (T and n_aux):
+        return
+    if "fc.weight" in transposed(ctx):  # its width is right, stored [in, out]: WC213 says so
         return
     if t.shape[1] != T * n_aux:
         k = t.shape[1] / T if T else None
