@@ -55,6 +55,9 @@ def test_a_transposed_fc_is_one_finding_naming_the_transposition(tmp_path, engin
     if engine:  # the engine's own refusal: its weight loader asserts on the shape
         assert consequences_of(root, "WC703")
     assert not any("aux layers?" in said(f) for f in _every(rep["findings"]))
+    # inspect says it in the same words (model/inventory.py transposed: the one test)
+    ins = run_cli("inspect", src, "--json").json
+    assert ins["tensors"] and "transposed" in run_cli("inspect", src).stdout
     # both engines stop at load on it, and the engine lines say so
     for e, line in _lines(rep, engine).items():
         assert line.startswith("fails at load on fc.weight: shape [192, 64]"), (e, line)

@@ -6,6 +6,7 @@ import re
 
 from weightcheck import expr
 from weightcheck.model import config as config_mod
+from weightcheck.model import inventory
 from weightcheck.rules.base import CONDITIONAL, rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
@@ -281,13 +282,11 @@ def transposed(ctx) -> list[str]:
     inv = ctx.drafter.inventory
     if inv is None or ctx.drafter.source.config is None:
         return []
-    out = []
-    for c, t in ctx.drafter.by_canonical().items():
-        e = inv.tensors.get(c)
-        want = tuple(e.shape) if e is not None and e.shape is not None else None
-        if want and len(want) == 2 and want[0] != want[1] and tuple(t.shape) == want[::-1]:
-            out.append(c)
-    return out
+    return [
+        c
+        for c, t in ctx.drafter.by_canonical().items()
+        if c in inv.tensors and inventory.transposed(t.shape, inv.tensors[c].shape)
+    ]
 
 
 @rule("WC213")
