@@ -97,7 +97,9 @@ def _reduced_head_missing(ctx, finding, vd):
     draft id i scored by target token i's row, proposed as i + d2t[i]; right only when d2t is
     the placeholder map, the target's first ids)."""
     d2t, _ = ctx.vocab_maps()
-    first_ids = d2t is not None and all(x == 0 for x in d2t)
+    # no d2t, or the all-zero placeholder: draft id i is target token i (vLLM's map stays zeros
+    # without one), the very row the cut head keeps
+    first_ids = d2t is None or all(x == 0 for x in d2t)
     said, bad, fine = [], [], []
     for e, view in ctx.views().items():
         if _random_head(view):
