@@ -15,6 +15,7 @@ from conftest import PRODUCERS, run_cli
 from helpers.builders import (
     consequences_of,
     fixture_variant,
+    said,
 )
 from helpers.text import diagnostics
 
@@ -105,7 +106,7 @@ def test_one_cause_is_one_finding(tmp_path, case):
     if case == "32-layers":
         subjects = {f["subject"].split(".")[1] for f in consequences_of(root, "WC704")}
         assert subjects == {str(i) for i in range(1, 32)}
-        assert "build 32 decoder layers" in root["message"] or "builds 32" in root["message"]
+        assert "build 32 decoder layers" in said(root) or "builds 32" in said(root)
 
 
 def test_the_table_shows_consequences_under_their_root(tmp_path):
@@ -128,7 +129,7 @@ def test_many_consequences_of_one_code_are_one_row(tmp_path):
     rows = [d for d in diagnostics(out) if d.startswith("↳ WC704")]
     # 31 layers at init, 9 parameters each: SGLang's later layers build input_layernorm but never
     # read it (sglang 0.5.23 models/llama_eagle3.py:97-105), so it is no loss
-    assert len(rows) == 1 and "(and 278 more like it)" in rows[0]
+    assert len(rows) == 1 and ("(and 278 more like it)" in rows[0] or "… 229 more}" in rows[0])
     j = check(src, "--engine", "sglang")[1]
     assert len(consequences_of(j["findings"][0], "WC704")) == 279  # --json keeps each
 

@@ -17,6 +17,7 @@ from helpers.builders import (
     consequences_of,
     edit,
     mla_drafter,
+    said,
     tensor_map,
 )
 
@@ -111,8 +112,8 @@ def test_a_llama_drafter_cannot_silently_initialize_an_mla_drafter(tmp_path, exa
     assert code == 1
     (root,) = [f for f in by_code(rep, "WC905") if f["subject"] == "architectures"]
     assert root["severity"] == "error"
-    assert "llama_eagle3" in root["message"] and "deepseek_mla_eagle3" in root["message"]
-    assert "the attention block" in root["message"] and "--allow-partial-init" in root["message"]
+    assert "llama_eagle3" in said(root) and "deepseek_mla_eagle3" in said(root)
+    assert "the attention block" in said(root) and "--allow-partial-init" in root["message"]
     # the tensors training starts from scratch and the ones it ignores follow from it
     assert consequences_of(root, "WC903") and consequences_of(root, "WC902")
     t = rep["training"]
@@ -138,7 +139,7 @@ def test_allow_partial_init_makes_it_a_warning(tmp_path, examples_out):
     assert code == 0
     assert {f["severity"] for f in by_code(rep, "WC905")} == {"warning"}
     (share,) = by_code(rep, "WC906")
-    assert "SRC initializes" in share["message"] and "from scratch" in share["message"]
+    assert "SRC initializes" in share["message"] and "from scratch" in said(share)
     assert rep["training"]["allow_partial_init"] is True
     r = run_cli("check", k2, "--allow-partial-init")
     assert r.exit_code == 2 and "--training-config" in r.stderr

@@ -558,7 +558,7 @@ _PROBE = (
     [
         ((), []),  # a rename, text report
         (("--json",), []),
-        (("--dry-run",), []),  # the plan is a table, drawn by weightcheck itself
+        (("--dry-run",), ["tabulate"]),  # the plan is a table
     ],
     ids=["rename-text", "rename-json", "dry-run-text"],
 )

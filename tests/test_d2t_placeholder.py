@@ -6,7 +6,7 @@ real map and gives no re-index advice built on it; the one test is model/vocab.p
 from __future__ import annotations
 
 from conftest import run_cli
-from helpers.builders import by_code, check, copy_fixture, placeholder_drafter, read_config
+from helpers.builders import by_code, check, copy_fixture, placeholder_drafter, read_config, said
 from helpers.text import unwrapped
 
 from weightcheck.model import vocab
@@ -21,11 +21,16 @@ def test_check_warns_once_in_words(tmp_path):
     assert code == 0  # a warning: it loads and runs
     (f,) = by_code(rep, "WC312")
     assert f["severity"] == "warning" and f["subject"] == "d2t"
-    assert f["message"].startswith(
-        f"d2t is all zeros: draft token j is target token j, the first {vd:,} of {v:,} ids — "
-        "the placeholder SpecForge writes before building the map from data"
+    assert (
+        said(f)
+        .split("\n")[1]
+        .startswith(
+            f"d2t is all zeros: draft token j is target token j, the first {vd:,} of {v:,} ids — "
+            "the placeholder SpecForge writes before building the map from data"
+        )
     )
-    assert "almost certainly not trained on that map" in f["message"]
+    assert "almost certainly not trained on that map" in said(f)
+    assert f["message"].startswith("d2t is the placeholder map")
     # (WC710: the fixture nests its ids, which vLLM's V2 runner does not read: not this test's)
     assert [x["code"] for x in rep["findings"] if x["code"] != "WC710"] == ["WC312"], rep[
         "findings"

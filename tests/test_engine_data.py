@@ -323,5 +323,6 @@ def test_a_rewrite_replaces_the_occurrences_its_engine_does(tmp_path, tiny_cfg, 
     extra = OutTensor("midlayer.mlp.midlayer.weight", "BF16", (2,), b"\0" * 4)
     write_file(str(out / "model.safetensors"), tensors + [extra], {"format": "pt"})
     r = run_cli("check", out, "--engine", engine, "--json")
-    said = [f["message"] for f in r.json["findings"] if f["subject"] == extra.name]
-    assert any(f"looked up as {looked_up})" in m for m in said), said
+    said = [f["message"] + " " + (f["detail"] or "") for f in r.json["findings"]]
+    said = [m for m, f in zip(said, r.json["findings"]) if f["subject"] == extra.name]
+    assert any(f"looked up as {looked_up}" in m for m in said), said

@@ -220,7 +220,7 @@ def test_wc713_names_each_disagreement():
     ctx.live = live_compare.report(lv, rv)
     found = list(RULES["WC713"](ctx))
     assert [f.subject for f in found] == ["fc.weight"]
-    assert found[0].severity == "warning" and "AssertionError" in found[0].message
+    assert found[0].severity == "warning" and "AssertionError" in found[0].detail
 
 
 def test_live_table_renders_with_the_explain_table_code():

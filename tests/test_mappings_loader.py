@@ -126,9 +126,9 @@ def test_a_good_user_mapping_file_is_read(tmp_path):
         ("config.toml", 'symbol = "H"', 'symbl = "H"', "field[0].symbl: unknown key; allowed: "),
         (
             "rules.toml",
-            'severity = "error"',
-            'severity = "eror"',
-            "rule.WC101.severity: expected one of 'error', 'warning', 'info'",
+            'kind = "untrained"',
+            'kind = "untraned"',
+            "rule.WC101.consequence.kind: expected one of 'crash', 'untrained', 'misfed'",
         ),
         ("rules.toml", "[rule.WC101]\n", "[rule.WC101]\nseverty = 1\n", "rule.WC101.severty"),
         (

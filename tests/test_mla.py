@@ -15,7 +15,7 @@ import pathlib
 
 import pytest
 from conftest import run_cli
-from helpers.builders import by_code, check, edit, mla_drafter, read_config, tensor_map
+from helpers.builders import by_code, check, edit, mla_drafter, read_config, said, tensor_map
 from helpers.convert import (
     aux_ids,
     compare,
@@ -265,7 +265,7 @@ def test_swapped_kv_a_kv_b(tmp_path, mla):
     src = edit(mla, tmp_path / "x", rename={KVA: KVB, KVB: KVA})
     code, rep = check(src)
     (f,) = by_code(rep, "WC211")
-    assert code == 1 and KVA in f["message"] and KVB in f["message"]
+    assert code == 1 and KVA in said(f) and KVB in said(f)
     assert not by_code(rep, "WC206") and not by_code(rep, "WC408")
 
 
@@ -472,13 +472,11 @@ def test_rules_read_the_mla_loader_not_the_llama_one(tmp_path, mla):
     v3 = edit(mla, tmp_path / "v3", cfg=lambda c: c.update(architectures=["DeepseekV3ForCausalLM"]))
     _, rep = check(v3)
     (f,) = by_code(rep, "WC401")
-    assert f["message"].endswith("writes Eagle3DeepseekV2ForCausalLM")
+    assert f["message"].endswith("write Eagle3DeepseekV2ForCausalLM")
     src = mla_drafter(tmp_path / "qn", q_lora_rank=None)
     _, rep = engine(src, "sglang")
     assert any("requires q_lora_rank" in f["message"] for f in by_code(rep, "WC706"))
     foo = edit(mla, tmp_path / "foo", cfg=lambda c: c.update(architectures=["FooForCausalLM"]))
     _, rep = engine(foo, "vllm")
     (f,) = by_code(rep, "WC701")
-    assert (
-        "Eagle3LlamaForCausalLM" in f["message"] and "Eagle3DeepseekV2ForCausalLM" in f["message"]
-    )
+    assert "Eagle3LlamaForCausalLM" in said(f) and "Eagle3DeepseekV2ForCausalLM" in said(f)

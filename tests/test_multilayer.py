@@ -19,7 +19,8 @@ import sys
 
 import pytest
 from conftest import run_cli
-from helpers.builders import TARGET, by_code, check, codes, read_config, tensor_map
+from helpers.builders import TARGET, by_code, check, codes, read_config, said, tensor_map
+from law import flat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "engine"))
@@ -114,10 +115,10 @@ def test_speculators_plain_later_layer(drafter):
     code, rep = check(path, "--target", TARGET)
     assert "WC406" not in codes(rep) and "WC204" not in codes(rep)
     out = path.parent / "sc2-sglang"
-    r = run_cli("convert", path, out, "--to", "sglang", "--target", TARGET)
+    r = run_cli("convert", path, out, "--to", "sglang", "--target", TARGET, "--json")
     assert r.exit_code != 0 and not out.exists()
-    assert "model.layers.1.hidden_norm.weight" in r.stdout + r.stderr
-    assert "never read" in r.stdout + r.stderr
+    gate = json.dumps([said(f) for e in r.json["check"]["engines"] for f in flat(e["findings"])])
+    assert "model.layers.1.hidden_norm.weight" in gate and "never read" in gate
 
 
 # --- WC406: the layer count against the layers the weights hold -----------------------------------
@@ -126,7 +127,7 @@ def test_wc406_fewer_layers_than_weights(drafter):
     (f,) = by_code(rep, "WC406")
     assert f["severity"] == "error" and code == 1
     assert "num_hidden_layers is 1 but the weights hold 2 decoder layers" in f["message"]
-    assert "no parameter for the tensors of layer 1" in f["message"]
+    assert "no parameter for the tensors of layer 1" in said(f)
     assert "set it to 2" in f["message"]
     assert "WC101" not in codes(rep)
 
@@ -142,7 +143,7 @@ def test_wc406_one_layer_held(tmp_path):
     _, rep = check(src, "--target", TARGET)
     (f,) = by_code(rep, "WC406")
     assert "the weights hold one decoder layer" in f["message"]
-    assert "build 3 decoder layers and leave all but one at init" in f["message"]
+    assert "build 3 decoder layers and leave all but one at init" in said(f)
 
 
 def test_gap_is_missing_tensors_not_wc406(drafter):
@@ -212,8 +213,9 @@ def test_mla_two_layers(drafter, tmp_path):
     assert v["starts"] and v["layers"] == 2
     s = engine_view(path, "sglang")
     assert not s["starts"] and "only supports 1 layer" in s["fails"]["why"]
-    r = run_cli("convert", path, tmp_path / "o", "--to", "sglang", "--target", TARGET)
-    assert r.exit_code != 0 and "only supports 1 layer" in r.stdout + r.stderr
+    r = run_cli("convert", path, tmp_path / "o", "--to", "sglang", "--target", TARGET, "--json")
+    gate = json.dumps([said(f) for e in r.json["check"]["engines"] for f in flat(e["findings"])])
+    assert r.exit_code != 0 and "only supports 1 layer" in gate
     r = run_cli("convert", path, tmp_path / "v", "--to", "vllm", "--target", TARGET)
     assert r.exit_code == 0, r.stdout + r.stderr
     assert read_config(tmp_path / "v")["num_hidden_layers"] == 2

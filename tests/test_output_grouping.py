@@ -91,8 +91,8 @@ def test_a_shuffled_index_is_one_wc210_line(tmp_path):
     text = run_cli("check", src).stdout
     rows = [line for line in text.splitlines() if line.startswith("WC210")]
     assert len(rows) == 2, text  # the 8 as one finding, and the total_size
-    said = " ".join(text.split())
-    (listed,) = [line for line in said.split("WC210 ")[1:] if "which does not hold it" in line]
+    flat = " ".join(text.split())
+    (listed,) = [line for line in flat.split("WC210 ")[1:] if "to a shard without it" in line]
     assert all(n in listed for n in first) and "'" not in listed  # no Python repr
     for fmt in ("concise", "github"):
         out = run_cli("check", src, "--format", fmt).stdout

@@ -51,7 +51,7 @@ def test_rule_prints_the_page():
     assert r.exit_code == 0, r
     out = r.stdout
     assert out.startswith("WC305 d2t-missing (error)\n")
-    for part in ("What it checks:", "Why:", "Reported:", "Fix:", "Runs: always"):
+    for part in ("What it checks:", "Severity:", "Why:", "Reported:", "Fix:", "Runs: always"):
         assert part in out, part
     assert "vllm PR #18909" in out
     assert run_cli("rule", "d2t-missing").stdout == out  # by name
@@ -63,7 +63,12 @@ def test_rule_json_is_the_page():
     j = run_cli("rule", "WC404", "--json").json
     assert j["schema"] == "weightcheck.rule/1"
     assert (j["code"], j["name"], j["severity"]) == ("WC404", "attention-geometry", "error")
-    assert j["severity_note"] == "error; head_dim is a warning"
+    assert j["severity_note"] == (
+        "error; warning when `head_dim` is outside what the attention kernels serve"
+    )
+    # the consequence behind the severity, and the case's (mappings/rules.toml)
+    assert j["consequence"] == "crash" and j["because"].startswith("error: the engine")
+    assert "A warning when `head_dim`" in j["because"]
     assert j["fix"] and j["what"] and j["summary"] == RULES["WC404"].summary
     page = weightcheck.rule("WC404")  # the report the command prints, typed
     assert page.to_dict() == j and page.fix == page["fix"] == j["fix"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import PRODUCERS, run_cli
-from helpers.builders import fixture_variant, model_prefixed
+from helpers.builders import fixture_variant, model_prefixed, said
 from helpers.convert import fixture_target
 from test_target import kimi_k25_target
 
@@ -103,7 +103,7 @@ def test_5_more_layers_declared_than_weighed_is_an_error(tmp_path, engine):
     r = check(src, *(["--engine", engine] if engine else []))
     assert not r["ok"]
     (f,) = [f for f in r["findings"] if f["code"] == "WC406"]
-    assert f["severity"] == "error" and "4 decoder layers" in f["message"]
+    assert f["severity"] == "error" and "4 decoder layers" in said(f)
     if engine is None:
         # 3 layers at init, 9 read parameters each (the later layers' unread norm, SGLang's
         # input_layernorm and vLLM's hidden_norm, is no loss: docs/formats.md §1.1)
@@ -155,7 +155,7 @@ def test_6d_the_dtype_sglang_builds_in_is_said(tmp_path):
     r = check(src, "--engine", "sglang", "--target", fixture_target())
     assert r["engine"]["dtype"] == "float16"
     (f,) = [f for f in r["findings"] if f["code"] == "WC209"]
-    assert "sglang builds the draft in float16" in f["message"]
+    assert "sglang builds the draft in float16" in said(f)
 
 
 def test_6e_no_advice_convert_refuses():

@@ -15,6 +15,7 @@ from helpers.bad_input import (
     torch_state_dict,
     tree_digest,
 )
+from helpers.builders import said
 
 from weightcheck import sources
 from weightcheck.storage.writer import OutTensor, write_file
@@ -183,7 +184,7 @@ def test_same_tensor_in_two_shards_keeps_the_later_file(tmp_path, tiny_cfg):
     (rec,) = [x for x in r.json["tensors"] if x["name"] == t.name]
     assert rec["file"] == "model-00002-of-00002.safetensors"
     r = run_cli("check", folder, "--json")
-    dup = [f for f in r.json["findings"] if f["code"] == "WC210" and "later file" in f["message"]]
+    dup = [f for f in r.json["findings"] if f["code"] == "WC210" and "later file" in said(f)]
     assert dup and dup[0]["severity"] == "warning", r.json["findings"]
 
 

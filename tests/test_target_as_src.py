@@ -10,7 +10,7 @@ import json
 
 import pytest
 from conftest import PRODUCERS, run_cli
-from helpers.builders import TARGET, check
+from helpers.builders import TARGET, check, said
 from helpers.text import unwrapped
 
 DRAFTER = PRODUCERS / "specforge-sglang"
@@ -23,17 +23,19 @@ def test_check_gives_one_finding_that_agrees_with_the_engine_lines(engine):
     assert code == 1
     (f,) = rep["findings"]
     assert f["code"] == "WC203" and f["severity"] == "error" and not f["consequences"]
-    assert f["message"].startswith(ONE)
-    assert f["fix"] is None and "weightcheck convert" not in f["message"]
+    # the fact in the first line, the reason and where each engine stops in the detail
+    assert f["message"].startswith("this is a target model, not an EAGLE-3 drafter")
+    assert f["detail"].startswith(ONE)
+    assert f["fix"] is None and "weightcheck convert" not in said(f)
     # where each engine stops, as its engine line says it
     views = rep["engines"] if engine is None else {engine: None}
     for e in views:
-        assert f"{e} fails at " in f["message"]
+        assert f"{e} fails at " in said(f)
     if engine is None:
         for e, s in rep["engines"].items():
             assert not s["starts"]
-            said = s["says"].removeprefix("fails at ").split(":")[0]  # "build on draft_vocab_size"
-            assert f"{e} fails at {said}" in f["message"], (e, s["says"])
+            stage = s["says"].removeprefix("fails at ").split(":")[0]  # "build on draft_vocab_size"
+            assert f"{e} fails at {stage}" in f["detail"], (e, s["says"])
 
 
 @pytest.mark.parametrize("to", ["sglang", "vllm", "speculators"])
@@ -41,9 +43,9 @@ def test_convert_refuses_like_check(tmp_path, to):
     out = tmp_path / "out"
     r = run_cli("convert", TARGET, out, "--to", to)
     assert r.exit_code == 1, r  # like check: refused with the finding, not unreadable input (2)
-    said = unwrapped(r.stdout)
-    assert "WC203" in said and ONE in said
-    assert "on the source" in said and "refused: SRC is a target model" in said
+    flat = unwrapped(r.stdout)
+    assert "WC203" in flat and "this is a target model, not an EAGLE-3 drafter" in flat
+    assert "on the source" in flat and "refused: SRC is a target model" in flat
     assert not out.exists() and not r.stderr.strip()
     j = run_cli("convert", TARGET, out, "--to", to, "--json", "--allow-errors")
     assert j.exit_code == 1 and j.json["refused"] and not out.exists()

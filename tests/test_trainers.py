@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 from conftest import PRODUCERS, run_cli
-from helpers.builders import by_code, check, edit, read_config, tensor_map, write_sharded
+from helpers.builders import by_code, check, edit, read_config, said, tensor_map, write_sharded
 
 from weightcheck import trainers
 from weightcheck.storage.writer import OutTensor
@@ -65,12 +65,12 @@ def test_why1_speculators_layout_under_specforge_is_an_error(fixture):
     assert code == 1
     (f,) = by_code(rep, "WC908")
     assert f["severity"] == "error"
-    assert "SpecForge 0.2.0 raises" in f["message"] and "never renames" in f["message"]
-    assert "midlayer.*" in f["message"]
+    assert "SpecForge 0.2.0 raises" in said(f) and "never renames" in said(f)
+    assert "midlayer.*" in said(f)
     if fixture == "speculators-convert":  # renamed, it loads fully
-        assert "convert SRC OUT --to sglang first" in f["message"]
+        assert "convert SRC OUT --to sglang --target TARGET` first" in said(f)
     else:  # input_norm (norm_before_fc) has no place in SpecForge's model under any name
-        assert "no place for input_norm.weight" in f["message"]
+        assert "no place for input_norm.weight" in said(f)
     t = rep["training"]["trainer"]
     assert t["name"] == "specforge" and t["raises"] and t["fraction"] == 0.0
 
@@ -96,7 +96,7 @@ def test_a_draft_model_prefixed_training_state_raises(tmp_path):
     torch.save(state, ck / "training_state.pt")
     code, rep = check(ck, "--training-config", SF_CFG)
     (f,) = by_code(rep, "WC908")
-    assert "not its own" in f["message"] and "draft_model.*" in f["message"]
+    assert "not its own" in said(f) and "draft_model.*" in said(f)
 
 
 def test_a_training_state_of_another_strategy_raises(tmp_path):
@@ -108,7 +108,7 @@ def test_a_training_state_of_another_strategy_raises(tmp_path):
     torch.save(state, ck / "training_state.pt")
     code, rep = check(ck, "--training-config", SF_CFG)
     (f,) = by_code(rep, "WC908")
-    assert "'dflash'" in f["message"] and "'eagle3'" in f["message"]
+    assert "'dflash'" in said(f) and "'eagle3'" in said(f)
 
 
 def test_a_run_checkpoint_is_read_without_torch():
@@ -162,7 +162,7 @@ def test_why2_run_checkpoint_takes_its_config_from_the_training_config():
 def test_a_run_checkpoint_without_training_config_still_has_no_config():
     code, rep = check(RUN / "tiny-step2")
     (f,) = by_code(rep, "WC201")
-    assert code == 1 and "--training-config" in f["message"]
+    assert code == 1 and "--training-config" in said(f)
 
 
 # --- Why 3: a run output folder resolves as SpecForge does -----------------------------------------
@@ -236,8 +236,8 @@ def test_why6_check_trainer_speculators_says_it_cannot_hold_it(tmp_path):
     code, rep = check(wide, "--training-config", wide / "config.json", "--trainer", "speculators")
     assert code == 1
     (f,) = by_code(rep, "WC908")
-    assert "builds fc from the draft hidden size" in f["message"]
-    assert "core.py:70-78" in f["message"]
+    assert "builds fc from the draft hidden size" in said(f)
+    assert "core.py:70-78" in said(f)
 
 
 def test_speculators_requires_a_verifier(tmp_path):
@@ -249,7 +249,7 @@ def test_speculators_requires_a_verifier(tmp_path):
     out = edit(src, tmp_path / "nov", cfg=null)
     code, rep = check(out, "--training-config", out / "config.json")
     (f,) = by_code(rep, "WC908")
-    assert "AutoConfig.from_pretrained(None)" in f["message"]
+    assert "AutoConfig.from_pretrained(None)" in said(f)
 
 
 def test_speculators_verifier_hidden_from_a_config_only_target(tmp_path):
@@ -263,7 +263,7 @@ def test_speculators_verifier_hidden_from_a_config_only_target(tmp_path):
     (tgt / "config.json").write_text(json.dumps(cfg))
     code, rep = check(src, "--training-config", src / "config.json", "--target", tgt)
     (f,) = by_code(rep, "WC908")
-    assert "verifier's hidden size" in f["message"]
+    assert "verifier's hidden size" in said(f)
     assert rep["target"]["embed"] is None
 
 
@@ -329,7 +329,7 @@ def test_a_missing_lm_head_raises_in_specforge(tmp_path):
     code, rep = check(out, "--training-config", SF_CFG)
     assert code == 1
     (f,) = by_code(rep, "WC908")
-    assert "lm_head.weight" in f["message"] and "convert" not in f["message"]
+    assert "lm_head.weight" in said(f) and "convert" not in said(f) and f["fix"] is None
     assert "lm_head.weight" in rep["training"]["trainer"]["missing"]
 
 
@@ -379,7 +379,7 @@ def test_shards_without_their_index_are_not_read_by_from_pretrained(tmp_path):
     assert r.raises and "model.safetensors" in r.raises and r.fraction == 0.0
     code, rep = check(out, "--training-config", SF_CFG)
     (f,) = by_code(rep, "WC908")
-    assert code == 1 and "OSError" in f["message"] and "--to sglang first" in f["message"]
+    assert code == 1 and "OSError" in said(f) and "--to sglang --target TARGET` first" in said(f)
     with_index = write_sharded(tmp_path / "indexed", read_config(out), tensors, 5)
     assert trainers.replay_training(with_index, SF_CFG).raises is None
 

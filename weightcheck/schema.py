@@ -166,7 +166,7 @@ Severity = Literal["error", "warning", "info"]
 class Explains:
     """[[rule.WCnnn.explains]]: findings a root finding explains, listed under it (rules/causes.py).
     ``subject``: "same" (the root's subject), "names_root" (the consequence's message names the
-    root's subject), "any", "named" (the root's message names the consequence's subject), else a
+    root's subject), "any", "named" (the root's message or detail names the consequence's subject), else a
     regular expression the consequence's subject must match."""
 
     codes: tuple[str, ...]
@@ -174,19 +174,50 @@ class Explains:
     subject: str = "same"
 
 
+# What the engine (or trainer) does with the drafter a finding describes: the one thing a finding's
+# severity is decided by (rules/base.py severity_of; docs/rules.md states the rule):
+#   crash        it crashes or refuses (at start-up, config, build or load)            -> error
+#   untrained    it serves a parameter with no trained values (its initial value,
+#                a constant, NaN)                                                       -> error
+#   misfed       it feeds the drafter other values than it was trained on (other
+#                captured layers, another vocabulary map, another width)                -> error
+#   conditional  the served model is right only under a condition the finding names
+#                (an engine, a runner, a flag, a version, a trained value)              -> warning
+#   unchanged    nothing the engine serves (or the trainer trains) changes              -> info
+Consequence = Literal["crash", "untrained", "misfed", "conditional", "unchanged"]
+
+
+@shape
+class ConsequenceCase:
+    """[[rule.WCnnn.consequence.case]]: a case in which the rule's finding has another consequence
+    (the rule passes ``consequence=`` for it); ``when`` names the case on the rule's page."""
+
+    kind: Consequence
+    when: str
+
+
+@shape
+class RuleConsequence:
+    """[rule.WCnnn.consequence]: what the engine does with a drafter the rule finds, which decides
+    the rule's severity; ``says`` is shown on the rule's page."""
+
+    kind: Consequence
+    says: str
+    case: tuple[ConsequenceCase, ...] = ()
+
+
 @shape
 class RulePage:
-    """[rule.WCnnn]: everything about a rule but its code (weightcheck/rules/ binds the function)."""
+    """[rule.WCnnn]: everything about a rule but its code (weightcheck/rules/ binds the function).
+    Its severity is its consequence's (no rule states a severity of its own)."""
 
     name: str
-    severity: Severity
     summary: str
     what: str
     fix: str
+    consequence: RuleConsequence
     why: str = ""
     reported: str = ""
-    # the heading's parenthesis when the severity depends on the case
-    severity_note: str | None = None
     # why the finding depends on the layout the drafter is written in (docs/consistency.md)
     layout_specific: str = ""
     explains: tuple[Explains, ...] = ()

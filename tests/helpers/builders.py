@@ -202,9 +202,15 @@ def codes(report: dict) -> set[str]:
     return {f["code"] for f in report["findings"]}
 
 
+def said(f: dict) -> str:
+    """All a finding says: its first line (``message``) and its detail (the evidence, the engine's
+    code path, the long command), as ``--explain`` shows them."""
+    return f["message"] + ("\n" + f["detail"] if f.get("detail") else "")
+
+
 def mentions(f: dict, text: str) -> bool:
-    """The finding names ``text`` as its subject or in its message."""
-    return f.get("subject") == text or text in (f.get("subject") or "") or text in f["message"]
+    """The finding names ``text`` as its subject, in its message or in its detail."""
+    return f.get("subject") == text or text in (f.get("subject") or "") or text in said(f)
 
 
 def fixture_variant(tmp_path, name, cfg_edit=None, tensors_edit=None, src=None) -> pathlib.Path:

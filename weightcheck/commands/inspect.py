@@ -56,6 +56,8 @@ def tensor_status(d: Drafter, t) -> str:
     exp = d.inventory.tensors.get(t.canonical)
     if exp is None:
         return "not expected by config"
+    if exp.shape is not None and inventory.transposed(t.shape, exp.shape):
+        return f"transposed: config {list(exp.shape)}"
     if exp.shape is not None and tuple(exp.shape) != tuple(t.shape):
         return f"shape != config {list(exp.shape)}"
     return "ok"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from weightcheck.errors import WeightcheckError
 from weightcheck.reports.pages import Explains, RuleCatalog, RuleGroup, RulePage
 from weightcheck.rules import causes, registry
+from weightcheck.rules.base import MEANS, rules_file, severity_of
 from weightcheck.rules.base import page as rule_page
-from weightcheck.rules.base import rules_file
 
 
 def pages() -> list[RulePage]:
@@ -25,7 +25,9 @@ def pages() -> list[RulePage]:
                 code=code,
                 name=r.slug,
                 severity=r.severity,
-                severity_note=t.severity_note,
+                severity_note=severity_note(code),
+                consequence=r.consequence,
+                because=because(code),
                 needs=r.needs,
                 summary=r.summary,
                 what=_flat(t.what),
@@ -38,6 +40,25 @@ def pages() -> list[RulePage]:
                 layout_specific=_flat(t.layout_specific),
             )
         )
+    return out
+
+
+def severity_note(code: str) -> str | None:
+    """'error; warning when ...': a rule's severities, when a named case has another one."""
+    c = rule_page(code).consequence
+    if not c.case:
+        return None
+    cases = [f"{severity_of(x.kind)} when {_flat(x.when)}" for x in c.case]
+    return "; ".join([severity_of(c.kind), *cases])
+
+
+def because(code: str) -> str:
+    """The consequence behind a rule's severity, for its page: 'error: the engine crashes or
+    refuses the drafter. WHAT THE ENGINE DOES. A warning when CASE: the served model is ...'."""
+    c = rule_page(code).consequence
+    out = f"{severity_of(c.kind)}: {MEANS[c.kind]}. {_flat(c.says)}"
+    for x in c.case:
+        out += f" A {severity_of(x.kind)} when {_flat(x.when)}: {MEANS[x.kind]}."
     return out
 
 

@@ -58,6 +58,10 @@ class EngineView:
     dtype_from: str = ""
     layers: int | None = None  # decoder layers built
     draft_vocab: dict = field(default_factory=dict)  # {"size", "from"}
+    # the draft vocabulary the target's full head is cut to, when the engine borrows it for a
+    # reduced one (vLLM: its logits processor keeps the first draft_vocab_size columns, so draft
+    # id i is scored by target token i's row): None when the head is the drafter's or full
+    truncated_head: int | None = None
     tied_head: bool | None = None  # the head is the embedding module (no lm_head parameter)
     captured_layers: list | None = None  # target layers captured (needs the target)
     loader: str = ""  # the file replayed: mappings/engines/<loader>.toml
@@ -89,7 +93,12 @@ class EngineView:
             said = f"starts, but drops {len(dropped)} tensor(s) (first: {dropped[0]})"
         else:
             said = "loads every parameter"
-            if state.get("lm_head.weight") == "from_target":
+            if self.truncated_head is not None:
+                said += (
+                    f"; the head is the target's, cut to its first {self.truncated_head} rows "
+                    "(draft ids scored as other tokens)"
+                )
+            elif state.get("lm_head.weight") == "from_target":
                 said += "; the head is the target's"
         if self.starts:
             said += f"; built in {self.dtype}" if self.dtype else "; built in the target's dtype"
@@ -157,7 +166,18 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         landings = unrouted(drafter.tensors, arch0)
     states = parameter_states(drafter, data, vals, exp, landings, target)
     tied = not any(p.canonical == "lm_head.weight" for p in states)
+    head = next((p for p in states if p.canonical == "lm_head.weight"), None)
+    vd, v = vals.get("draft_vocab_size"), vals.get("vocab_size")
+    cut = (
+        head is not None
+        and head.state == "from_target"
+        and not head.sources
+        and type(vd) is int
+        and type(v) is int
+        and vd < v
+    )
     stops = _stops(drafter, data, spec, arch_ok, arch0, built_arch, landings)
+    stops += _negative(exp) if arch_ok else []
     aux = aux_layers(data, raw, vals)
     captured_ = None
     if target is not None:
@@ -180,6 +200,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         dtype_from=(shown.get("dtype") or {}).get("from", ""),
         layers=exp.layers if data.layers is not None else None,
         draft_vocab=_draft_vocab(raw, vals, shown),
+        truncated_head=vd if cut else None,
         tied_head=tied,
         captured_layers=captured_,
         loader=loader,
@@ -217,6 +238,17 @@ def _stops(drafter, data: Engine, spec, arch_ok, arch0, built_arch, landings) ->
             out.append(Failure("load", landing.why, landing.name, landing.cite))
             break
     return out
+
+
+def _negative(exp) -> list:
+    """A parameter the config sizes with a negative dimension: the engine's module allocates it
+    with torch.empty, which raises ("Trying to create tensor with negative dimension") while the
+    draft is built, before a weight is read."""
+    for param, shape in exp.shapes.items():
+        if shape and any(type(d) is int and d < 0 for d in shape):
+            why = f"{param} is built with shape {shape}: torch refuses a negative dimension"
+            return [Failure("build", why, param.split("[")[0])]
+    return []
 
 
 def first_failure(failures: list) -> Failure | None:

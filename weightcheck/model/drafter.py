@@ -53,14 +53,14 @@ class Drafter:
     looks_like_target: str | None = None  # why we think this is a target model, not a drafter
     notes: list[str] = field(default_factory=list)
 
-    def target_said(self, label: str | None = None) -> str | None:
+    def target_said(self, label: str | None = None, why: bool = True) -> str | None:
         """``this is a target model, not an EAGLE-3 drafter: WHY`` (``label`` for "this"), the
-        words every command uses for :attr:`looks_like_target`; None for a drafter."""
+        words every command uses for :attr:`looks_like_target`; None for a drafter. ``why``:
+        False leaves the reason out (a finding's first line; its detail says it)."""
         if not self.looks_like_target:
             return None
-        return (
-            f"{label or 'this'} is a target model, not an EAGLE-3 drafter: {self.looks_like_target}"
-        )
+        said = f"{label or 'this'} is a target model, not an EAGLE-3 drafter"
+        return f"{said}: {self.looks_like_target}" if why else said
 
     @property
     def dialect(self) -> str | None:
@@ -82,7 +82,14 @@ class Drafter:
         return sum(t.numel for t in self.tensors)
 
 
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+# a numbered decoder block, as model families name them: Llama/Qwen/Mistral `layers.N.`,
+# GPT-2/Falcon/BLOOM `h.N.`, BERT-style `layer.N.`, `blocks.N.`
+_LAYER = re.compile(r"(?:^|\.)(layers|h|layer|blocks)\.(\d+)\.")
+# what a plain model config calls its layer count when it is not num_hidden_layers (GPT-2's
+# n_layer, others' num_layers)
+_LAYER_KEYS = ("n_layer", "num_layers")
+# the class suffixes of a model with a language-model head (a target, or any plain LM)
+_LM_CLASSES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
 
 
 def _drafter_classes(extra_dialects=()) -> set[str]:
@@ -96,25 +103,43 @@ def _drafter_classes(extra_dialects=()) -> set[str]:
 
 
 def _detect_target(names, naming, cfg=None, norm=None, extra_dialects=()) -> str | None:
-    """A target model passed as a drafter (docs/formats.md §4.12): many decoder layers, no fc; or,
-    when its tensors do not show the layers (a multimodal target whose text model is nested, a
-    shard of embeddings only), a config naming a class that is no drafter's with more than one
-    layer (Kimi-K2.5: ``KimiK25ForConditionalGeneration``, 61 layers in ``text_config``)."""
+    """A target model (or any plain language model: GPT-2) passed as a drafter (docs/formats.md
+    §4.12), decided here once for every command (inspect, check, compare, convert, eval): many
+    decoder layers and no fc; or, when its tensors do not show the layers (a multimodal target
+    whose text model is nested, a shard of embeddings only), a config naming a class that is no
+    drafter's with more than one layer (Kimi-K2.5: ``KimiK25ForConditionalGeneration``, 61 layers
+    in ``text_config``); or a language model's class whose tensors no drafter has (a one-block
+    toy LM)."""
     has_fc = any(c in ("fc.weight",) for c in naming.canonical.values())
     if has_fc:
         return None
-    layers = {int(m.group(1)) for n in names for m in [_LAYER.search(n)] if m}
-    if len(layers) > 1:
-        return (
-            f"{len(layers)} decoder layers (layers.{min(layers)}..{max(layers)}) and no fc.weight"
-        )
-    archs = (cfg or {}).get("architectures")
+    found = [(m.group(1), int(m.group(2))) for n in names for m in [_LAYER.search(n)] if m]
+    for kind in dict.fromkeys(k for k, _ in found):
+        layers = {i for k, i in found if k == kind}
+        if len(layers) > 1:
+            return (
+                f"{len(layers)} decoder layers ({kind}.{min(layers)}..{max(layers)}) and no "
+                "fc.weight"
+            )
+    cfg = cfg or {}
+    archs = cfg.get("architectures")
     first = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     n_layers = norm.get("num_hidden_layers") if norm is not None else None
-    if first and first not in _drafter_classes(extra_dialects) and (n_layers or 0) > 1:
+    where = norm.provenance.get("num_hidden_layers") if norm is not None else None
+    if n_layers is None:
+        key = next((k for k in _LAYER_KEYS if type(cfg.get(k)) is int), None)
+        n_layers, where = (cfg[key], key) if key else (None, None)
+    drafter_class = first in _drafter_classes(extra_dialects)
+    if first and not drafter_class and (n_layers or 0) > 1:
         return (
             f"config architectures[0] is {first}, not an EAGLE-3 drafter class, with "
-            f"{n_layers} layers ({norm.provenance.get('num_hidden_layers')}), and no fc.weight"
+            f"{n_layers} layers ({where}), and no fc.weight"
+        )
+    no_drafter_tensor = names and not any(naming.canonical.get(n) for n in names)
+    if first and not drafter_class and first.endswith(_LM_CLASSES) and no_drafter_tensor:
+        return (
+            f"config architectures[0] is {first}, a language model's class, and no tensor is a "
+            "drafter's (no fc.weight)"
         )
     return None
 

@@ -204,6 +204,13 @@ def architecture_for(cfg: dict, canonical: set[str]) -> tuple[Architecture | Non
 
 
 @mappings.memo
+def transposed(shape, expected) -> bool:
+    """A 2-D tensor stored transposed: its shape is the reverse of the one expected (a square
+    shape cannot tell). The one test: check's WC213 and inspect's status read it."""
+    want = tuple(expected) if expected is not None else ()
+    return len(want) == 2 and want[0] != want[1] and tuple(shape) == want[::-1]
+
+
 def all_canonical_names() -> frozenset[str]:
     out = set()
     for a in architectures():

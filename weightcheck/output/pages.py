@@ -19,6 +19,7 @@ _RUNS = {
 # a page's parts: (field, the terminal's label, how docs/rules.md starts it)
 _PARTS = (
     ("what", "What it checks", "**Checks**"),
+    ("because", "Severity", "**Severity**:"),
     ("why", "Why", "**Why**:"),
     ("reported", "Reported", "**Reported**:"),
     ("fix", "Fix", "**Fix**:"),

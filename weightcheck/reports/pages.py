@@ -7,7 +7,7 @@ from typing import Literal
 
 from weightcheck.record import record
 from weightcheck.reports.base import Report, key
-from weightcheck.rules.base import Severity
+from weightcheck.rules.base import Consequence, Severity
 
 
 @record
@@ -28,7 +28,13 @@ class RulePage(Report):
     code: str
     name: str
     severity: Severity
+    # the heading's parenthesis when a named case has another severity ("error; warning when ...")
     severity_note: str | None
+    # what the engine does that decides the severity (mappings/rules.toml [rule.WCnnn.consequence])
+    consequence: Consequence
+    # the page's sentence on it: the severity, the consequence's meaning, what the engine does,
+    # and each case of another severity
+    because: str
     needs: str
     summary: str
     what: str

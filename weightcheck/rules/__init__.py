@@ -11,10 +11,15 @@ from types import ModuleType
 from weightcheck import mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.rules.base import (
+    CONDITIONAL,
+    CRASH,
     ERROR,
     INFO,
+    MISFED,
     RULES_FILE,
     SEVERITY_ORDER,
+    UNCHANGED,
+    UNTRAINED,
     WARNING,
     Context,
     Finding,
@@ -22,6 +27,7 @@ from weightcheck.rules.base import (
     TrainingGate,
     rule,
     rules_file,
+    severity_of,
 )
 
 __all__ = [
@@ -35,6 +41,12 @@ __all__ = [
     "WARNING",
     "INFO",
     "SEVERITY_ORDER",
+    "CRASH",
+    "UNTRAINED",
+    "MISFED",
+    "CONDITIONAL",
+    "UNCHANGED",
+    "severity_of",
 ]
 
 

@@ -26,6 +26,7 @@ from weightcheck.model.drafter import Drafter
 from weightcheck.record import record
 from weightcheck.requests import CheckRequest
 from weightcheck.rules import (
+    CONDITIONAL,
     ERROR,
     INFO,
     SEVERITY_ORDER,
@@ -33,6 +34,7 @@ from weightcheck.rules import (
     Context,
     Finding,
     causes,
+    severity_of,
     training,
     vocabmap,
 )
@@ -174,8 +176,9 @@ def merge(plain: list[Finding], runs: dict[str, EngineRun]) -> list[Finding]:
     * a fact an engine's run gives and plain check does not is added, naming the engines that
       give it (one row for all of them);
     * its severity is the law's: an error when some engine's run has it as an error and no other
-      engine serves the drafter without an error; a warning naming those engines when another
-      does; a plain-check finding below that is raised to it."""
+      engine serves the drafter without an error; when another does, the served model is right
+      only on the engine the finding names — the conditional consequence, a warning
+      (rules/base.py severity_of); a plain-check finding below that is raised to it."""
     clean = {e: r.clean for e, r in runs.items()}
     per_fact = Counter((f.code, f.subject) for f in plain)
 
@@ -195,7 +198,9 @@ def merge(plain: list[Finding], runs: dict[str, EngineRun]) -> list[Finding]:
         ]
         if not hurt:
             return None
-        return WARNING if any(c for e, c in clean.items() if e not in hurt) else ERROR
+        if any(c for e, c in clean.items() if e not in hurt):
+            return severity_of(CONDITIONAL)  # right on the engine that serves it cleanly
+        return ERROR  # the engines' own runs have it as an error: the consequence they gave
 
     out: list[Finding] = []
     keys = set()

@@ -1,7 +1,11 @@
 """What a rule is: a code, the inputs it needs and a function ``(ctx, finding) -> iterable of
-Finding``, bound to the code by :func:`rule`; its name, default severity, one-line summary, page
-and the findings it explains are its entry of mappings/rules.toml (one place for each rule;
+Finding``, bound to the code by :func:`rule`; its name, consequence, one-line summary, page and
+the findings it explains are its entry of mappings/rules.toml (one place for each rule;
 docs/rules.md is generated from it).
+
+A finding's severity is its consequence's, decided by :func:`severity_of` and nowhere else: a rule
+says what the engine does (``finding(..., consequence="conditional")`` where the case differs from
+its page's), never a severity.
 
 A rule reads the canonical model (ctx.drafter) and, when given, the target (ctx.target), the
 engine's view (ctx.engine_view), the training gate (ctx.training) and the values (ctx.values).
@@ -15,11 +19,11 @@ import struct
 from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
-from weightcheck import mappings
+from weightcheck import expr, mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.record import record
-from weightcheck.schema import RulePage, RulesFile, Severity
+from weightcheck.schema import Consequence, RulePage, RulesFile, Severity
 
 if TYPE_CHECKING:  # annotations only: the rules layer reads these, never imports them at run time
     from weightcheck.engines.view import EngineView
@@ -32,6 +36,36 @@ ERROR: Severity = "error"
 WARNING: Severity = "warning"
 INFO: Severity = "info"
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+# the consequences (weightcheck/schema.py Consequence), each with its severity and what it means
+CRASH: Consequence = "crash"
+UNTRAINED: Consequence = "untrained"
+MISFED: Consequence = "misfed"
+CONDITIONAL: Consequence = "conditional"
+UNCHANGED: Consequence = "unchanged"
+_SEVERITY: dict[Consequence, Severity] = {
+    CRASH: ERROR,
+    UNTRAINED: ERROR,
+    MISFED: ERROR,
+    CONDITIONAL: WARNING,
+    UNCHANGED: INFO,
+}
+MEANS: dict[Consequence, str] = {
+    CRASH: "the engine (or trainer) crashes or refuses the drafter",
+    UNTRAINED: "the engine serves a parameter with no trained values (its initial value, a "
+    "constant, NaN)",
+    MISFED: "the engine feeds the drafter other values than it was trained on (other captured "
+    "layers, another vocabulary map, another width)",
+    CONDITIONAL: "the served model is right only under a condition the finding names (an engine, "
+    "a runner, a flag, a version, a trained value)",
+    UNCHANGED: "nothing the engine serves (or the trainer trains) changes",
+}
+
+
+def severity_of(consequence: Consequence) -> Severity:
+    """The severity of a finding whose consequence is ``consequence``: the one place severities
+    are decided (docs/rules.md states the rule)."""
+    return _SEVERITY[consequence]
 
 
 @record(frozen=True)
@@ -111,8 +145,12 @@ class Rule:
         return page(self.code).name
 
     @property
+    def consequence(self) -> Consequence:
+        return page(self.code).consequence.kind
+
+    @property
     def severity(self) -> Severity:
-        return page(self.code).severity
+        return severity_of(self.consequence)
 
     @property
     def summary(self) -> str:
@@ -120,7 +158,8 @@ class Rule:
 
     def __call__(self, ctx: "Context") -> Iterable[Finding]:
         """The rule's findings: its function is given ``finding(message, subject=None,
-        severity=None, fix=None, detail=None)``, which makes a finding of this rule's code."""
+        consequence=None, fix=None, detail=None)``, which makes a finding of this rule's code
+        (``consequence``: the case's, when not the page's)."""
         return self.fn(ctx, functools.partial(ctx.finding, self.code))
 
 
@@ -212,19 +251,44 @@ class Context:
         code: str,
         message: str,
         subject: str | None = None,
-        severity: Severity | None = None,
+        consequence: Consequence | None = None,
         fix: str | None = None,
         detail: str | None = None,
     ) -> Finding:
         r = self.rules[code]
-        return Finding(
-            code, severity or r.severity, message, subject, r.slug, fix=fix, detail=detail
-        )
+        sev = severity_of(consequence or r.consequence)
+        return Finding(code, sev, message, subject, r.slug, fix=fix, detail=detail)
 
     def convert_fix(self, to: str, *options: str) -> str:
         """The convert command that writes SRC in the layout ``to`` reads, checked against the
         target (convert is gated by check; ``--target`` also settles the aux-id convention)."""
         return " ".join(["weightcheck convert SRC OUT --to", to, *options, "--target TARGET"])
+
+    def fix_command(self, to: str, *options: str) -> str | None:
+        """The convert command a finding prints as its fix, one that can work as printed: None
+        when convert refuses SRC whatever the destination (a target model, a config value of the
+        wrong JSON type: WC203/WC212 say what to do first); in plain check (no --engine), a
+        destination that holds the drafter when ``to`` cannot (a drafter trained with an option
+        SGLang has no way to express is written for vLLM). With --engine E the command is for E,
+        and refused for E's own reason (WC706) when E cannot hold the drafter."""
+        from weightcheck.engines.data import output_for, replays
+
+        d = self.drafter
+        if d.looks_like_target or self.normalized.mistyped:
+            return None
+        if self.engine is None and d.architecture is not None:
+            vals = self.normalized.values
+
+            def holds(dest: str) -> bool:
+                if not replays(d.architecture, dest):
+                    return False
+                return not any(
+                    expr.holds(r.when, vals) for r in output_for(dest, d.architecture).refuse
+                )
+
+            if not holds(to):
+                to = next((e for e in ("sglang", "vllm") if holds(e)), to)
+        return self.convert_fix(to, *options)
 
     # -- small helpers shared by rules -----------------------------------------------------
     @property

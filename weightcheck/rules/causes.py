@@ -36,14 +36,19 @@ class Cause:
             return f.subject is not None and _same(f.subject, root.subject, canonical or {})
         if self.subject == "any":
             return True
-        if self.subject == "named":  # the root's message names what the consequence concerns
-            return f.subject is not None and _names(root.message, f.subject)
+        if self.subject == "named":  # the root's message or detail names what it concerns
+            return f.subject is not None and _names(_said(root), f.subject)
         if self.subject == "names_root":  # the consequence's message names the root's subject
-            return root.subject is not None and _names(f.message, root.subject)
+            return root.subject is not None and _names(_said(f), root.subject)
         if f.subject is None:
             return False
         names = {f.subject, (canonical or {}).get(f.subject, f.subject)}
         return any(re.search(self.subject, n) is not None for n in names)
+
+
+def _said(f: Finding) -> str:
+    """What a finding says: its message and its detail (the evidence names what it concerns)."""
+    return f.message + ("\n" + f.detail if f.detail else "")
 
 
 def _names(message: str, name: str) -> bool:

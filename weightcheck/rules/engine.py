@@ -9,7 +9,7 @@ from weightcheck.engines import aux
 from weightcheck.engines.data import load, loaders
 from weightcheck.engines.view import view as replay
 from weightcheck.model import config as config_mod
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, rule
 
 
 @rule("WC701", needs="engine")
@@ -19,10 +19,14 @@ def engine_arch(ctx, finding):
         accepted = ", ".join(  # every loader's: the Llama drafter's and the MLA drafter's
             a for data in loaders(v.engine) for a in data.engine.architectures
         )
+        fix = ctx.fix_command(v.engine)
         yield finding(
-            f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}; "
-            f"this config says {json.dumps(v.architecture)}",
+            f"{v.engine} selects no EAGLE-3 loader for {json.dumps(v.architecture)}; write "
+            f"{v.engine}'s class",
             "architectures",
+            fix=fix,
+            detail=f"{v.engine} {v.version} loads EAGLE-3 drafters declared as {accepted}"
+            + (f"; `{fix}` writes the class it reads" if fix else ""),
         )
 
 
@@ -33,15 +37,19 @@ def engine_drops(ctx, finding):
             "dropped on purpose"
         ):
             yield finding(
-                f"{landing.name}: {ctx.engine_view.engine} drops it ({landing.why}; looked up as "
-                f"{landing.engine_name})",
+                f"{landing.name}: {ctx.engine_view.engine} drops it without a word; ship the "
+                "name it reads",
                 landing.name,
+                detail=f"{landing.why}; looked up as {landing.engine_name}. `--explain` shows "
+                "where each name lands",
             )
         elif landing.fate == "dropped":
             yield finding(
-                f"{landing.name}: shipped but unused by {ctx.engine_view.engine} ({landing.why})",
+                f"{landing.name}: {ctx.engine_view.engine} drops it on purpose; set the flag as "
+                "trained",
                 landing.name,
-                severity=WARNING,
+                consequence=CONDITIONAL,
+                detail=landing.why,
             )
 
 
@@ -50,9 +58,9 @@ def engine_rejects(ctx, finding):
     for landing in ctx.engine_view.landings:
         if landing.fate == "error":
             yield finding(
-                f"{landing.name}: {ctx.engine_view.engine} fails to load ({landing.why}; looked "
-                f"up as {landing.engine_name})",
+                f"{landing.name}: {ctx.engine_view.engine} fails to load it; the load stops",
                 landing.name,
+                detail=f"{landing.why}; looked up as {landing.engine_name}",
             )
 
 
@@ -61,15 +69,22 @@ def engine_random(ctx, finding):
     for p in ctx.engine_view.params:
         if p.state == "random":
             yield finding(
-                f"{p.param} ({p.canonical}) receives nothing in {ctx.engine_view.engine}: {p.note}",
+                f"{p.canonical}: {ctx.engine_view.engine} loads nothing into it; it keeps its "
+                "initial values",
                 p.canonical,
+                detail=f"{p.param}: {p.note}",
             )
 
 
 @rule("WC705", needs="engine")
 def engine_config_error(ctx, finding):
     for fld, msg in ctx.engine_view.config_errors:
-        yield finding(f"{ctx.engine_view.engine}: {msg}", fld)
+        on = f"`{fld}`" if len(str(fld)) <= 40 else "a config value"
+        yield finding(
+            f"{ctx.engine_view.engine} stops at start-up on {on}; correct it",
+            fld,
+            detail=msg,
+        )
 
 
 @rule("WC706", needs="engine")
@@ -206,15 +221,16 @@ def shipped(ctx, finding):
             t = ctx.drafter.by_canonical().get(p.canonical)
             size = f" ({t.nbytes / 1e9:.2f} GB)" if t is not None else ""
             fix = (
-                ctx.convert_fix(ctx.engine_view.engine, "--embeddings drop")
+                ctx.fix_command(ctx.engine_view.engine, "--embeddings drop")
                 if p.canonical == "embed_tokens.weight"
                 else None
             )
             yield finding(
-                f"{p.canonical}{size} is replaced by the target's in "
-                f"{ctx.engine_view.engine}" + (f"; `{fix}` leaves it out" if fix else ""),
+                f"{p.canonical}{size} is replaced by the target's in {ctx.engine_view.engine}"
+                + ("; it can be left out" if fix else ""),
                 p.canonical,
                 fix=fix,
+                detail=f"`{fix}` leaves it out" if fix else None,
             )
 
 
@@ -232,11 +248,12 @@ def captured_count(ctx, finding):
         return
     said = f"ids {json.dumps(ids)}"
     yield finding(
-        f"{v.engine} captures {len(v.captured_layers)} target state(s), the outputs of layers "
-        f"{v.captured_layers} ({said}: sorted, repeats once, only layers its forward loop "
-        f"reaches, for a {t.num_layers}-layer target), but fc is built for {n}: the first "
-        "forward pass fails on fc's input width",
+        f"{v.engine} captures {len(v.captured_layers)} target state(s), fc reads {n}; write {n} "
+        "ids it can capture",
         "aux_layer_ids",
+        detail=f"the outputs of layers {v.captured_layers} ({said}: sorted, repeats once, only "
+        f"layers its forward loop reaches, for a {t.num_layers}-layer target): the first forward "
+        "pass fails on fc's input width",
     )
 
 
@@ -247,4 +264,9 @@ def live_disagrees(ctx, finding):
         f"{lv['engine']} {lv['version']} (installed, live) vs the replay of {lv['replay_version']}"
     )
     for x in lv["disagreements"]:
-        yield finding(f"{said}: {x['says']}", x.get("tensor") or x.get("param"))
+        yield finding(
+            f"the installed {lv['engine']} {lv['version']} and the replay disagree; trust the "
+            "live answer",
+            x.get("tensor") or x.get("param"),
+            detail=f"{said}: {x['says']}",
+        )

@@ -12,8 +12,8 @@ from weightcheck.engines.data import (
 )
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.rules.base import WARNING, rule
-from weightcheck.rules.tensors import swapped_pairs
+from weightcheck.rules.base import CONDITIONAL, rule
+from weightcheck.rules.tensors import swapped_pairs, transposed
 
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
 
@@ -32,15 +32,17 @@ def architectures(ctx, finding):
             "list": "a list of non-strings",
         }.get(found, f"a {found}")
         yield finding(
-            f"config `architectures` is {found}, not a list of class names: engines cannot pick "
-            "the EAGLE-3 loader",
+            f"config `architectures` is {found}, not a list of class names; write "
+            '["LlamaForCausalLMEagle3"]',
             "architectures",
+            detail="the engines pick the EAGLE-3 loader from architectures[0]",
         )
         return
     if not names:
         yield finding(
-            "config has no `architectures`: engines cannot pick the EAGLE-3 loader",
+            'config has no `architectures`; write ["LlamaForCausalLMEagle3"] (the drafter\'s class)',
             "architectures",
+            detail="the engines pick the EAGLE-3 loader from architectures[0]",
         )
         return
     known = {a for arch in inventory.architectures() for a in arch.config_architectures}
@@ -55,29 +57,32 @@ def architectures(ctx, finding):
         fails = [e for e in engines if e not in loads]
         if loads:  # some engine loads it: a warning that says which does and which does not
             read_as = resolved_architecture(loads[0], names[0])
-            fix = ctx.convert_fix(fails[0])
+            fix = ctx.fix_command(fails[0])
             # "loads the drafter" only where the engine's view says it starts (the engine lines)
             views = ctx.views()
             starts = all(views[e].starts for e in loads if e in views)
             then = " and load(s) the drafter" if starts else " (its EAGLE-3 loader)"
             yield finding(
-                f"architectures[0] is {names[0]}{hint}: {', '.join(loads)} read(s) it as "
-                f"{read_as}{then}; {', '.join(fails)} select(s) no EAGLE-3 "
-                f"loader and fail(s) — `{fix}` writes {want}",
+                f"architectures[0] is {names[0]}: {', '.join(fails)} select(s) no EAGLE-3 "
+                f"loader; write {want}",
                 "architectures",
-                severity=WARNING,
+                consequence=CONDITIONAL,
                 fix=fix,
+                detail=f"{names[0]}{hint}: {', '.join(loads)} read(s) it as {read_as}{then}; "
+                f"{', '.join(fails)} select(s) no EAGLE-3 loader and fail(s)"
+                + (f". `{fix}` writes {want}" if fix else ""),
             )
             return
+        stops = (  # what SGLang's Llama target class then does with a Llama drafter's names
+            "SGLang fails with KeyError midlayer.self_attn.qkv_proj.weight"
+            if want == "LlamaForCausalLMEagle3"
+            else "no engine selects an EAGLE-3 loader for it"
+        )
         yield finding(
-            f"architectures[0] is {names[0]}{hint}; an EAGLE-3 engine looks for "
-            f"{want} (or its speculators equivalent) and "
-            + (  # what SGLang's Llama target class then does with a Llama drafter's names
-                "fails with KeyError midlayer.self_attn.qkv_proj.weight"
-                if want == "LlamaForCausalLMEagle3"
-                else "selects no EAGLE-3 loader for it"
-            ),
+            f"architectures[0] is {names[0]}, not an EAGLE-3 drafter class; write {want}",
             "architectures",
+            detail=f"{names[0]}{hint}: an EAGLE-3 engine looks for {want} (or its speculators "
+            f"equivalent); {stops}",
         )
 
 
@@ -91,16 +96,29 @@ def fc_width(ctx, finding):
     )
     if t is None or len(t.shape) != 2 or not (T and n_aux):
         return
+    if "fc.weight" in transposed(ctx):  # its width is right, stored [in, out]: WC213 says so
+        return
     if t.shape[1] != T * n_aux:
         k = t.shape[1] / T if T else None
-        extra = f" (= {k:g} x {T}: {k:g} aux layers?)" if k and k == int(k) else ""
+        guess = (
+            f"; as many as {k:g} aux layers of {T} would read"
+            if k and k == int(k) and k > 0 and t.shape[1] != H
+            else ""
+        )
         yield finding(
-            f"{t.name} reads {t.shape[1]} features but target_hidden_size {T} x "
-            f"{n_aux} aux layers = {T * n_aux}{extra}",
+            f"{t.name} reads {t.shape[1]} features, not {T * n_aux}; set target_hidden_size and "
+            "the aux layers as trained",
             t.name,
+            detail=f"the config says target_hidden_size {T} x {n_aux} aux layers = {T * n_aux}"
+            f"{guess}; the engines build fc from them and their loaders assert on the width",
         )
     if H and t.shape[0] != H:
-        yield finding(f"{t.name} writes {t.shape[0]} features but hidden_size is {H}", t.name)
+        yield finding(
+            f"{t.name} writes {t.shape[0]} features but hidden_size is {H}; make them agree",
+            t.name,
+            detail="the engines build fc as [hidden_size, target_hidden_size x n_aux] and their "
+            "loaders assert on another shape",
+        )
 
 
 @rule("WC403")
@@ -110,7 +128,11 @@ def aux_ids(ctx, finding):
     if ids is None:
         return
     if not all(type(i) is int for i in ids):
-        yield finding(f"aux layer ids {ids} are not all integers", "aux_layer_ids")
+        yield finding(
+            f"aux layer ids {ids} are not all integers; write the trained ids as integers",
+            "aux_layer_ids",
+            detail="the engines capture one target layer per id",
+        )
         return
     if (
         n_aux
@@ -118,8 +140,9 @@ def aux_ids(ctx, finding):
         and ctx.normalized.provenance.get("num_aux_hidden_states") != "default"
     ):
         yield finding(
-            f"{len(ids)} aux layer ids {ids} but num_aux_hidden_states is {n_aux}",
+            f"{len(ids)} aux layer ids {ids} but num_aux_hidden_states is {n_aux}; make them agree",
             "aux_layer_ids",
+            detail="the engines capture one state per id and build fc for num_aux_hidden_states",
         )
     L = ctx.target.num_layers if ctx.target is not None else None
     # the lowest id a convention has: SGLang's -1 is the embeddings' output (it captures the
@@ -127,12 +150,17 @@ def aux_ids(ctx, finding):
     lowest = 0 if aux.convention_of(ctx.drafter, L) == "vllm" else -1
     if any(i < lowest for i in ids):
         yield finding(
-            f"aux layer id below {lowest} in {ids} (the embeddings' output is {lowest} in the "
-            f"{'vLLM' if lowest == 0 else 'SGLang'} convention)",
+            f"aux layer id below {lowest} in {ids}; write the ids the drafter was trained with",
             "aux_layer_ids",
+            detail=f"the embeddings' output is {lowest} in the "
+            f"{'vLLM' if lowest == 0 else 'SGLang'} convention, the lowest id",
         )
     if len(set(ids)) != len(ids):
-        yield finding(f"duplicate aux layer id in {ids}", "aux_layer_ids")
+        yield finding(
+            f"duplicate aux layer id in {ids}; write distinct ids",
+            "aux_layer_ids",
+            detail="the engines capture each layer once: fewer states than fc reads",
+        )
     # SGLang's convention: id k is the output of layer k (0..L-1); vLLM's: the output of layer
     # k-1, so id L is the last layer (docs/engines.md §aux layers). Which one the ids are written
     # in is engine.convention_of's answer, the one convert and the engine view use: speculators
@@ -141,9 +169,10 @@ def aux_ids(ctx, finding):
     top = L if vllm_convention else (L - 1 if L else None)
     if L and any(i > top for i in ids):
         yield finding(
-            f"aux layer ids {ids} reach past the target's {L} layers (ids 0..{top} "
-            f"in the {'vLLM' if vllm_convention else 'SGLang'} convention)",
+            f"aux layer ids {ids} reach past the target's {L} layers; write ids 0..{top}",
             "aux_layer_ids",
+            detail=f"ids 0..{top} in the {'vLLM' if vllm_convention else 'SGLang'} convention, "
+            "the one these ids are read in (docs/engines.md §aux layers)",
         )
 
 
@@ -156,11 +185,11 @@ def aux_missing(ctx, finding):
         and ctx.normalized.get("use_aux_hidden_state") is not False
     ):
         yield finding(
-            "no aux layer ids (eagle_config.eagle_aux_hidden_state_layer_ids or "
-            "eagle_aux_hidden_state_layer_ids): engines capture their defaults "
-            "[2, L//2, L-3], which match training only by luck (speculators convert "
-            "drops them unless passed explicitly)",
+            "no aux layer ids: engines capture their defaults [2, L//2, L-3]; write the trained ids",
             "aux_layer_ids",
+            detail="eagle_config.eagle_aux_hidden_state_layer_ids (SGLang) or the top-level "
+            "eagle_aux_hidden_state_layer_ids (vLLM): the defaults match training only by luck "
+            "(speculators convert drops the ids unless passed explicitly)",
         )
 
 
@@ -175,15 +204,18 @@ def attention(ctx, finding):
         return
     if nh and nkv and nh % nkv:
         yield finding(
-            f"num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}",
+            f"num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}; correct "
+            "them",
             "num_key_value_heads",
+            detail="grouped-query attention shares each KV head among heads // kv_heads heads",
         )
     if hd and (hd % 8 or hd < 32 or hd > 256):
         yield finding(
-            f"head_dim {hd}: attention kernels and KV caches want a multiple of 8 "
-            "between 32 and 256 (vLLM's CPU backend needs >= 32)",
+            f"head_dim {hd}: the attention kernels want a multiple of 8 in [32, 256]; check it",
             "head_dim",
-            severity=WARNING,
+            consequence=CONDITIONAL,
+            detail="attention kernels and KV caches serve fixed head sizes (vLLM's CPU backend "
+            "needs >= 32): a drafter trained with another needs a backend that serves it",
         )
 
 
@@ -201,11 +233,13 @@ def stale_rope(ctx, finding):
         and number(cfg.get("rope_theta"))
         and rp["rope_theta"] != cfg["rope_theta"]
     ):
+        lo, hi = sorted((rp["rope_theta"], cfg["rope_theta"]))
         yield finding(
             f"rope_theta {cfg['rope_theta']} beside rope_parameters.rope_theta "
-            f"{rp['rope_theta']}: one is stale (RoPE base "
-            f"{max(rp['rope_theta'], cfg['rope_theta']) / max(1e-9, min(rp['rope_theta'], cfg['rope_theta'])):g}x off)",
+            f"{rp['rope_theta']}: one is stale; remove it",
             "rope_theta",
+            detail=f"transformers 5 reads rope_parameters, older readers the top-level value: "
+            f"the RoPE base is {hi / max(1e-9, lo):g}x off under one of them",
         )
 
 
@@ -229,9 +263,11 @@ def layer_count(ctx, finding):
     if not ctx.views():
         if L is not None:
             yield finding(
-                f"num_hidden_layers is {L}; {holds}",
+                f"num_hidden_layers is {L} but {holds}; set it to {held}",
                 "num_hidden_layers",
-                severity=WARNING,
+                consequence=CONDITIONAL,
+                detail="no engine view describes this drafter: what an engine builds from it is "
+                "not known here",
             )
         return
     if not hurt:
@@ -256,20 +292,21 @@ def layer_count(ctx, finding):
         )
     else:
         what = f"{'builds' if one else 'build'} no decoder layer from it"
-    message = (
-        f"num_hidden_layers is {said} but {holds}: {' and '.join(hurt)} {what}; set it to {held}"
+    fix = ctx.fix_command(hurt[0])
+    detail = f"{holds}: {' and '.join(hurt)} {what}" + (
+        f". `{fix}` sets it from the weights" if fix else ""
     )
-    fix = ctx.convert_fix(hurt[0])
-    message += f" (`{fix}` does)"
+    message = f"num_hidden_layers is {said} but {holds}; set it to {held}"
     if fine:
         yield finding(
-            message + f" ({', '.join(fine)} is unaffected)",
+            message,
             "num_hidden_layers",
-            severity=WARNING,
+            consequence=CONDITIONAL,
             fix=fix,
+            detail=f"{detail} ({', '.join(fine)} is unaffected)",
         )
     else:
-        yield finding(message, "num_hidden_layers", fix=fix)
+        yield finding(message, "num_hidden_layers", fix=fix, detail=detail)
 
 
 def _layers(n: int) -> str:
@@ -345,8 +382,9 @@ def mla_dims(ctx, finding):
             else ("is absent" if said is None else f"is {said}")
         )
         yield finding(
-            f"{field} {was} but the weights hold {value} ({', '.join(names)}): the engines build "
-            "every projection it sizes to the config and stop on the shapes",
+            f"{field} {was} but the weights hold {value}; set it to {value} in config.json",
             field,
             fix=f'set "{field}": {value} in config.json',
+            detail=f"the weights say {value} ({', '.join(names)}); the engines build every "
+            "projection it sizes from the config and stop on the shapes",
         )

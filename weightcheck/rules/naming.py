@@ -4,33 +4,67 @@ from __future__ import annotations
 
 from weightcheck.engines.data import ENGINES
 from weightcheck.engines.view import view as replay
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, UNTRAINED, rule
 
 
 @rule("WC101")
 def unknown_names(ctx, finding):
     for n in ctx.drafter.naming.unknown:
         yield finding(
-            f"{n}: no dialect in mappings/dialects explains this name; SGLang "
-            "would drop it silently",
+            f"{n}: no dialect explains this name; rename or drop it",
             n,
+            detail="no dialect in mappings/dialects explains it: SGLang drops a name that matches "
+            "no parameter without a word and vLLM refuses it, so the parameter it was meant for "
+            "keeps its initial value (or the server does not start). A trainer's own names can "
+            "be described in a dialect file (--mapping FILE).",
         )
 
 
 @rule("WC102")
 def mixed(ctx, finding):
     for n, other in ctx.drafter.naming.foreign.items():
+        # which engines drop the name (the served view): an error for those; where every engine
+        # asked loads both spellings (SGLang >= 0.5.12, vLLM) the served model is right on
+        # those versions only
+        drop, load = ctx.hurts(lambda v, n=n: _dropped(v, n))
+        said = f"{n}: a {other} name in a {ctx.drafter.dialect} drafter"
+        fix = ctx.fix_command(ctx.engine or "sglang")
+        how = f" `{fix}` writes every name in one layout." if fix else ""
+        evidence = (
+            f"{', '.join(load)} load(s) both spellings; " if load else ""
+        ) + "SGLang before 0.5.12 reads only `midlayer.*` and drops a `layers.0.*` name."
+        if drop:
+            yield finding(
+                f"{said}, dropped by {', '.join(drop)}; use one layout",
+                n,
+                fix=fix,
+                detail=f"{evidence} Where it is dropped its parameter keeps its initial "
+                f"value.{how}",
+                consequence=UNTRAINED,
+            )
+            continue
         yield finding(
-            f"{n}: a {other} name in a {ctx.drafter.dialect} checkpoint; an engine that "
-            f"reads {ctx.drafter.dialect} names drops it and keeps the parameter random",
+            f"{said}; use one layout",
             n,
+            fix=fix,
+            detail=f"{evidence}{how}",
         )
+
+
+def _dropped(view, name: str) -> bool:
+    """The engine does not load ``name`` into its parameter (drops, warns or refuses it)."""
+    return any(x.name == name and x.fate not in ("loaded", "special") for x in view.landings)
 
 
 @rule("WC103")
 def duplicates(ctx, finding):
     for c, names in ctx.drafter.naming.duplicates.items():
-        yield finding(f"{c} is given {len(names)} times: {', '.join(names)}", c)
+        yield finding(
+            f"{c} is given {len(names)} times; keep the trained copy and drop the others",
+            c,
+            detail=f"{', '.join(names)} all load into one parameter and the later in file order "
+            "wins; `weightcheck compare` against the training checkpoint tells which bytes match.",
+        )
 
 
 @rule("WC104")
@@ -44,23 +78,27 @@ def wrappers(ctx, finding):
         if loads and ctx.engine:
             continue  # this engine loads them: nothing dropped, nothing to say
         fails = [e for e in engines if e not in loads]
-        fix = ctx.convert_fix(fails[0])
+        fix = ctx.fix_command(fails[0])
+        how = f" `{fix}` writes the names it reads." if fix else ""
         if loads:
             yield finding(
-                f"tensor names carry the prefix `{prefix}` ({dname}): {', '.join(loads)} load(s) "
-                f"them as written; {', '.join(fails)} prepend(s) `model.` again and fail(s) — "
-                f"`{fix}` writes the names it reads",
+                f"names carry the prefix `{prefix}` ({dname}): {', '.join(fails)} fail(s) on "
+                "it; convert to drop it",
                 prefix,
-                severity=WARNING,
+                consequence=CONDITIONAL,
                 fix=fix,
+                detail=f"{', '.join(loads)} load(s) the names as written; {', '.join(fails)} "
+                f"prepend(s) `model.` again and fail(s).{how}",
             )
             continue
         who = f"{ctx.engine} prepends" if ctx.engine else "SGLang and vLLM prepend"
         yield finding(
-            f"tensor names carry the prefix `{prefix}` ({dname}); {who} `model.` itself and "
-            f"would match nothing — convert it before serving: `{fix}`",
+            f"names carry the prefix `{prefix}` ({dname}): no engine matches them; convert to "
+            "drop it",
             prefix,
             fix=fix,
+            detail=f"{who} `model.` itself and would match nothing: convert it before serving."
+            + how,
         )
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from weightcheck.rules.base import WARNING, rule
+import re
+
+from weightcheck import expr
+from weightcheck.model import config as config_mod
+from weightcheck.model import inventory
+from weightcheck.rules.base import CONDITIONAL, rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
@@ -11,19 +16,27 @@ def no_config(ctx, finding):
     if ctx.drafter.source.config is None:
         from weightcheck.trainers import is_training_state
 
-        said = "no config.json beside the weights"
+        detail = "the engines build the drafter from config.json: without it no engine starts"
         if is_training_state(ctx.drafter.source):  # SpecForge builds from the run's draft config
-            said += (
-                " (a SpecForge checkpoint has none: --training-config, the run's draft config, "
-                "stands in for it)"
+            detail += (
+                "; a SpecForge checkpoint has none: --training-config, the run's draft config, "
+                "stands in for it"
             )
-        yield finding(said, "config.json")
+        yield finding(
+            "no config.json beside the weights; ship the config the drafter was trained with",
+            "config.json",
+            detail=detail,
+        )
 
 
 @rule("WC202")
 def unknown_arch(ctx, finding):
     if ctx.drafter.architecture is None and not ctx.drafter.looks_like_target:
-        yield finding(ctx.drafter.architecture_evidence, "architectures")
+        yield finding(
+            "no known drafter architecture; set `architectures` to the drafter's EAGLE-3 class",
+            "architectures",
+            detail=ctx.drafter.architecture_evidence,
+        )
 
 
 @rule("WC203")
@@ -36,11 +49,15 @@ def target_as_drafter(ctx, finding):
             for e, v in ctx.views().items()
             if not v.starts
         ]
-        said = f" ({'; '.join(stops)})" if stops else ""
+        where = f" ({'; '.join(stops)})" if stops else ""
+        said = f"{ctx.drafter.target_said()}; pass it as --target"  # the reason, when it fits
+        if len(said) > 120:
+            said = f"{ctx.drafter.target_said(why=False)}; pass it as --target, the drafter as SRC"
         yield finding(
-            f"{ctx.drafter.target_said()}: no engine serves it as a drafter{said} and no convert "
-            "makes one of it; pass it as --target and give the drafter as SRC",
+            said,
             None,
+            detail=f"{ctx.drafter.target_said()}: no engine serves it as a drafter{where} and no "
+            "convert makes one of it.",
         )
 
 
@@ -58,9 +75,11 @@ def missing(ctx, finding):
         if name == "d2t":
             continue  # WC305
         yield finding(
-            f"{name} {list(e.shape) if e.shape else ''} is missing; its config "
-            "requires it" + (f" ({e.note})" if e.note else ""),
+            f"{name} is missing; ship it, or correct the config flag that asks for it",
             name,
+            detail=f"its config requires {name} {list(e.shape) if e.shape else ''}"
+            + (f" ({e.note})" if e.note else "")
+            + ": the engine builds the parameter and nothing loads into it",
         )
 
 
@@ -73,11 +92,16 @@ def unexpected(ctx, finding):
         if c not in inv.tensors:
             tmpl = inv.architecture.template_for(c)
             why = (
-                f"its condition `{tmpl.when}` is false in the config"
+                f"`{tmpl.when}` is false"
                 if tmpl and tmpl.when
                 else "the architecture has no such tensor"
             )
-            yield finding(f"{t.name}: not expected ({why}); engines ignore it", t.name)
+            yield finding(
+                f"{t.name}: not built ({why}); set the flag as trained, or drop it",
+                t.name,
+                detail="the engines build no parameter for it and ignore it: the drafter runs "
+                "without it",
+            )
 
 
 @rule("WC206")
@@ -97,7 +121,12 @@ def shapes(ctx, finding):
             continue  # WC304
         if tuple(t.shape) != tuple(e.shape):
             yield finding(
-                f"{t.name}: shape {list(t.shape)}, config implies {list(e.shape)}", t.name
+                f"{t.name}: shape {list(t.shape)}, config implies {list(e.shape)}; correct the "
+                "config",
+                t.name,
+                detail="the engine builds the parameter from the config and its weight loader "
+                "asserts on another shape; `weightcheck inspect SRC` shows each config value and "
+                "where it came from",
             )
 
 
@@ -110,10 +139,18 @@ def config_incomplete(ctx, finding):
     for e in inv.tensors.values():
         if e.problem and e.problem not in seen:
             seen.add(e.problem)
-            yield finding(f"{e.name}: {e.problem}", e.name)
+            yield finding(
+                f"{e.name}: {e.problem}",
+                e.name,
+                detail="the engine falls back to a default weightcheck cannot see",
+            )
     for fld, msg in ctx.normalized.problems:
         if fld not in ctx.normalized.mistyped:  # WC212's
-            yield finding(f"config {msg}", fld)
+            yield finding(
+                f"config {msg}",
+                fld,
+                detail="the engine falls back to a default weightcheck cannot see",
+            )
 
 
 @rule("WC208")
@@ -127,7 +164,12 @@ def dtype_mixed(ctx, finding):
         major = max(sorted(kinds), key=lambda k: len(kinds[k]))
         odd = [n for k, v in sorted(kinds.items()) if k != major for n in v]
         names = ", ".join(odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
-        yield finding(f"weights in several dtypes: {desc}; not {major}: {names}", odd[0])
+        yield finding(
+            f"weights in several dtypes ({desc}); cast them to one (convert --dtype)",
+            odd[0],
+            detail=f"not {major}: {names}. The engines cast every tensor to the dtype they build "
+            "the draft in; a partly cast export is usually a conversion accident",
+        )
 
 
 @rule("WC209")
@@ -137,27 +179,58 @@ def dtype_config(ctx, finding):
     if declared and floats and floats != {declared}:
         built = ctx.built_dtypes()
         yield finding(
-            f"config says {ctx.normalized.get('dtype')} ({ctx.normalized.provenance.get('dtype')}) "
-            f"but weights are {', '.join(sorted(floats))}"
-            + (f": {built}, casting the weights at load" if built else ""),
+            f"config says {ctx.normalized.get('dtype')} but weights are "
+            f"{', '.join(sorted(floats))}; cast them (convert --dtype) or correct the config",
             "dtype",
+            detail=f"the dtype is read from {ctx.normalized.provenance.get('dtype')}"
+            + (f"; {built}, casting the weights at load" if built else ""),
         )
     elif floats == {"F32"}:
         built = ctx.built_dtypes()
         yield finding(
-            "weights are float32: twice the size of a bf16 export"
-            + (f"; {built}" if built else ", cast at load"),
+            "weights are float32, twice the size of a bf16 export; cast them (convert --dtype)",
             "dtype",
+            detail=(f"{built}, casting the weights at load" if built else "cast at load"),
         )
+
+
+# the first line of each kind of shard-index drift (sources/base.py notes it), {name} the tensor
+# (found in the note by _NAMED: tensor names hold no spaces, paths may)
+_NAMED = {
+    "index-duplicate-tensor": r"^(\S+) is in ",
+    "index-missing-tensor": r" maps (\S+) to ",
+    "index-wrong-shard": r" maps (\S+) to ",
+    "index-unlisted-tensor": r" holds (\S+), which ",
+}
+_INDEX = {
+    "index-duplicate-tensor": "{name} is in two weight files; keep one copy",
+    "index-missing-tensor": "the index maps {name} to a shard without it; regenerate the index",
+    "index-wrong-shard": "the index maps {name} to the wrong shard; regenerate the index",
+    "index-unlisted-tensor": "the index does not list {name}; regenerate the index",
+    "index-total-size": "the index's total_size is not the shards' size; regenerate the index",
+}
 
 
 @rule("WC210")
 def index_drift(ctx, finding):
+    fix = ctx.fix_command(ctx.engine or "sglang")
+    how = f"; `{fix}` reads every shard's header and writes a correct index" if fix else ""
     for note in ctx.drafter.source.notes:
-        if note.startswith("index-duplicate-tensor"):  # loads: the engines keep the later copy
-            yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file, severity=WARNING)
-        elif note.startswith("index-"):
-            yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file)
+        kind, _, said = note.partition(": ")
+        if kind not in _INDEX:
+            continue
+        name = re.search(_NAMED[kind], said) if kind in _NAMED else None
+        message = _INDEX[kind].format(name=name.group(1) if name else "a tensor")
+        detail = f"{said}{how}"
+        if kind == "index-duplicate-tensor":  # loads: the engines keep the later copy
+            yield finding(
+                message,
+                ctx.drafter.source.index_file,
+                consequence=CONDITIONAL,
+                detail=said,
+            )
+        else:
+            yield finding(message, ctx.drafter.source.index_file, detail=detail)
 
 
 def swapped_pairs(ctx) -> list[tuple[str, str]]:
@@ -182,10 +255,18 @@ def swapped(ctx, finding):
     for a, b in swapped_pairs(ctx):
         shape_a, shape_b = list(ctx.tensor(a).shape), list(ctx.tensor(b).shape)
         yield finding(
-            f"{a} holds {shape_a} and {b} holds {shape_b}: each is the other's shape, the names "
-            "are swapped (the engines load them into the wrong parameters or stop on the shapes)",
+            f"{_short(a)} and {_short(b)} hold each other's shapes: the names are swapped; swap "
+            "them back",
             a,
+            detail=f"{a} holds {shape_a} and {b} holds {shape_b}: each is the other's shape; the "
+            "engines load them into the wrong parameters or stop on the shapes",
         )
+
+
+def _short(canonical: str) -> str:
+    """kv_a_proj_with_mqa for midlayer.self_attn.kv_a_proj_with_mqa.weight."""
+    parts = canonical.split(".")
+    return parts[-2] if len(parts) > 1 and parts[-1] in ("weight", "bias") else canonical
 
 
 @rule("WC212")
@@ -194,4 +275,85 @@ def config_type(ctx, finding):
         return
     for fld, msg in ctx.normalized.problems:
         if fld in ctx.normalized.mistyped:
-            yield finding(msg, fld)
+            yield finding(
+                msg,
+                fld,
+                detail="the engines' config classes compute with the value and stop at start-up "
+                "(or read `true` as 1); nothing is computed with it here either",
+            )
+
+
+def transposed(ctx) -> list[str]:
+    """Canonical 2-D tensors stored transposed: their shape is the reverse of the shape the
+    config implies (and that shape is not square)."""
+    inv = ctx.drafter.inventory
+    if inv is None or ctx.drafter.source.config is None:
+        return []
+    return [
+        c
+        for c, t in ctx.drafter.by_canonical().items()
+        if c in inv.tensors and inventory.transposed(t.shape, inv.tensors[c].shape)
+    ]
+
+
+@rule("WC213")
+def transposed_tensor(ctx, finding):
+    for c in transposed(ctx):
+        t, want = ctx.tensor(c), list(ctx.drafter.inventory.tensors[c].shape)
+        yield finding(
+            f"{t.name} is stored transposed: {list(t.shape)}, the engines build {want}; "
+            "re-export it as [out, in]",
+            t.name,
+            detail=f"both engines build the parameter as {want} and their weight loaders "
+            f"assert on {list(t.shape)} (SGLang's default_weight_loader, vLLM's "
+            "ReplicatedLinear.weight_loader): the load stops. Store it as [out_features, "
+            "in_features], as torch.nn.Linear does",
+        )
+
+
+def nonpositive_sizes(ctx) -> dict[str, tuple[int, list[str]]]:
+    """Size fields written as 0 or a negative number (a field with a shape symbol,
+    mappings/config.toml), each with the tensors whose shape it sizes (directly, or through a
+    field whose default reads it). num_hidden_layers is WC406's."""
+    n = ctx.normalized
+    specs = [s for s in config_mod.field_specs() if s.symbol and s.type == "int"]
+    bad = {
+        s.name: n.get(s.name)
+        for s in specs
+        if s.name != "num_hidden_layers"
+        and type(n.get(s.name)) is int
+        and n.get(s.name) <= 0
+        and n.provenance.get(s.name) not in ("default", None)
+    }
+    inv = ctx.drafter.inventory
+    out = {}
+    for fld, value in bad.items():
+        reads = {fld}
+        for s in specs:  # fields whose default is computed from it (head_dim from hidden_size)
+            if n.provenance.get(s.name) == "default" and s.default and fld in expr.names(s.default):
+                reads.add(s.name)
+        reads |= {s.symbol for s in specs if s.name in reads}
+        sized = []
+        for c, t in ctx.drafter.by_canonical().items():
+            tmpl = inv.architecture.template_for(c) if inv is not None else None
+            if tmpl is not None and any(reads & expr.names(x) for x in tmpl.shape):
+                sized.append(t.name)
+        out[fld] = (value, sorted(sized))
+    return out
+
+
+@rule("WC214")
+def nonpositive(ctx, finding):
+    if ctx.drafter.source.config is None:
+        return
+    for fld, (value, sized) in nonpositive_sizes(ctx).items():
+        where = ctx.normalized.provenance.get(fld)
+        yield finding(
+            f"{fld} is {value}: a size must be positive; write the value the drafter was trained "
+            "with",
+            fld,
+            detail=f"read from {where}; it sizes {len(sized)} tensor(s) "
+            f"({', '.join(sized) or 'none present'}) and the engines build each from it: a "
+            "negative size stops them at build, a zero one at load (the weights hold other "
+            "shapes)",
+        )

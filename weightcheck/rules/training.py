@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
@@ -12,13 +14,18 @@ from weightcheck.model.compatibility import (
     same_field,
 )
 from weightcheck.model.drafter import Drafter
-from weightcheck.rules.base import WARNING, TrainingGate, rule
+from weightcheck.rules.base import CONDITIONAL, TrainingGate, rule
 
 
 @rule("WC901", needs="training")
 def training_shapes(ctx, finding):
     for c, mine, want in ctx.training.mismatch:
-        yield finding(f"{c}: {list(mine)} here, the training config builds {list(want)}", c)
+        yield finding(
+            f"{c}: {list(mine)} here, the training config builds {list(want)}; train SRC's shape",
+            c,
+            detail="the trainer fails at load on it, or re-initializes it; `weightcheck compare "
+            "SRC REF` lists the architecture fields that differ",
+        )
 
 
 @rule("WC902", needs="training")
@@ -31,39 +38,53 @@ def training_reinit(ctx, finding):
                 if r is not None
                 else "SpecForge takes the target's embedding (and freezes it), others initialize it"
             )
-            yield finding(f"{c}: not in SRC; {said}", c)
+            yield finding(f"{c}: not in SRC; the trainer supplies it", c, detail=said)
         else:
-            yield finding(f"{c}: not in SRC; training would initialize it from scratch", c)
+            yield finding(
+                f"{c}: not in SRC; training initializes it from scratch",
+                c,
+                detail="nothing SRC holds is lost; ship the tensor in SRC if it was trained",
+            )
 
 
 @rule("WC903", needs="training")
 def training_ignored(ctx, finding):
     for c in ctx.training.ignored:
-        yield finding(f"{c}: in SRC but not in the training architecture; it would be ignored", c)
+        yield finding(
+            f"{c}: in SRC, not built by the training config; set its flag as SRC was trained",
+            c,
+            detail="training ignores it: the fine-tune drops it unless the training config's "
+            "flags (fc_norm, norm_before_fc, bias) build it",
+        )
 
 
 @rule("WC904", needs="training")
 def training_config(ctx, finding):
     for fld, mine, theirs in ctx.training.fields:
         yield finding(
-            f"config {fld}: {json_value(mine)} in SRC, {json_value(theirs)} in the training config",
+            f"config {fld} differs from the training config; copy SRC's value unless that is "
+            "the point",
             fld,
+            detail=f"{json_value(mine)} in SRC, {json_value(theirs)} in the training config: "
+            "the fine-tune would be trained on other layers or positions than SRC was",
         )
 
 
 @rule("WC905", needs="training")
 def training_architecture(ctx, finding):
     g = ctx.training
-    sev = WARNING if g.allow_partial_init else None
+    # --allow-partial-init: the partial warm start is what the user asked for
+    kind = CONDITIONAL if g.allow_partial_init else None
     share = f"SRC initializes {_share(g)} of it"
+    ask = "" if g.allow_partial_init else " (--allow-partial-init if you mean it)"
     if g.architectures is not None:
         src, want = g.architectures
         yield finding(
-            f"SRC is a {src or 'drafter of no known architecture'}, the training config builds "
-            f"a {want}: {share}; from scratch: {_scratch(g)}"
-            + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
+            f"SRC is another architecture than the training config builds; train SRC's{ask}",
             "architectures",
-            severity=sev,
+            consequence=kind,
+            detail=f"SRC is a {src or 'drafter of no known architecture'}, the training config "
+            f"builds a {want}: {share}; from scratch: {_scratch(g)}",
         )
     for fld, mine, theirs in g.arch_fields:
         bad = ctx.normalized.unknown_because.get(fld)
@@ -71,11 +92,11 @@ def training_architecture(ctx, finding):
             f"unusable in SRC (WC212: {bad} is mistyped)" if bad else f"{json_value(mine)} in SRC"
         )
         yield finding(
-            f"config {fld}: {said}, {json_value(theirs)} in the training "
-            "config: another architecture (compare says incompatible)"
-            + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
+            f"config {fld} makes another architecture than SRC's; train SRC's{ask}",
             fld,
-            severity=sev,
+            consequence=kind,
+            detail=f"{said}, {json_value(theirs)} in the training config: compare says "
+            "incompatible",
         )
 
 
@@ -87,8 +108,9 @@ def training_init(ctx, finding):
     if not g.from_scratch:  # all of it: the report's training section says so
         return
     yield finding(
-        f"SRC initializes {_share(g)} of the training architecture; from scratch: {_scratch(g)}",
+        f"SRC initializes {_share(g)} of the training architecture",
         "training",
+        detail=f"from scratch: {_scratch(g)}",
     )
 
 
@@ -104,8 +126,9 @@ def training_vocab_unmapped(ctx, finding):
     r = ctx.training.replay
     how = r.says_without_map if r is not None else "SpecForge builds d2t/t2d from the training data"
     yield finding(
-        f"no vocabulary map given: {how}; pass --training-vocab to check the map the run will use",
+        "no vocabulary map given; pass --training-vocab to check the map the run will use",
         "d2t",
+        detail=f"{how}: a map other than SRC's reads SRC's head rows as other tokens (WC311)",
     )
 
 
@@ -116,8 +139,28 @@ def trainer_raises(ctx, finding):
         return
     if r.kind == "mismatch" and _all_said(ctx.training, r):
         return  # WC901 says these shapes already (an error too)
-    fix = f"; {r.fix}" if r.fix else ""
-    yield finding(f"{r.pretty} raises at init: {r.raises} ({r.cite}){fix}", "trainer")
+    found = _COMMAND.search(r.fix or "")
+    # the command as it runs: convert converts aux ids between conventions for the target family
+    command = found.group(0) if found else None
+    if command is not None and "--target" not in command:
+        command += " --target TARGET"
+    # the detail shows the same command
+    fix = re.sub(f"`?{re.escape(found.group(0))}`?", f"`{command}`", r.fix, 1) if found else r.fix
+    yield finding(
+        f"{r.pretty} raises at init"
+        + (
+            "; convert SRC first (the detail has the command)"
+            if command
+            else ("; the detail says what to do" if r.fix else "")
+        ),
+        "trainer",
+        fix=command,
+        detail=f"{r.raises} ({r.cite})" + (f"; {fix}" if fix else ""),
+    )
+
+
+# the command a trainer replay's fix names ("weightcheck convert SRC OUT --to sglang first: ...")
+_COMMAND = re.compile(r"weightcheck convert SRC OUT(?: --?[\w-]+(?: [A-Z]+|=\S+| \w+)?)*")
 
 
 def _all_said(g: TrainingGate, r) -> bool:

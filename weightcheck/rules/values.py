@@ -12,7 +12,12 @@ from weightcheck.storage.header import TORCH_NAMES, itemsize
 def nonfinite(ctx, finding):
     for c, s in ctx.values.items():
         if s.get("non_finite"):
-            yield finding(f"{c}: {s['non_finite']} NaN/Inf value(s)", c)
+            yield finding(
+                f"{c}: {s['non_finite']} NaN/Inf value(s); take an earlier checkpoint",
+                c,
+                detail="one non-finite weight makes every draft token's logits non-finite; a "
+                "bad cast to fp16 overflows too",
+            )
 
 
 @rule("WC802", needs="values")
@@ -24,14 +29,24 @@ def constant(ctx, finding):
             and not c.endswith("norm.weight")
             and c not in ("d2t", "t2d")
         ):
-            yield finding(f"{c}: every value is {s['min']:g}", c)
+            yield finding(
+                f"{c}: every value is {s['min']:g}; re-export it from the trained checkpoint",
+                c,
+                detail="a constant layer was never trained or was zeroed by the export: it "
+                "passes every shape check and predicts nothing",
+            )
 
 
 @rule("WC803", needs="values")
 def norm_init(ctx, finding):
     for c, s in ctx.values.items():
         if c.endswith("norm.weight") and s.get("min") == 1.0 and s.get("max") == 1.0:
-            yield finding(f"{c}: all ones, its initial value (was it trained?)", c)
+            yield finding(
+                f"{c}: all ones, its initial value; check that the export read the trained norm",
+                c,
+                detail="right only if training froze this norm; otherwise the export wrote a "
+                "fresh module",
+            )
 
 
 @rule("WC804", needs="values")
@@ -39,9 +54,10 @@ def head_slice(ctx, finding):
     same = ctx.lm_head_equals_target
     if same:
         yield finding(
-            "lm_head.weight equals the target's lm_head rows at the draft "
-            "vocabulary: an untrained head copied from the target",
+            "lm_head.weight is the target's rows at the draft vocabulary: copied, not trained",
             "lm_head.weight",
+            detail="fine if the drafter was meant to use the target's head; otherwise export the "
+            "trained one (ModelOpt exports fall back to the base model's head)",
         )
 
 

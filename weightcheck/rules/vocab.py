@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from weightcheck.model import vocab
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import CONDITIONAL, MISFED, rule
 
 
 def _vocab(ctx):
@@ -13,22 +13,42 @@ def _vocab(ctx):
 @rule("WC301")
 def lm_head_rows(ctx, finding):
     t = ctx.tensor("lm_head.weight")
-    _, vd = _vocab(ctx)
-    if t is not None and vd and t.shape and t.shape[0] != vd:
-        raw = ctx.drafter.source.config or {}
-        if "draft_vocab_size" in raw and raw["draft_vocab_size"] is None:
-            said = f"null, read as vocab_size {vd}"
-        elif ctx.normalized.provenance.get("draft_vocab_size") == "default":
-            said = f"absent, read as vocab_size {vd}"
-        else:
-            said = f"{vd} ({ctx.normalized.provenance.get('draft_vocab_size')})"
-        fix = ctx.convert_fix(ctx.engine or "sglang")
+    v, vd = _vocab(ctx)
+    if t is None or not vd or not t.shape or t.shape[0] == vd:
+        return
+    rows = t.shape[0]
+    raw = ctx.drafter.source.config or {}
+    if "draft_vocab_size" in raw and raw["draft_vocab_size"] is None:
+        said = f"null (read as vocab_size {vd})"
+    elif ctx.normalized.provenance.get("draft_vocab_size") == "default":
+        said = f"absent (read as vocab_size {vd})"
+    else:
+        said = str(vd)
+    d2t = ctx.tensor("d2t")
+    n = d2t.shape[0] if d2t is not None and len(d2t.shape) == 1 else None
+    if n is not None and n != rows:
+        # the weights disagree with each other: no value of draft_vocab_size fits both, and
+        # convert (which sets it from the weights) has nothing to take it from
+        full = " (the full vocabulary)" if rows == v else ""
         yield finding(
-            f"{t.name} has {t.shape[0]} rows but draft_vocab_size is {said}; set it to "
-            f"{t.shape[0]} (`{fix}` sets it from the weights)",
+            f"{t.name} has {rows} rows{full}, d2t {n} entries: re-export the head for the "
+            f"{n}-token vocabulary",
             t.name,
-            fix=fix,
+            detail=f"draft_vocab_size is {said}. The engines build the head with "
+            f"draft_vocab_size rows and d2t with as many entries: no value fits both, and no "
+            "convert settles it. A head trained on the d2t's tokens keeps only their rows; a "
+            "drafter trained on the full vocabulary ships no d2t/t2d and sets draft_vocab_size "
+            "to vocab_size",
         )
+        return
+    fix = ctx.fix_command(ctx.engine or "sglang")
+    yield finding(
+        f"{t.name} has {rows} rows but draft_vocab_size is {said}; set it to {rows}",
+        t.name,
+        fix=fix,
+        detail="the engines build the head with draft_vocab_size rows and their weight loaders "
+        f"assert on {rows}" + (f"; `{fix}` sets draft_vocab_size from the weights" if fix else ""),
+    )
 
 
 @rule("WC302")
@@ -39,35 +59,83 @@ def lm_head_missing(ctx, finding):
     tied = ctx.normalized.get("tie_word_embeddings")
     if tied and ctx.tensor("embed_tokens.weight") is not None and vd == v:
         return
-    if vd == v and not tied:
-        # a full-vocabulary head can be the target's: which engines take it, which keep a random
-        # one (SGLang on an explicit `draft_vocab_size: null`, vLLM always: the served view)
-        def random_head(view) -> bool:
-            return any(p.canonical == "lm_head.weight" and p.state == "random" for p in view.params)
+    if vd != v or tied:
+        yield from _reduced_head_missing(ctx, finding, vd)
+        return
+    # a full-vocabulary head can be the target's: which engines take it, which keep a random one
+    # (SGLang on an explicit `draft_vocab_size: null`, vLLM always: the served view)
+    hurt, fine = ctx.hurts(_random_head)
+    if ctx.views() and not hurt:
+        return  # every engine asked takes the target's head: nothing missing
+    detail = "the untied draft head [Vd, H] is built and nothing loads into it"
+    if fine:
+        yield finding(
+            f"no lm_head.weight: {', '.join(hurt)} keep(s) a random head, {', '.join(fine)} "
+            "take(s) the target's; ship the head",
+            "lm_head.weight",
+            consequence=CONDITIONAL,
+            detail=f"{detail} in {', '.join(hurt)} (accept length ~1.00); {', '.join(fine)} "
+            "take(s) the target's full-vocabulary head, which serves a full draft vocabulary",
+        )
+        return
+    who = " and ".join(hurt) if hurt else "the engine"
+    yield finding(
+        f"no lm_head.weight, full draft vocabulary, untied: {who} keep(s) a random head; ship it",
+        "lm_head.weight",
+        detail=f"{detail} (accept length ~1.00); `draft_vocab_size: null` makes SGLang take the "
+        "target's head instead",
+    )
 
-        hurt, fine = ctx.hurts(random_head)
-        if ctx.views() and not hurt:
-            return  # every engine asked takes the target's head: nothing missing
-        if fine:
-            yield finding(
-                f"no lm_head.weight: {', '.join(hurt)} keep(s) a random head (accept length "
-                f"~1.00); {', '.join(fine)} take(s) the target's",
-                "lm_head.weight",
-                severity=WARNING,
-            )
-            return
-        who = " and ".join(hurt) if hurt else "the engine"
-        yield finding(
-            "no lm_head.weight, draft vocab = vocab and tie_word_embeddings is "
-            f"false: {who} keep(s) a random head (accept length ~1.00)",
-            "lm_head.weight",
+
+def _random_head(view) -> bool:
+    return any(p.canonical == "lm_head.weight" and p.state == "random" for p in view.params)
+
+
+def _reduced_head_missing(ctx, finding, vd):
+    """No head for a reduced draft vocabulary: what each engine serves instead — a random head
+    (SGLang), or the target's full head with its logits cut to the first Vd columns (vLLM:
+    draft id i scored by target token i's row, proposed as i + d2t[i]; right only when d2t is
+    the placeholder map, the target's first ids)."""
+    d2t, _ = ctx.vocab_maps()
+    # no d2t, or the all-zero placeholder: draft id i is target token i (vLLM's map stays zeros
+    # without one), the very row the cut head keeps
+    first_ids = d2t is None or all(x == 0 for x in d2t)
+    said, bad, fine = [], [], []
+    for e, view in ctx.views().items():
+        if _random_head(view):
+            said.append(f"{e} keeps a random head")
+            bad.append(e)
+        elif view.truncated_head is not None:
+            said.append(f"{e} borrows the target's and keeps its first {view.truncated_head} rows")
+            (fine if first_ids else bad).append(e)
+    if ctx.views() and not bad:
+        return
+    fix = ctx.fix_command(ctx.engine or "sglang", "--lm-head-from TARGET")
+    how = f" ({'; '.join(said)})" if said else ""
+    detail = (
+        f"the engines cannot serve a {vd}-token draft vocabulary with the target's full head"
+        f"{how}: draft ids are scored by rows trained for other tokens"
+        + (
+            f". If the drafter was trained with the target's head rows, `{fix}` gathers them at "
+            "the d2t ids"
+            if fix
+            else ""
         )
+    )
+    if fine:  # served right where d2t is the target's first ids: a warning naming the others
+        kind = CONDITIONAL
+    elif any(_random_head(ctx.views()[e]) for e in bad) or not bad:
+        kind = None  # a random head: the page's consequence
     else:
-        yield finding(
-            f"no lm_head.weight for a draft vocabulary of {vd}: the engine cannot "
-            "borrow the target's full-vocabulary head for it",
-            "lm_head.weight",
-        )
+        kind = MISFED  # every engine asked scores draft ids with other tokens' rows
+    yield finding(
+        f"no lm_head.weight for a {vd}-token draft vocabulary"
+        + (f" ({', '.join(bad)})" if fine else "")
+        + "; ship the trained head",
+        "lm_head.weight",
+        detail=detail,
+        consequence=kind,
+    )
 
 
 @rule("WC303")
@@ -80,19 +148,24 @@ def tied(ctx, finding):
     ties, untied = ctx.hurts(lambda view: view.tied_head)
     if not ties:
         return
-    message = (
-        f"tie_word_embeddings is true but draft_vocab_size {vd} != vocab_size "
-        f"{v}: lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H]"
+    detail = (
+        f"lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H] (draft_vocab_size {vd}, "
+        f"vocab_size {v}): {', '.join(ties)} tie(s) the drafter's head"
     )
     if untied:  # some engine serves it correctly: a warning that says which does not
         yield finding(
-            f"{message} in {', '.join(ties)} ({', '.join(untied)} never ties the drafter's head); "
-            "set tie_word_embeddings to false",
+            f"tie_word_embeddings is true with a reduced draft vocabulary: {', '.join(ties)} "
+            "tie(s) the head; set it to false",
             "tie_word_embeddings",
-            severity=WARNING,
+            consequence=CONDITIONAL,
+            detail=f"{detail}; {', '.join(untied)} never ties the drafter's head",
         )
         return
-    yield finding(message, "tie_word_embeddings")
+    yield finding(
+        "tie_word_embeddings is true with a reduced draft vocabulary; set it to false",
+        "tie_word_embeddings",
+        detail=detail,
+    )
 
 
 @rule("WC304")
@@ -101,15 +174,21 @@ def d2t_shape(ctx, finding):
     if t is None:
         return
     _, vd = _vocab(ctx)
+    why = "the engines load d2t into an int64 buffer of draft_vocab_size entries"
     if t.dtype != "I64":
-        yield finding(f"{t.name} is {t.dtype}; engines expect int64", t.name)
+        yield finding(f"{t.name} is {t.dtype}; write it as int64", t.name, detail=why)
     if len(t.shape) != 1:
         yield finding(
-            f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); expected a vector",
+            f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); write it as a vector",
             t.name,
+            detail=why,
         )
     elif vd and t.shape[0] != vd:
-        yield finding(f"{t.name} has {t.shape[0]} entries but draft_vocab_size is {vd}", t.name)
+        yield finding(
+            f"{t.name} has {t.shape[0]} entries but draft_vocab_size is {vd}; make them agree",
+            t.name,
+            detail=why,
+        )
 
 
 @rule("WC305")
@@ -117,9 +196,10 @@ def d2t_missing(ctx, finding):
     v, vd = _vocab(ctx)
     if ctx.tensor("d2t") is None and v and vd and vd < v:
         yield finding(
-            f"draft_vocab_size {vd} < vocab_size {v} but there is no d2t: every "
-            "draft token would be read as the wrong target token",
+            f"draft_vocab_size {vd} < vocab_size {v} but no d2t; ship the d2t it was trained with",
             "d2t",
+            detail="without d2t the engines read draft id i as target id i: every draft token "
+            "is proposed as the wrong target token",
         )
 
 
@@ -133,9 +213,10 @@ def d2t_range(ctx, finding):
     if bad:
         i = bad[0]
         yield finding(
-            f"d2t maps {len(bad)} draft id(s) outside [0, {v}); first: draft id "
-            f"{i} -> target id {i + d2t[i]}",
+            f"d2t maps {len(bad)} draft id(s) outside [0, {v}); rebuild it for this vocabulary",
             "d2t",
+            detail=f"first: draft id {i} -> target id {i + d2t[i]}; the engines index the "
+            "target's logits with it",
         )
 
 
@@ -154,9 +235,10 @@ def d2t_dups(ctx, finding):
                 break
             seen.add(tid)
         yield finding(
-            f"d2t sends {dup} draft id(s) to a target id already taken; first: "
-            f"draft id {first[0]} -> {first[1]}",
+            f"d2t sends {dup} draft id(s) to a target id already taken; rebuild the map",
             "d2t",
+            detail=f"first: draft id {first[0]} -> {first[1]}; two draft ids then propose one "
+            "token, each head row scoring a token it was not trained for",
         )
 
 
@@ -166,10 +248,15 @@ def t2d_shape(ctx, finding):
     v, _ = _vocab(ctx)
     if t is None:
         return
+    why = "no engine reads t2d (both skip it at load): rebuild it or drop it from the export"
     if t.dtype not in ("BOOL", "U8"):
-        yield finding(f"{t.name} is {t.dtype}; expected bool", t.name)
+        yield finding(f"{t.name} is {t.dtype}, not bool; engines skip it", t.name, detail=why)
     if len(t.shape) != 1 or (v and t.shape[0] != v):
-        yield finding(f"{t.name} has shape {list(t.shape)}; expected [{v}]", t.name)
+        yield finding(
+            f"{t.name} has shape {list(t.shape)}, not [{v}]; engines skip it",
+            t.name,
+            detail=why,
+        )
 
 
 @rule("WC309", engine_free=True)
@@ -180,7 +267,12 @@ def t2d_count(ctx, finding):
         return
     count = len(t2d) - t2d.count(0)
     if count != vd:
-        yield finding(f"t2d marks {count} target tokens but draft_vocab_size is {vd}", "t2d")
+        yield finding(
+            f"t2d marks {count} target tokens but draft_vocab_size is {vd}; engines skip t2d",
+            "t2d",
+            detail="no engine reads t2d (d2t is the map they read): rebuild it from the same "
+            "vocabulary mapping as d2t, or drop it",
+        )
 
 
 _ONE = bytes([0] + [1] * 255)  # bytes.translate table: any nonzero byte -> 1
@@ -204,9 +296,12 @@ def t2d_vs_d2t(ctx, finding):
     only_d2t, only_t2d = targets - marked, marked - targets
     if only_d2t or only_t2d:
         yield finding(
-            f"d2t reaches {len(only_d2t)} target id(s) t2d does not mark, and t2d "
-            f"marks {len(only_t2d)} d2t does not reach (stale vocab mapping?)",
+            "t2d and d2t describe different draft vocabularies; keep the map the head was "
+            "trained on",
             "t2d",
+            detail=f"d2t reaches {len(only_d2t)} target id(s) t2d does not mark, and t2d marks "
+            f"{len(only_t2d)} d2t does not reach (a stale vocab mapping?); the engines read d2t "
+            "and never t2d",
         )
 
 
@@ -218,8 +313,9 @@ def d2t_placeholder(ctx, finding):
     if d2t is None or not vocab.is_placeholder(d2t, v):
         return
     yield finding(
-        f"{vocab.placeholder_said(len(d2t), v)}: it loads and runs, but the head was almost "
-        "certainly not trained on that map (acceptance near 1.0); ship the run's own map as "
-        "d2t/t2d (SpecForge: cache/vocab_mapping/<hash>.pt)",
+        "d2t is the placeholder map (all zeros, the target's first ids); ship the run's own map",
         "d2t",
+        detail=f"{vocab.placeholder_said(len(d2t), v)}: it loads and runs, but the head was "
+        "almost certainly not trained on that map (acceptance near 1.0); SpecForge keeps the "
+        "run's map in cache/vocab_mapping/<hash>.pt",
     )

@@ -43,7 +43,7 @@ def training_vocab_differs(ctx, finding):
     options = [f"--vocab-from {g.training.where}"]
     if g.missing:
         options.append("--lm-head-from TARGET")
-    fix = ctx.convert_fix(to, *options)
+    fix = ctx.fix_command(to, *options)
     why = (
         f" ({g.missing:,} of the map's tokens are not in SRC's head: their rows come from the "
         "target's lm_head)"
@@ -51,10 +51,11 @@ def training_vocab_differs(ctx, finding):
         else ""
     )
     yield finding(
-        f"the training map ({g.training.where}: {o['b_draft']:,} draft tokens) differs from "
-        f"SRC's ({o['a_draft']:,}): {g.misread:,} of SRC's lm_head rows would be read as other "
-        f"tokens ({o['shared']:,} tokens shared, {o['same_index']:,} at the same index); "
-        f"re-index SRC first: {fix}{why}",
+        f"the training map differs from SRC's: {g.misread:,} head rows would be read as other "
+        "tokens; re-index SRC",
         "d2t",
         fix=fix,
+        detail=f"the training map ({g.training.where}: {o['b_draft']:,} draft tokens) and SRC's "
+        f"({o['a_draft']:,}) share {o['shared']:,} tokens, {o['same_index']:,} at the same "
+        f"index" + (f"; re-index SRC first: `{fix}`{why}" if fix else ""),
     )

@@ -1,0 +1,129 @@
+"""Drafters a hurried user writes (issue #31): each a realistic deviation from the SpecForge
+fixture, built at the byte level — a full-vocabulary head beside a reduced d2t, an fc exported
+transposed, a hand-edited size of 0 or below, a head left out, a plain language model (GPT-2)
+given as a drafter. tests/test_root_causes.py checks what each command says of them;
+tests/test_fix_commands.py runs every command printed for them.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import synth
+from conftest import PRODUCERS
+
+from helpers.builders import edit, write_checkpoint
+from weightcheck.storage.writer import OutTensor
+
+SPECFORGE = PRODUCERS / "specforge-sglang"  # H 64, vocab 512, draft vocab 128, 3 aux layers
+
+
+def full_head(out) -> pathlib.Path:
+    """lm_head of the full vocabulary [512, 64] beside the 128-entry d2t (draft_vocab_size 128)."""
+
+    def head(m):
+        h = m["lm_head.weight"]
+        m[h.name] = OutTensor(h.name, h.dtype, (512, 64), synth.random_data("BF16", 512 * 128, 3))
+
+    return edit(SPECFORGE, out, tensors=head)
+
+
+def transposed_fc(out) -> pathlib.Path:
+    """fc.weight stored [3H, H] = [192, 64] instead of [H, 3H] (same bytes)."""
+
+    def flip(m):
+        f = m["fc.weight"]
+        m[f.name] = OutTensor(f.name, f.dtype, (192, 64), f.data)
+
+    return edit(SPECFORGE, out, tensors=flip)
+
+
+def sized(out, **sizes) -> pathlib.Path:
+    """The config hand-edited: ``hidden_size=0``, ``intermediate_size=-128``, ..."""
+    return edit(SPECFORGE, out, cfg=lambda c: c.update(sizes))
+
+
+def headless(out, full_vocab: bool) -> pathlib.Path:
+    """No lm_head: with ``full_vocab`` draft_vocab_size = vocab_size (512) and no d2t/t2d, else
+    the fixture's reduced vocabulary (128) and its d2t/t2d."""
+    if full_vocab:
+        return edit(
+            SPECFORGE,
+            out,
+            cfg=lambda c: c.update(draft_vocab_size=512),
+            drop=("lm_head.weight", "d2t", "t2d"),
+        )
+    return edit(SPECFORGE, out, drop=("lm_head.weight",))
+
+
+def mixed(out) -> pathlib.Path:
+    """One speculators name (layers.0.*) in a midlayer.* checkpoint: a partial rename."""
+    return edit(
+        SPECFORGE,
+        out,
+        rename={"midlayer.mlp.down_proj.weight": "layers.0.mlp.down_proj.weight"},
+    )
+
+
+_GPT2_BLOCK = (
+    ("ln_1.weight", (64,)),
+    ("ln_1.bias", (64,)),
+    ("attn.c_attn.weight", (64, 192)),
+    ("attn.c_attn.bias", (192,)),
+    ("attn.c_proj.weight", (64, 64)),
+    ("attn.c_proj.bias", (64,)),
+    ("ln_2.weight", (64,)),
+    ("ln_2.bias", (64,)),
+    ("mlp.c_fc.weight", (64, 256)),
+    ("mlp.c_fc.bias", (256,)),
+    ("mlp.c_proj.weight", (256, 64)),
+    ("mlp.c_proj.bias", (64,)),
+)
+
+
+def gpt2(out, layers: int = 2) -> pathlib.Path:
+    """A GPT-2 checkpoint as the Hub ships it (GPT2LMHeadModel, `n_layer`/`n_embd`, `h.N.*`
+    names, float32): a plain language model, no drafter at all."""
+    cfg = {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "n_embd": 64,
+        "n_head": 2,
+        "n_layer": layers,
+        "n_positions": 128,
+        "n_ctx": 128,
+        "vocab_size": 512,
+    }
+    seed = iter(range(1000))
+
+    def t(name, shape):
+        n = 1
+        for d in shape:
+            n *= d
+        return OutTensor(name, "F32", shape, synth.random_data("F32", 4 * n, next(seed)))
+
+    ts = [t("wte.weight", (512, 64)), t("wpe.weight", (128, 64))]
+    ts += [t(f"h.{i}.{n}", s) for i in range(layers) for n, s in _GPT2_BLOCK]
+    ts += [t("ln_f.weight", (64,)), t("ln_f.bias", (64,))]
+    return write_checkpoint(out, cfg, ts)
+
+
+# every hurried drafter, by id: build(folder) -> folder
+BUILDERS = {
+    "full-head": full_head,
+    "transposed-fc": transposed_fc,
+    "hidden-0": lambda out: sized(out, hidden_size=0),
+    "hidden-negative": lambda out: sized(out, hidden_size=-64),
+    "intermediate-0": lambda out: sized(out, intermediate_size=0),
+    "headless-full": lambda out: headless(out, full_vocab=True),
+    "headless-reduced": lambda out: headless(out, full_vocab=False),
+    "mixed": mixed,
+    "gpt2": gpt2,
+    "gpt2-one-block": lambda out: gpt2(out, layers=1),
+}
+
+
+def all_of(root) -> dict[str, pathlib.Path]:
+    """Every hurried drafter, by id, written under ``root``."""
+    root = pathlib.Path(root)
+    return {k: build(root / k) for k, build in BUILDERS.items()}

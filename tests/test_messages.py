@@ -1,0 +1,78 @@
+"""Every finding over the corpus: a first line that fits, and a severity its rule's page names.
+
+* Messages in two parts (issue #32 item 1): ``message`` is one line of at most 120 characters,
+  what is wrong and what to do; the evidence, the engine's code path and the long command are in
+  ``detail``.
+* Severity is the consequence (issue #31 What 1): a finding's severity is decided by
+  rules/base.py ``severity_of`` from its rule's consequence or one of the cases its page names
+  ([rule.WCnnn.consequence] in mappings/rules.toml), or by the law's merge in plain check (a
+  warning naming the engine it holds for). Over the corpus, every finding of ``check --engine E``
+  that explains nothing has one of the severities its page names.
+
+The corpus: the producer fixtures, the differential corpus (tests/engine/corpus.py), synth.py's
+drafters and the hurried user's (tests/helpers/hurried.py), each under plain check, ``--target``,
+``--engine E`` for both engines and the SpecForge training gate.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers.fixcommands import _check, flat
+from test_fix_commands import CHUNKS, corpus_drafters
+
+from weightcheck.commands.rule import pages
+from weightcheck.rules import severity_of
+
+WIDTH = 120
+# the aux capture rules are rewritten with the capture facts (issue #31 What 3, another branch):
+# their two-part messages come with that work
+LATER = frozenset({"WC706", "WC707", "WC708", "WC709", "WC710"})
+OPTIONS = (
+    (),
+    ("--target", "TARGET"),
+    ("--engine", "sglang"),
+    ("--engine", "vllm"),
+    ("--engine", "vllm", "--target", "TARGET"),
+    ("--training-config", "SPECFORGE"),
+)
+
+
+def _severities() -> dict[str, set[str]]:
+    """code -> the severities its page names: its consequence's and each case's."""
+    from weightcheck.rules.base import page
+
+    out = {}
+    for p in pages():
+        c = page(p.code).consequence
+        out[p.code] = {severity_of(c.kind), *(severity_of(x.kind) for x in c.case)}
+    return out
+
+
+def _reports(ds):
+    for d in ds:
+        for options in OPTIONS:
+            rep = _check(d.path, options, d.target)
+            if rep is not None:
+                yield d, options, rep
+
+
+@pytest.mark.parametrize("part", range(CHUNKS))
+def test_every_message_fits_and_every_severity_is_its_page_s(tmp_path, part):
+    allowed = _severities()
+    long, wrong = [], []
+    n = 0
+    for d, options, rep in _reports(corpus_drafters(tmp_path, part)):
+        for f in flat(rep["findings"]):
+            n += 1
+            where = f"{d.id} {' '.join(options)}: {f['code']}"
+            m = f["message"]
+            if f["code"] not in LATER and (len(m) > WIDTH or "\n" in m):
+                long.append(f"{where} ({len(m)}): {m}")
+            # plain check's merge may make any error a warning naming an engine; a root takes
+            # its worst consequence's severity (rules/causes.py)
+            if "--engine" in options and not f["consequences"]:
+                if f["severity"] not in allowed[f["code"]]:
+                    wrong.append(f"{where} is a {f['severity']}")
+    assert n > 0
+    assert long == [], f"{len(long)} messages over {WIDTH} characters:\n" + "\n".join(long[:40])
+    assert wrong == [], "severities no page names:\n" + "\n".join(sorted(set(wrong))[:40])

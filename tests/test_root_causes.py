@@ -1,0 +1,191 @@
+"""Root causes named (issue #31, Why 5 / What 6), tried as a hurried user would
+(tests/helpers/hurried.py): one finding names the mistake, and what follows from it is listed under
+it; every command says the same of a model that is not a drafter; the engine lines and the
+findings say the same of a missing head.
+
+On main (ac40049) an fc stored transposed was two WC402 rows guessing "1 aux layers?";
+`hidden_size: 0` was thirteen WC206 rows that never named hidden_size; a GPT-2 checkpoint was
+"dialect specforge" in inspect and check and got vocabulary re-index advice from compare; a missing
+head printed "vllm starts; the head is the target's" beside WC302 "the engine cannot borrow the
+target's full-vocabulary head".
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import PRODUCERS, run_cli
+from helpers import hurried
+from helpers.builders import by_code, check, consequences_of, said
+
+TARGET = PRODUCERS / "target-llama"
+ENGINES = (None, "sglang", "vllm")
+
+
+def _engine(e):
+    return ("--engine", e) if e else ()
+
+
+def _lines(rep, engine) -> dict[str, str]:
+    """engine -> what its line says (plain check), or where the one engine asked stops."""
+    if engine is None:
+        return {e: line["says"] for e, line in rep["engines"].items()}
+    f = rep["engine"]["fails"]
+    return {engine: f"fails at {f['stage']} on {f['subject']}: {f['why']}" if f else "starts"}
+
+
+def _every(findings):
+    for f in findings:
+        yield f
+        yield from _every(f["consequences"])
+
+
+# --- an fc stored transposed --------------------------------------------------------------------
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_transposed_fc_is_one_finding_naming_the_transposition(tmp_path, engine):
+    src = hurried.transposed_fc(tmp_path / "t")
+    code, rep = check(src, *_engine(engine))
+    assert code == 1
+    (root,) = rep["findings"]  # one finding: everything else is its consequence
+    assert root["code"] == "WC213" and root["subject"] == "fc.weight"
+    assert "stored transposed" in root["message"] and "[192, 64]" in root["message"]
+    # the shape it contradicts is listed under it; no width finding guesses "1 aux layers?"
+    assert consequences_of(root, "WC206") and not consequences_of(root, "WC402")
+    if engine:  # the engine's own refusal: its weight loader asserts on the shape
+        assert consequences_of(root, "WC703")
+    assert not any("aux layers?" in said(f) for f in _every(rep["findings"]))
+    # inspect says it in the same words (model/inventory.py transposed: the one test)
+    ins = run_cli("inspect", src, "--json").json
+    assert ins["tensors"] and "transposed" in run_cli("inspect", src).stdout
+    # both engines stop at load on it, and the engine lines say so
+    for e, line in _lines(rep, engine).items():
+        assert line.startswith("fails at load on fc.weight: shape [192, 64]"), (e, line)
+
+
+def test_a_square_tensor_is_never_called_transposed(tmp_path):
+    """o_proj is [H, H]: its transposition cannot be seen, and nothing claims it."""
+    _, rep = check(PRODUCERS / "specforge-sglang")
+    assert "WC213" not in {f["code"] for f in _every(rep["findings"])}
+
+
+# --- a size of 0 or below ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "field,value,stage", [("hidden_size", 0, "load"), ("hidden_size", -64, "build")]
+)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_size_of_zero_or_below_is_one_finding_naming_the_field(
+    tmp_path, field, value, stage, engine
+):
+    src = hurried.sized(tmp_path / "s", **{field: value})
+    code, rep = check(src, *_engine(engine))
+    assert code == 1
+    (root,) = rep["findings"]
+    assert root["code"] == "WC214" and root["subject"] == field
+    assert root["message"].startswith(f"{field} is {value}: a size must be positive")
+    # the thirteen tensors it sizes are its consequences, never findings of their own
+    shapes = consequences_of(root, "WC206")
+    assert len(shapes) == 13 and all(
+        field in said(root) and f["subject"] in said(root) for f in shapes
+    )
+    assert rep["summary"]["errors"] == 1
+    for e, line in _lines(rep, engine).items():  # a negative size stops at build (torch.empty)
+        assert line.startswith(f"fails at {stage}"), (e, line)
+
+
+def test_intermediate_size_zero_names_intermediate_size(tmp_path):
+    code, rep = check(hurried.sized(tmp_path / "i", intermediate_size=0))
+    assert code == 1
+    (root,) = [f for f in rep["findings"] if f["severity"] == "error"]
+    assert (root["code"], root["subject"]) == ("WC214", "intermediate_size")
+    assert {f["subject"] for f in consequences_of(root, "WC206")} == {
+        "midlayer.mlp.down_proj.weight",
+        "midlayer.mlp.gate_proj.weight",
+        "midlayer.mlp.up_proj.weight",
+    }
+
+
+# --- a model that is not a drafter (GPT-2) -----------------------------------------------------
+@pytest.mark.parametrize("layers", [2, 1])
+def test_every_command_says_a_gpt2_checkpoint_is_not_a_drafter(tmp_path, layers):
+    """Decided once (model/drafter.py looks_like_target), said by inspect, check, compare and
+    convert alike."""
+    src = hurried.gpt2(tmp_path / "gpt2", layers=layers)
+    ins = run_cli("inspect", src, "--json").json
+    assert ins["looks_like_target"] and ins["dialect"]["name"] is None
+    assert "this is a target model, not an EAGLE-3 drafter" in run_cli("inspect", src).stdout
+    code, rep = check(src)
+    assert code == 1 and [f["code"] for f in rep["findings"]] == ["WC203"]
+    cmp = run_cli("compare", src, PRODUCERS / "specforge-sglang", "--json")
+    assert cmp.json["reasons"][0].startswith("A is a target model, not an EAGLE-3 drafter")
+    assert "--vocab-from" not in json.dumps(cmp.json)
+    out = tmp_path / "out"
+    conv = run_cli("convert", src, out, "--to", "sglang", "--json")
+    assert conv.exit_code == 1 and not out.exists()  # as check: refused with WC203
+    assert {f["code"] for e in conv.json["check"]["engines"] for f in e["findings"]} == {"WC203"}
+
+
+def test_a_drafter_with_a_target_class_is_still_a_drafter(tmp_path):
+    """A drafter whose config names a target class (WC401) is a drafter: its tensors say so."""
+    src = PRODUCERS / "specforge-sglang"
+    from helpers.builders import edit
+
+    x = edit(src, tmp_path / "x", cfg=lambda c: c.update(architectures=["LlamaForCausalLM"]))
+    ins = run_cli("inspect", x, "--json").json
+    assert not ins["looks_like_target"]
+    assert "WC401" in {f["code"] for f in check(x)[1]["findings"]}
+
+
+# --- a missing head: the engine lines and WC302 say the same ------------------------------------
+def test_a_missing_head_for_a_reduced_vocabulary_is_said_alike(tmp_path):
+    src = hurried.headless(tmp_path / "h", full_vocab=False)
+    code, rep = check(src)
+    assert code == 1
+    (f,) = by_code(rep, "WC302")
+    assert f["severity"] == "error" and "cannot borrow" not in said(f)
+    # what each engine serves instead, as its own line says it
+    assert "sglang keeps a random head" in said(f)
+    assert "vllm borrows the target's and keeps its first 128 rows" in said(f)
+    vllm = rep["engines"]["vllm"]["says"]
+    assert "the head is the target's, cut to its first 128 rows" in vllm
+    # under --engine vllm alone it is an error: draft ids scored by other tokens' rows
+    code, v = check(src, "--engine", "vllm")
+    (f,) = by_code(v, "WC302")
+    assert code == 1 and f["severity"] == "error" and "vllm" in said(f)
+
+
+def test_a_missing_head_for_the_full_vocabulary_names_the_engine_it_hurts(tmp_path):
+    src = hurried.headless(tmp_path / "h", full_vocab=True)
+    code, rep = check(src)
+    (f,) = by_code(rep, "WC302")
+    assert f["severity"] == "warning" and "sglang keep(s) a random head" in f["message"]
+    assert "vllm take(s) the target's" in f["message"]
+    assert rep["engines"]["vllm"]["says"].startswith("starts; the head is the target's;")
+    assert "cut to" not in rep["engines"]["vllm"]["says"]
+    _, v = check(src, "--engine", "vllm")
+    assert not by_code(v, "WC302")
+
+
+def test_a_placeholder_map_makes_vllm_s_cut_head_right(tmp_path):
+    """d2t all zeros: draft id i is target token i, the very row vLLM's cut head keeps — vLLM
+    serves it right, SGLang keeps a random head: a warning naming SGLang."""
+    from helpers.builders import edit
+
+    from weightcheck.storage.writer import OutTensor
+
+    def zeros(m):
+        t = m["d2t"]
+        m["d2t"] = OutTensor("d2t", "I64", t.shape, b"\0" * len(t.data))
+
+    def first_ids(m):
+        t = m["t2d"]
+        m["t2d"] = OutTensor("t2d", "BOOL", t.shape, b"\1" * 128 + b"\0" * 384)
+
+    src = edit(
+        hurried.headless(tmp_path / "h", full_vocab=False),
+        tmp_path / "p",
+        tensors=lambda m: (zeros(m), first_ids(m)),
+    )
+    _, rep = check(src)
+    (f,) = by_code(rep, "WC302")
+    assert f["severity"] == "warning" and "(sglang)" in f["message"]
