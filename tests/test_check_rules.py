@@ -1050,7 +1050,6 @@ def test_stale_rope_theta_beside_rope_parameters(w):
             "maps 'midlayer.mlp.down_proj.weight' to model-00001-of-00002.safetensors, but it is in model-00002",
         ),
         (dict(weight_map_edit=lambda wm: wm.pop("norm.weight")), "holds 'norm.weight', which"),
-        (dict(total_size_delta=2), "total_size"),
     ],
 )
 def test_index_inconsistent(w, lie, text):
@@ -1063,6 +1062,19 @@ def test_index_inconsistent(w, lie, text):
     hits = by_code(rep, "WC210")
     assert any(text in f["message"] for f in hits), hits
     assert all(f["subject"].endswith("model.safetensors.index.json") for f in hits)
+
+
+def test_a_stale_total_size_is_info(w):
+    """Issue #31 Why 1: no engine reads the index's metadata.total_size (SGLang and vLLM choose
+    the files by weight_map: sglang 0.5.23 model_loader/weight_utils.py:777-790, vllm 0.32.0
+    model_loader/weight_utils.py:594-600 filter_duplicate_safetensors_files), so a stale one
+    changes nothing served: info, exit 0 — not an error while both engine lines say "starts"."""
+    ts = read_tensors(w.clean())
+    name = [t.name for t in ts].index("midlayer.mlp.down_proj.weight")
+    exit_code, rep = check(write_sharded(w.path("x"), w.cfg, ts, name, total_size_delta=2))
+    (f,) = by_code(rep, "WC210")
+    assert f["severity"] == "info" and "no engine reads total_size" in f["message"], f
+    assert exit_code == 0 and all(e["starts"] for e in rep["engines"].values()), rep["engines"]
 
 
 def test_index_consistent_is_quiet(w):

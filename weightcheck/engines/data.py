@@ -22,7 +22,7 @@ from weightcheck import expr, mappings
 from weightcheck.errors import WeightcheckError
 from weightcheck.mappings import Bad, Expr, Path, Regex, Version
 from weightcheck.model import config as config_mod
-from weightcheck.model import dialects, inventory
+from weightcheck.model import dialects, inventory, names
 from weightcheck.record import record
 
 ENGINES = ("sglang", "vllm")
@@ -113,14 +113,33 @@ class Fail:
 
 @record(frozen=True)
 class Rewrite:
-    pattern: Regex
-    replace: str
+    """[[names.rewrite]]: a spelling of the name table (mappings/names.toml) the loader renames,
+    ``towards`` its written or its canonical form. ``pattern``/``replace``: how the loader
+    matches it when that is not the spelling itself (SGLang's ``"midlayer"``, without the dot),
+    checked at load to turn the one spelling into the other."""
+
+    alias: str
+    towards: Literal["written", "canonical"]
+    pattern: Regex | None = None
+    replace: str | None = None
     # which matches of ``pattern`` are replaced: "all" (Python's str.replace, re.sub) or "first"
     # only (vLLM's WeightsMapper: str.replace(substr, new, 1)); an anchor is written in the
     # pattern (^), not here
     occurrences: Literal["all", "first"] = "all"
     since: Version | None = None
     until: Version | None = None
+
+    def spellings(self) -> tuple[str, str]:
+        """(the spelling the loader finds, the one it makes) of the name table's alias."""
+        a = names.alias(self.alias)
+        return (a.canonical, a.written) if self.towards == "written" else (a.written, a.canonical)
+
+    def regex(self) -> tuple[str, str]:
+        """(pattern, replacement) as the loader applies them."""
+        if self.pattern is not None:
+            return self.pattern, self.replace or ""
+        found, made = self.spellings()
+        return re.escape(found), made
 
 
 @record(frozen=True)
@@ -422,6 +441,7 @@ def _check(data: Engine | Format) -> None:
                 f"aux_layers.convention[{i}].default_ids_output_of",
                 "L",
             )
+    _check_rewrites(n)
     for step in typing.get_args(Step):
         if getattr(n, step) and step not in n.order:
             raise Bad(
@@ -432,6 +452,30 @@ def _check(data: Engine | Format) -> None:
     for f in fields:
         if fields.count(f) > 1:
             raise Bad("config", f"field {f!r} is described twice")
+
+
+def _check_rewrites(n: Names) -> None:
+    """Every spelling a loader renames is one the name table knows (mappings/names.toml), and
+    the loader's own match turns it into the other spelling of that alias."""
+    for i, r in enumerate(n.rewrite):
+        a = names.alias(r.alias)
+        if a is None:
+            raise Bad(
+                f"names.rewrite[{i}].alias",
+                f"{r.alias!r} is no alias of mappings/names.toml: add the spelling there, with "
+                "its origin",
+            )
+        if (r.pattern is None) != (r.replace is None):
+            raise Bad(f"names.rewrite[{i}]", "pattern and replace go together")
+        found, made = r.spellings()
+        pattern, replace = r.regex()
+        probe = found if a.match == "exact" else found + "weight"
+        got = re.sub(pattern, replace, probe, count=int(r.occurrences == "first"))
+        if got != (made if a.match == "exact" else made + "weight"):
+            raise Bad(
+                f"names.rewrite[{i}]",
+                f"turns {probe!r} into {got!r}, not the alias's other spelling {made!r}",
+            )
 
 
 def parse(raw: dict, where: str, kind: type = Engine):

@@ -17,6 +17,10 @@ Fate = Literal["loaded", "special", "skipped", "dropped", "error", "warned", "un
 # because it is optional and absent
 ParamFate = Literal["loaded", "from_target", "random", "optional-absent"]
 
+# how a Landing's `why` starts for a non-parameter buffer (mappings/names.toml [[buffer]]) the
+# loader drops: nothing served changes, so no drop is counted against the drafter
+BUFFER = "a non-parameter buffer"
+
 # where an engine stops, earliest first
 STAGES = ("config", "build", "load", "bind")
 

@@ -29,7 +29,7 @@ from weightcheck.engines.aux import captured, default_ids
 from weightcheck.engines.data import Engine, load, loader_for, newest, renamed
 from weightcheck.engines.engine_config import engine_config
 from weightcheck.engines.parameters import expected_parameters, parameter_states
-from weightcheck.engines.replay_types import STAGES, Failure, Landing, ParamState
+from weightcheck.engines.replay_types import BUFFER, STAGES, Failure, Landing, ParamState
 from weightcheck.engines.routing import route_names, unrouted
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
@@ -74,7 +74,9 @@ class EngineView:
         starts or where it stops, the parameters left at init, the tensors dropped, where the
         head and embedding come from, and one sentence saying it."""
         left = [p.param for p in self.params if p.state == "random" and p.required]
-        dropped = [x.name for x in self.landings if x.fate == "dropped"]
+        dropped = [
+            x.name for x in self.landings if x.fate == "dropped" and not x.why.startswith(BUFFER)
+        ]
         state = {p.canonical: p.state for p in self.params}
         if not self.starts:
             f = self.failure

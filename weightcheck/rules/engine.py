@@ -7,6 +7,7 @@ import json
 from weightcheck import expr
 from weightcheck.engines import aux
 from weightcheck.engines.data import load, loaders
+from weightcheck.engines.replay_types import BUFFER
 from weightcheck.engines.view import view as replay
 from weightcheck.model import config as config_mod
 from weightcheck.rules.base import WARNING, rule
@@ -29,6 +30,8 @@ def engine_arch(ctx, finding):
 @rule("WC702", needs="engine")
 def engine_drops(ctx, finding):
     for landing in ctx.engine_view.landings:
+        if landing.why.startswith(BUFFER):  # not a weight: WC105 says it, as info
+            continue
         if landing.fate in ("dropped", "warned") and not landing.why.startswith(
             "dropped on purpose"
         ):

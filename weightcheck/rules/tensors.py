@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import INFO, WARNING, rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
@@ -119,8 +119,8 @@ def config_incomplete(ctx, finding):
 @rule("WC208")
 def dtype_mixed(ctx, finding):
     kinds = {}
-    for t in ctx.drafter.tensors:
-        if t.dtype in FLOAT_DTYPES:
+    for t in ctx.drafter.tensors:  # a non-parameter buffer (float32 RoPE table) is never loaded
+        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers:
             kinds.setdefault(t.dtype, []).append(t.name)
     if len(kinds) > 1:
         desc = ", ".join(f"{k} ({len(v)})" for k, v in sorted(kinds.items()))
@@ -133,7 +133,11 @@ def dtype_mixed(ctx, finding):
 @rule("WC209")
 def dtype_config(ctx, finding):
     declared = CONFIG_DTYPES.get(str(ctx.normalized.get("dtype") or "").lower())
-    floats = {t.dtype for t in ctx.drafter.tensors if t.dtype in FLOAT_DTYPES}
+    floats = {
+        t.dtype
+        for t in ctx.drafter.tensors
+        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers
+    }
     if declared and floats and floats != {declared}:
         built = ctx.built_dtypes()
         yield finding(
@@ -156,6 +160,8 @@ def index_drift(ctx, finding):
     for note in ctx.drafter.source.notes:
         if note.startswith("index-duplicate-tensor"):  # loads: the engines keep the later copy
             yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file, severity=WARNING)
+        elif note.startswith("index-total-size"):  # no engine reads it: nothing served changes
+            yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file, severity=INFO)
         elif note.startswith("index-"):
             yield finding(note.split(": ", 1)[1], ctx.drafter.source.index_file)
 

@@ -213,6 +213,7 @@ def check_index_against_headers(src: Source, weight_map: dict[str, str], where: 
         actual = sum(r.nbytes for r in src.tensors.values())
         if total != actual:
             src.notes.append(
-                f"index-total-size: {where} says total_size {total}, "
-                f"the shards hold {actual} bytes of tensors"
+                f"index-total-size: {where} says total_size {total}, the shards hold {actual} "
+                "bytes of tensors; no engine reads total_size (both choose the files by "
+                "weight_map), so nothing served changes"
             )
