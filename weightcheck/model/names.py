@@ -25,7 +25,8 @@ def _check(data: schema.NamesFile) -> None:
         seen.add(a.written)
         if a.match == "prefix" and not (a.written.endswith(".") and a.canonical.endswith(".")):
             raise mappings.Bad(
-                f"alias[{i}]", "a prefix alias ends at a module boundary: written and canonical end in '.'"
+                f"alias[{i}]",
+                "a prefix alias ends at a module boundary: written and canonical end in '.'",
             )
 
 
