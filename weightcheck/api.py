@@ -144,13 +144,15 @@ def check(
     progress: bool = False,
     live: bool = False,
     trainer: str | None = None,
+    served_as: str | None = None,
 ) -> CheckResult:
     """The gate: every rule, and with ``engine`` (``"sglang"``, ``"vllm"``,
     ``"sglang==0.5.11"``) the engine's own view. ``result.ok`` is False when a finding is an
     error. ``live`` (needs ``engine``, torch and the engine installed) also runs the installed
     engine's own loader on meta tensors (engines/live.py): the report's ``live`` object.
     ``allow_partial_init``: with ``training_config``, another architecture than SRC's is a
-    warning (WC905), not an error."""
+    warning (WC905), not an error. ``served_as``: the model path the engine will be given, when
+    not ``src`` as given (SGLang picks its config parser from it)."""
     from weightcheck.commands import check as check_mod  # imports the engines
     from weightcheck.model import vocab
     from weightcheck.model.target import load_target
@@ -160,6 +162,7 @@ def check(
     )
     tc = training_config_file(training_config) if training_config is not None else None
     d = load_drafter(str(src), revision=revision, token=token)
+    d.source.served_as = served_as
     if tc is not None:
         from weightcheck import trainers
         from weightcheck.rules.apply import read_training_config

@@ -278,6 +278,13 @@ def compare(a, b, revision_a, revision_b, values, strict, token, fmt, as_json):
 )
 @click.option("--explain", is_flag=True, help="Print the engine's key-by-key table.")
 @click.option(
+    "--served-as",
+    default=None,
+    metavar="PATH|HUB_ID",
+    help="The model path the engine will be given (--speculative-draft-model-path), when not "
+    "SRC as given here: SGLang picks its config parser from it.",
+)
+@click.option(
     "--live",
     is_flag=True,
     help="Also run the installed engine's own loader (needs --engine, torch and the engine in "
@@ -297,6 +304,7 @@ def check(
     training_vocab,
     values,
     explain,
+    served_as,
     live,
     revision,
     token,
@@ -322,6 +330,7 @@ def check(
         progress=True,
         live=live,
         trainer=trainer,
+        served_as=served_as,
     )
     _show(r, out, explain=explain)
     sys.exit(r.exit_status)

@@ -315,6 +315,31 @@ class SpeculatorsAdapter:
 
 
 @record(frozen=True)
+class ModelPath:
+    """[[model_path]]: what the engine decides from the model path itself, before it reads a
+    file: a path (lower-cased, as the engine is given it) holding every one of ``contains_all``,
+    or any of ``contains_any``, is read by ``parser``, which needs ``needs_file`` in the folder;
+    without it the engine stops at ``stage``."""
+
+    parser: str
+    needs_file: str
+    stage: Stage
+    fix: str
+    cite: str
+    contains_all: tuple[str, ...] = ()
+    contains_any: tuple[str, ...] = ()
+    since: Version | None = None
+    until: Version | None = None
+
+    def matches(self, path: str) -> bool:
+        low = path.lower()
+        return bool(
+            (self.contains_all and all(x in low for x in self.contains_all))
+            or any(x in low for x in self.contains_any)
+        )
+
+
+@record(frozen=True)
 class Refuse:
     when: Expr  # over the normalized config's fields
     why: str
@@ -353,6 +378,8 @@ class Engine:
     speculators_adapter: SpeculatorsAdapter | None = None
     layers: Layers | None = None
     fails: tuple[Fail, ...] = ()
+    # the engine's decisions from the model path (its first file only: before any loader)
+    model_path: tuple[ModelPath, ...] = ()
 
 
 @record(frozen=True)

@@ -25,6 +25,7 @@ import dataclasses
 import json
 from dataclasses import field
 
+from weightcheck.engines import model_path
 from weightcheck.engines.aux import captured, default_ids
 from weightcheck.engines.data import Engine, load, loader_for, newest, renamed
 from weightcheck.engines.engine_config import engine_config
@@ -61,6 +62,8 @@ class EngineView:
     tied_head: bool | None = None  # the head is the embedding module (no lm_head parameter)
     captured_layers: list | None = None  # target layers captured (needs the target)
     loader: str = ""  # the file replayed: mappings/engines/<loader>.toml
+    # what the engine decided from the model path before reading a file (model_path.py)
+    path_decisions: list = field(default_factory=list)
 
     @property
     def starts(self) -> bool:
@@ -137,6 +140,8 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     vals, shown, errors, spec, failures = engine_config(data, raw, version, target)
     if spec and data.speculators_adapter is None:  # it stops reading the config before these
         errors, failures = [], []
+    path = model_path.decisions(engine, version, drafter.source)  # before it reads the config
+    failures = [x.failure for x in path if x.failure is not None] + failures
     adapter = data.speculators_adapter
     built_arch = renamed(data, arch0)
     arch_ok = (spec and adapter is not None and adapter.derives_architecture) or (
@@ -175,6 +180,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         tied_head=tied,
         captured_layers=captured_,
         loader=loader,
+        path_decisions=path,
     )
 
 

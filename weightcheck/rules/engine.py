@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from weightcheck import expr
-from weightcheck.engines import aux
+from weightcheck.engines import aux, model_path
 from weightcheck.engines.data import load, loaders
 from weightcheck.engines.replay_types import BUFFER
 from weightcheck.engines.view import view as replay
@@ -73,6 +73,11 @@ def engine_random(ctx, finding):
 def engine_config_error(ctx, finding):
     for fld, msg in ctx.engine_view.config_errors:
         yield finding(f"{ctx.engine_view.engine}: {msg}", fld)
+    for x in ctx.engine_view.path_decisions:  # another config parser, chosen by the path
+        # it stops (error); or it reads another file, which is there: right only if that file
+        # says what config.json says (a warning)
+        severity = None if x.failure is not None else WARNING
+        yield finding(x.message, model_path.FIELD, severity=severity, detail=x.detail)
 
 
 @rule("WC706", needs="engine")
