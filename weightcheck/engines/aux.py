@@ -118,14 +118,7 @@ def captured(
         return sorted(set(out)) if c.sorted_unique else out
     if reach and (c.sorted_unique or c.capturable):
         # the engine keeps sorted(set(ids)) and captures only the ids its forward loop reaches
-        keep = []
-        for k in ids:
-            try:
-                ok = c.capturable is None or bool(expr.evaluate(c.capturable, {"k": k, "L": L}))
-            except (expr.ExprError, TypeError):
-                ok = False
-            if ok:
-                keep.append(k)
+        keep = [k for k in ids if _reached(c, k, ids, L)]
         ids = sorted(set(keep)) if c.sorted_unique else keep
     out = []
     for k in ids:
@@ -134,6 +127,49 @@ def captured(
         except (expr.ExprError, TypeError, ValueError):
             return None
     return out
+
+
+def _reached(c: Convention, k, ids, L: int) -> bool:
+    """Whether id ``k`` reaches a capture point of the family's forward (``capturable``)."""
+    try:
+        return c.capturable is None or bool(
+            expr.evaluate(c.capturable, {"k": k, "ids": list(ids), "L": L})
+        )
+    except (expr.ExprError, TypeError, IndexError):
+        return False
+
+
+def capture_failure(ids, engine: str, version: str, model_type, num_layers) -> str | None:
+    """Why the target's forward raises with these ids in ``engine==version`` (the family's
+    ``fails_when``: vLLM's DeepSeek path with id 0), or None."""
+    if not ids or not model_type or not num_layers:
+        return None
+    c = _conventions(engine, version, model_type)
+    if c is None or c.fails_when is None:
+        return None
+    for k in ids:
+        try:
+            if expr.evaluate(c.fails_when, {"k": k, "L": num_layers}):
+                return c.fails_why
+        except (expr.ExprError, TypeError):
+            continue
+    return None
+
+
+def never_captured(ids, engine: str, version: str, model_type, num_layers) -> list:
+    """The ids the family's forward never reaches (``capturable``), and what the engine does then
+    is the convention's ``missing``."""
+    if not ids or not model_type or not num_layers:
+        return []
+    c = _conventions(engine, version, model_type)
+    if c is None or c.capturable is None:
+        return []
+    return [k for k in ids if not _reached(c, k, ids, num_layers)]
+
+
+def convention_for(engine: str, version: str, model_type) -> Convention | None:
+    """The capture convention of a target family in ``engine==version`` (None: none known)."""
+    return _conventions(engine, version, model_type) if model_type else None
 
 
 def default_ids(num_layers: int) -> list[int]:

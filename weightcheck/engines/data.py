@@ -279,19 +279,43 @@ class ConfigField:
 
 @record(frozen=True)
 class Convention:
+    """[[aux_layers.convention]]: what a target family's forward does with the ids."""
+
     target_model_types: tuple[str, ...]
     captures_output_of: Expr  # over k, ids, L
     default_ids_output_of: Expr | None = None  # over L
-    sorted_unique: bool = False  # the engine keeps sorted(set(ids))
-    capturable: Expr | None = None  # over k, L: id k is captured (the forward loop reaches it)
+    sorted_unique: bool = False  # captured once each, in layer order (sorted(set(ids)))
+    # over k, ids, L: id k is captured (the forward loop reaches its capture point)
+    capturable: Expr | None = None
+    # where the family's forward captures, in words (entry of layer i, after the last layer)
+    capture_point: str = ""
+    # what the engine does when an id is never captured (a slot fewer, or one left unwritten)
+    missing: str = ""
+    fails_when: Expr | None = None  # over k, L: id k makes the forward raise
+    fails_why: str = ""
+    cite: str = ""
     since: Version | None = None
     versions: tuple[Version, ...] | None = None
 
 
 @record(frozen=True)
-class AuxLayers:
+class Runner:
+    """[[aux_layers.runner]]: a model runner of the engine, and where it reads the aux ids (in
+    order; none found: the target's default ids). ``default``: the one the release runs unless
+    ``runs_when`` of another holds."""
+
+    name: str
     paths: tuple[Path, ...]
+    cite: str
+    default: bool = False
+    runs_when: str = ""
+    skips_empty: bool = False  # an empty list is passed over (`if not layer_ids`), else it is used
+
+
+@record(frozen=True)
+class AuxLayers:
     default_text: str
+    runner: tuple[Runner, ...] = ()  # the engine's first file only (every loader shares them)
     convention: tuple[Convention, ...] = ()
 
 
@@ -457,9 +481,13 @@ def _check(data: Engine | Format) -> None:
         if c.capturable is not None:
             _check_names(
                 c.capturable,
-                {"k", "L"},
+                {"k", "ids", "L"},
                 f"aux_layers.convention[{i}].capturable",
-                "one of k, L",
+                "one of k, ids, L",
+            )
+        if c.fails_when is not None:
+            _check_names(
+                c.fails_when, {"k", "L"}, f"aux_layers.convention[{i}].fails_when", "one of k, L"
             )
         if c.default_ids_output_of is not None:
             _check_names(
@@ -469,6 +497,9 @@ def _check(data: Engine | Format) -> None:
                 "L",
             )
     _check_rewrites(n)
+    runners = data.aux_layers.runner
+    if runners and sum(r.default for r in runners) != 1:
+        raise Bad("aux_layers.runner", "exactly one runner is the default")
     for step in typing.get_args(Step):
         if getattr(n, step) and step not in n.order:
             raise Bad(
@@ -559,6 +590,12 @@ def newest(data: Engine) -> str:
 def files() -> tuple[str, ...]:
     """Every file of mappings/engines/ by name: the layouts and the engines' other loaders."""
     return LAYOUTS + tuple(n for e in ENGINES for n in load(e).engine.loaders)
+
+
+def runners(engine: str) -> tuple[Runner, ...]:
+    """The engine's model runners (its first file's [[aux_layers.runner]]), the default first."""
+    rs = engine_data(engine).aux_layers.runner
+    return tuple(sorted(rs, key=lambda r: not r.default))
 
 
 def loaders(engine: str) -> list[Engine]:

@@ -26,8 +26,15 @@ import json
 from dataclasses import field
 
 from weightcheck.engines import model_path
-from weightcheck.engines.aux import captured, default_ids
+from weightcheck.engines.aux import (
+    capture_failure,
+    captured,
+    convention_for,
+    default_ids,
+    never_captured,
+)
 from weightcheck.engines.data import Engine, load, loader_for, newest, renamed
+from weightcheck.engines.data import runners as data_runners
 from weightcheck.engines.engine_config import engine_config
 from weightcheck.engines.parameters import expected_parameters, parameter_states
 from weightcheck.engines.replay_types import BUFFER, STAGES, Failure, Landing, ParamState
@@ -155,11 +162,15 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     states = parameter_states(drafter, data, vals, exp, landings, target)
     tied = not any(p.canonical == "lm_head.weight" for p in states)
     stops = _stops(drafter, data, spec, arch_ok, arch0, built_arch, landings)
-    aux = aux_layers(data, raw, vals)
+    aux = aux_layers(data, raw, vals, engine)
     captured_ = None
     if target is not None:
-        captured_ = captured_layers_of(aux, engine, version, target.model_type, target.num_layers)
+        mt, L = target.model_type, target.num_layers
+        captured_ = captured_layers_of(aux, engine, version, mt, L)
         aux["captures_output_of_layers"] = captured_
+        for r in aux["runners"]:
+            r["captures_output_of_layers"] = captured_layers_of(r, engine, version, mt, L)
+        stops.extend(capture_failures(aux, vals, engine, version, mt, L, captured_))
     return EngineView(
         engine=engine,
         version=version,
@@ -231,16 +242,29 @@ def _draft_vocab(raw: dict, vals: dict, shown: dict) -> dict:
     return {"size": vd, "from": vd_from}
 
 
-def aux_layers(data: Engine, raw: dict, vals: dict | None = None) -> dict:
-    """Where the engine reads aux ids, and the formula for the target layers they capture. With
+def aux_layers(data: Engine, raw: dict, vals: dict | None = None, engine: str = "") -> dict:
+    """Where the engine's model runners read aux ids (mappings/engines/<engine>.toml
+    [[aux_layers.runner]]), and the formula for the target layers they capture. ``ids`` and
+    ``from`` are the default runner's (a verdict follows it); ``runners`` lists each. With
     ``use_aux_hidden_state`` false the engine captures nothing: no ids, ``captures`` false."""
     aux = data.aux_layers
-    ids, src = None, None
-    for path in aux.paths:
-        v = config_mod.lookup(raw, path)
-        if isinstance(v, list):
-            ids, src = v, path
-            break
+    runners = []
+    for r in data_runners(engine) if engine else ():
+        ids, src = None, None
+        for path in r.paths:
+            v = config_mod.lookup(raw, path)
+            if isinstance(v, list) and (v or not r.skips_empty):
+                ids, src = v, path
+                break
+        runners.append(
+            {
+                "name": r.name,
+                "default": r.default,
+                "runs_when": r.runs_when,
+                "ids": ids,
+                "from": src,
+            }
+        )
     conventions = []
     for c in aux.convention:
         d = {"target_model_types": list(c.target_model_types)}
@@ -252,10 +276,47 @@ def aux_layers(data: Engine, raw: dict, vals: dict | None = None) -> dict:
         if c.versions is not None:
             d["versions"] = list(c.versions)
         conventions.append(d)
-    out = {"ids": ids, "from": src, "default": aux.default_text, "conventions": conventions}
+    first = runners[0] if runners else {"ids": None, "from": None}
+    out = {
+        "ids": first["ids"],
+        "from": first["from"],
+        "default": aux.default_text,
+        "conventions": conventions,
+        "runners": runners,
+    }
     if vals is not None and vals.get("use_aux_hidden_state") is False:
         out.update(ids=None, captures=False, why="use_aux_hidden_state is false")
+        for r in runners:
+            r.update(ids=None, **{"from": None})
     return out
+
+
+def capture_failures(aux: dict, vals: dict, engine, version, model_type, L, got) -> list:
+    """Where the target's first forward stops on the default runner's ids, or the target's
+    default ids when it reads none (the family's convention, mappings/engines/<engine>.toml): an
+    id that makes it raise (vLLM's DeepSeek path with id 0), or captured states fewer or more
+    than fc is built for (SGLang's packer raises; otherwise fc's input width is wrong)."""
+    ids = aux.get("ids")
+    read = ids is not None
+    if ids is None and L:
+        ids = default_ids(L)
+    conv = convention_for(engine, version, model_type)
+    if aux.get("captures") is False or not ids or conv is None:
+        return []
+    crash = capture_failure(ids, engine, version, model_type, L)
+    if crash:
+        return [Failure("forward", crash, "aux_layer_ids", conv.cite)]
+    n = vals.get("num_aux_hidden_states")
+    if got is None or type(n) is not int or len(got) == n:
+        return []
+    lost = never_captured(ids, engine, version, model_type, L)
+    said = "" if read else " (the target's default: none read)"
+    why = (
+        f"ids {json.dumps(ids)}{said} capture {len(got)} state(s), the outputs of layers {got} of "
+        f"a {L}-layer {model_type} target; fc takes {n}"
+        + (f" (never reached: {lost})" if lost else "")
+    )
+    return [Failure("forward", why, "aux_layer_ids", conv.cite)]
 
 
 def captured_layers_of(aux: dict, engine: str, version: str, model_type, num_layers) -> list | None:

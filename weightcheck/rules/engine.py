@@ -6,11 +6,9 @@ import json
 
 from weightcheck import expr
 from weightcheck.engines import aux, model_path
-from weightcheck.engines.data import load, loaders
+from weightcheck.engines.data import load, loaders, newest
 from weightcheck.engines.replay_types import BUFFER
-from weightcheck.engines.view import view as replay
-from weightcheck.model import config as config_mod
-from weightcheck.rules.base import WARNING, rule
+from weightcheck.rules.base import INFO, WARNING, rule
 
 
 @rule("WC701", needs="engine")
@@ -124,42 +122,84 @@ def engine_default(ctx, finding):
             )
 
 
-@rule("WC708", needs="engine")
-def aux_convention(ctx, finding):
-    v = ctx.engine_view
-    t = ctx.target
-    if not v.starts:  # an engine that does not start captures nothing (its failure is said)
-        return
-    # the convention the drafter was trained in: its dialect's (mappings/dialects/*.toml
-    # aux_convention), refined by where its config keeps the ids
-    if t is None:
-        return
-    L = t.num_layers
-    trained = (
-        aux.convention_of(ctx.drafter, L) if aux.trained_convention(ctx.drafter.dialect) else None
+def _runner_said(v, name: str | None = None) -> str:
+    """How a message names the engine's runner when it has several ("vllm (V2 runner, the
+    default)"), the engine alone otherwise."""
+    rs = v.aux.get("runners") or []
+    r = next((x for x in rs if x["name"] == name), rs[0] if rs else None)
+    if r is None or len(rs) < 2:
+        return v.engine
+    return f"{v.engine} ({r['name']} runner" + (", the default)" if r["default"] else ")")
+
+
+def _runners_detail(v) -> str:
+    rs = v.aux.get("runners") or []
+    if len(rs) < 2:
+        return ""
+    return (
+        " Runners: "
+        + "; ".join(
+            f"{r['name']} ({r['runs_when']}) reads {r['from'] or 'no ids here'}" for r in rs
+        )
+        + "."
     )
-    ids = ctx.normalized.get("aux_layer_ids")
-    if trained is None or trained == v.engine or ids is None:
-        return  # without ids of its own the drafter gets defaults everywhere (WC407)
-    if not all(type(i) is int for i in ids):
-        return  # ids that are no integers capture nothing anywhere (WC403 says so)
-    mt = t.model_type
-    here = aux.captured_layers(v, mt, L)
-    other = replay(ctx.drafter, trained)
-    there = aux.captured_layers(other, mt, L, reach=False)  # as trained: every id, in order
+
+
+def _trained(ctx):
+    """(the trained layers, the convention, why) of the drafter's own ids, or None: what the ids
+    mean in the convention its trainer wrote them in, wherever the config writes them."""
+    t, d = ctx.target, ctx.drafter
+    if t is None or not aux.trained_convention(d.dialect):
+        return None
+    ids = aux.written_ids(d.config or {})
+    if ids is None:
+        return None  # without ids of its own the drafter gets defaults everywhere (WC407)
+    L = t.num_layers
+    conv = aux.convention_of(d, L)
+    version = newest(load(conv))
+    there = aux.captured(ids, conv, version, t.model_type, L, reach=False)
     why = (
         f"ids that end at the target's {L} layers are layer boundaries"
-        if trained != aux.convention_of(ctx.drafter)
+        if conv != aux.convention_of(d)
         else "the one its config writes them in"
     )
-    if here is not None and there is not None and here != there:
-        ids_here = v.aux.get("ids") or f"none it reads, so its default {[2, L // 2, L - 3]}"
-        yield finding(
-            f"{v.engine} captures the outputs of target layers {here} (ids: "
-            f"{ids_here}), but the drafter was trained on layers {there} (ids "
-            f"{other.aux.get('ids')} in {trained}'s convention: {why})",
-            "aux_layer_ids",
-        )
+    return (there, conv, why, ids) if there is not None else None
+
+
+@rule("WC708", needs="engine")
+def aux_convention(ctx, finding):
+    """The default runner captures other layers than trained: error (other values fed to fc)."""
+    v = ctx.engine_view
+    if not v.starts or ctx.target is None:  # a failure is said by its own finding
+        return
+    trained = _trained(ctx)
+    if trained is None:
+        return
+    there, conv, why, ids = trained
+    if conv == v.engine and v.aux.get("ids") == ids:
+        return  # read where written, in the convention written
+    here = v.captured_layers
+    if here is None or here == there or len(here) != len(there):
+        return  # the same layers; or another count: the forward fails (WC712)
+    L = ctx.target.num_layers
+    read = v.aux.get("ids")
+    ids_here = read if read is not None else f"none it reads, so its default {aux.default_ids(L)}"
+    others = [
+        r for r in v.aux.get("runners", [])[1:] if r.get("captures_output_of_layers") == there
+    ]
+    detail = (
+        f"The {others[0]['name']} runner ({others[0]['runs_when']}) reads {others[0]['from']} "
+        "and captures the trained layers."
+        if others
+        else ""
+    ) + _runners_detail(v)
+    yield finding(
+        f"{_runner_said(v)} captures the outputs of target layers {here} (ids: {ids_here}), "
+        f"but the drafter was trained on layers {there} (ids {ids} in {conv}'s convention: "
+        f"{why})",
+        "aux_layer_ids",
+        detail=detail.strip() or None,
+    )
 
 
 @rule("WC709", needs="engine")
@@ -186,25 +226,64 @@ def target_support(ctx, finding):
 
 @rule("WC710", needs="engine")
 def aux_location(ctx, finding):
+    """Ids written where the engine's default runner does not read them: it captures the
+    target's default ids. With the target: info when those are the trained layers and every
+    runner agrees, a warning naming the runner that captures others, nothing when the default
+    runner itself captures others (WC708, an error). Without it: a warning (right only if the
+    target's default layers are the trained ones)."""
     v = ctx.engine_view
     if not v.starts:  # an engine that does not start captures nothing (its failure is said)
         return
-    raw = ctx.drafter.config
-    nested = config_mod.lookup(raw, "eagle_config.eagle_aux_hidden_state_layer_ids")
-    top = raw.get("eagle_aux_hidden_state_layer_ids")
-    if v.engine == "sglang" and isinstance(top, list) and not isinstance(nested, list):
-        yield finding(
-            f"aux layer ids {top} are top-level only: SGLang reads only "
-            "eagle_config.eagle_aux_hidden_state_layer_ids and captures its defaults",
-            "aux_layer_ids",
+    written = aux.written_ids(ctx.drafter.config or {})
+    rs = v.aux.get("runners") or []
+    if written is None or not rs or rs[0]["ids"] is not None or v.aux.get("captures") is False:
+        return
+    where = (
+        "top level"
+        if isinstance(ctx.drafter.config.get("eagle_aux_hidden_state_layer_ids"), list)
+        else "eagle_config"
+    )
+    reads = [r for r in rs[1:] if r["ids"] is not None]
+    default_said = (
+        f"{_runner_said(v)} reads no aux ids there and captures the target's default layers"
+    )
+    if ctx.target is None:
+        others = (
+            f"; the {reads[0]['name']} runner ({reads[0]['runs_when']}) reads them" if reads else ""
         )
-    if v.engine == "vllm" and isinstance(nested, list) and not isinstance(top, list):
         yield finding(
-            f"aux layer ids {nested} are only in eagle_config: vLLM's V2 model runner "
-            "(the default on GPU in 0.33) reads the top-level list and captures its "
-            "defaults",
+            f"aux layer ids {written} are at the {where} only: {default_said}{others}",
             "aux_layer_ids",
+            fix=ctx.convert_fix(v.engine),
+            detail="Right only if the target's default layers are the ones the drafter was "
+            "trained on; --target TARGET says which. Where each runner reads: "
+            + "; ".join(f"{r['name']}: {r['from'] or 'nowhere here'}" for r in rs),
         )
+        return
+    trained = _trained(ctx)
+    here = v.captured_layers
+    if trained is None or here is None or here != trained[0]:
+        return  # the default runner feeds other layers: WC708 (an error) says it
+    differ = [r for r in reads if r.get("captures_output_of_layers") != here]
+    if differ:
+        r = differ[0]
+        yield finding(
+            f"{default_said}, which are the trained layers {here}; the {r['name']} runner "
+            f"({r['runs_when']}) reads {r['from']} and captures {r['captures_output_of_layers']}",
+            "aux_layer_ids",
+            severity=WARNING,
+            fix=ctx.convert_fix(v.engine),
+            detail="Right under the default runner only: write the ids where every runner "
+            "reads them (the top level for vLLM).",
+        )
+        return
+    yield finding(
+        f"aux layer ids {written} are at the {where} only: {default_said}, {here}, which are "
+        "the trained layers — nothing served changes",
+        "aux_layer_ids",
+        severity=INFO,
+        fix=ctx.convert_fix(v.engine),
+    )
 
 
 @rule("WC711", needs="engine")
@@ -228,23 +307,19 @@ def shipped(ctx, finding):
 
 @rule("WC712", needs="engine")
 def captured_count(ctx, finding):
+    """The target's first forward stops on the aux ids (the view's failure at "forward": a slot
+    never written, a count fc is not built for, an id the forward raises on)."""
     v = ctx.engine_view
+    f = v.failure
+    if ctx.target is None or f is None or f.stage != "forward" or f.subject != "aux_layer_ids":
+        return
     t = ctx.target
-    if t is None or not v.starts or not v.architectures_ok or v.captured_layers is None:
-        return
-    n = (v.config.get("num_aux_hidden_states") or {}).get("value")
-    if type(n) is not int or len(v.captured_layers) == n:
-        return
-    ids = v.aux.get("ids")
-    if ids is None:  # the engine's defaults: WC407 says the drafter names no ids
-        return
-    said = f"ids {json.dumps(ids)}"
+    conv = aux.convention_for(v.engine, v.version, t.model_type)
+    said = f"{conv.missing} Capture point: {conv.capture_point}." if conv and conv.missing else ""
     yield finding(
-        f"{v.engine} captures {len(v.captured_layers)} target state(s), the outputs of layers "
-        f"{v.captured_layers} ({said}: sorted, repeats once, only layers its forward loop "
-        f"reaches, for a {t.num_layers}-layer target), but fc is built for {n}: the first "
-        "forward pass fails on fc's input width",
+        f"{_runner_said(v)} fails at the target's first forward: {f.why}",
         "aux_layer_ids",
+        detail=(said + _runners_detail(v) + (f" {f.cite}" if f.cite else "")).strip() or None,
     )
 
 
