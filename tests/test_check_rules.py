@@ -517,8 +517,20 @@ def t_engine_default_differs(w):
 
 @trigger("WC708", "aux_layer_ids")
 def t_aux_convention(w):
-    # real: SpecForge's ids [0,1,2] (SGLang: outputs of layers 0,1,2) mean outputs of -1,0,1 in vLLM
-    return PRODUCERS / "specforge-sglang", ["--engine", "vllm", "--target", TARGET]
+    # real: SpecForge's ids [0,1,2] (SGLang: outputs of layers 0,1,2) mean outputs of -1,0,1 in
+    # vLLM; written at the top level too, where vLLM's default (V2) runner reads them
+    out = edit(
+        PRODUCERS / "specforge-sglang",
+        w.path("x"),
+        cfg=lambda c: c.update(eagle_aux_hidden_state_layer_ids=[0, 1, 2]),
+    )
+    return out, ["--engine", "vllm", "--target", TARGET]
+
+
+@trigger("WC105", "midlayer.self_attn.rotary_emb.inv_freq")
+def t_buffer(w):
+    buf = OutTensor("midlayer.self_attn.rotary_emb.inv_freq", "F32", (16,), b"\0" * 64)
+    return edit(w.clean(), w.path("x"), add=[buf]), []
 
 
 @trigger("WC709", "target")
@@ -871,10 +883,11 @@ CLEAN = {
     "specforge-sglang, --values, target": Clean(
         lambda tmp: (PRODUCERS / "specforge-sglang", ["--values", "--target", TARGET]),
         ALL | {"values", "target"},
-        # SpecForge's ids [0, 1, 2] (nested, SGLang's convention) are other layers in vLLM, and
-        # vLLM's V2 runner reads no nested ids: `--engine vllm` says both, so plain check does,
-        # as warnings naming vLLM (SGLang serves it)
-        frozenset({"WC803", "WC708", "WC710"}),
+        # SpecForge's ids [0, 1, 2] sit nested (SGLang's convention): vLLM's default V2 runner
+        # reads none there and takes the target's default (2, 2, 1) for this 4-layer target,
+        # two layers for an fc built for three: `--engine vllm` fails at the first forward, so
+        # plain check says it as a warning naming vLLM (SGLang serves it)
+        frozenset({"WC803", "WC712"}),
     ),
 }
 
@@ -1106,12 +1119,17 @@ def test_aux_ids_ending_at_the_layer_count_are_boundaries_in_every_layout(w, lay
     if layout == "layers.0":
         names = tensor_map(PRODUCERS / "specforge-sglang")
         rename = {n: n.replace("midlayer.", "layers.0.") for n in names}
-    src = edit(PRODUCERS / "specforge-sglang", w.path(layout), cfg=_ids([1, 2, 4]), rename=rename)
+    # the ids also at the top level, where vLLM's default (V2) runner reads them
+    def ids(c):
+        _ids([1, 2, 4])(c)
+        c["eagle_aux_hidden_state_layer_ids"] = [1, 2, 4]
+
+    src = edit(PRODUCERS / "specforge-sglang", w.path(layout), cfg=ids, rename=rename)
     _, rep = check(src, "--target", TARGET)
     assert "WC403" not in codes(rep), rep["findings"]
-    assert codes(rep) == {"WC708", "WC710", "WC712"}
+    assert codes(rep) == {"WC712"}  # SGLang's Llama loop never captures id 4: 2 states, fc takes 3
     assert all(f["severity"] == "warning" for f in rep["findings"])  # vLLM serves it
-    assert "[0, 1, 3]" in by_code(rep, "WC708")[0]["message"]
+    assert rep["engines"]["vllm"]["starts"] and not rep["engines"]["sglang"]["starts"]
 
 
 @pytest.mark.parametrize(
@@ -1354,7 +1372,11 @@ def test_producer_real_findings():
     """Real findings on producer output, each explained in tests/fixtures/producers/README.md."""
     # speculators convert: F32 weights (the source config spells `dtype`) and the aux ids dropped
     _, conv = check(PRODUCERS / "speculators-convert", "--engine", "vllm", "--target", TARGET)
-    assert conv["ok"] and codes(conv) == {"WC209", "WC407", "WC504"}
+    assert codes(conv) == {"WC209", "WC407", "WC504", "WC712"}
+    # without ids vLLM's V2 runner takes the target's default (2, L//2, L-3): for the 4-layer
+    # test target (2, 2, 1), two distinct layers for an fc built for three — the first forward
+    # fails (the capture oracle runs this; a real target has distinct defaults)
+    assert not conv["ok"] and "[2, 2, 1]" in by_code(conv, "WC712")[0]["message"]
     # ModelOpt full vocab: F32 weights under `torch_dtype: bfloat16`, and the head is the target's
     _, mo = check(PRODUCERS / "modelopt-fullvocab-fp32", "--engine", "sglang", "--target", TARGET)
     assert mo["ok"] and codes(mo) == {"WC209", "WC504"}
@@ -1398,13 +1420,17 @@ def test_producer_norms_at_init_with_values():
         assert "norm.weight" in {f["subject"] for f in by_code(rep, "WC803")}, fixture
 
 
-def test_producer_checkpoints_in_the_other_engine():
-    # SpecForge's [0, 1, 2] means other layers in vLLM, and vLLM's V2 runner reads no nested ids
-    _, rep = check(PRODUCERS / "specforge-sglang", "--engine", "vllm", "--target", TARGET)
+def test_producer_checkpoints_in_the_other_engine(tmp_path):
+    # SpecForge's [0, 1, 2] (outputs of layers 0, 1, 2) sit in eagle_config only: vLLM's default
+    # V2 runner reads none there and captures the target's default ids [2, 4, 5] of an 8-layer
+    # target (outputs 1, 3, 4); V1 would read them and capture outputs -1, 0, 1: neither trained
+    target8 = target_copy(tmp_path / "target8", num_hidden_layers=8)
+    _, rep = check(PRODUCERS / "specforge-sglang", "--engine", "vllm", "--target", target8)
     # issue #21: with the target known, other captured layers are an error for that engine
-    assert not rep["ok"] and codes(rep) == {"WC708", "WC710"}
-    assert by_code(rep, "WC708")[0]["severity"] == "error"
-    assert "[-1, 0, 1]" in by_code(rep, "WC708")[0]["message"]
+    assert not rep["ok"] and codes(rep) == {"WC708"}
+    (f,) = by_code(rep, "WC708")
+    assert f["severity"] == "error" and "[1, 3, 4]" in f["message"] and "V2 runner" in f["message"]
+    assert "V1" in f["detail"]
     # speculators train in SGLang: not loadable as it is (see test_speculators_config_read_by_sglang);
     # SGLang stops at its config step (the SGLang oracle, corpus variant st.asis: "Unrecognized
     # model"), so nothing is built and no tensor is replaced by the target's (no WC711)
