@@ -161,9 +161,7 @@ def _sglang_target(torch, family: str, L: int):
     torch.nn.Module.__init__(inner)
     inner.pp_group = one_rank
     inner.start_layer, inner.end_layer = 0, L
-    inner.layers = torch.nn.ModuleList(
-        [_stub_layer(torch, i, False, deep) for i in range(L)]
-    )
+    inner.layers = torch.nn.ModuleList([_stub_layer(torch, i, False, deep) for i in range(L)])
     inner.embed_tokens = lambda ids: _tagged(torch, -1)
     inner.norm = lambda h: h
     inner.layers_to_capture = []
@@ -224,13 +222,19 @@ def sglang_case(case: dict) -> dict:
     real_finalize = ahs.AuxHiddenStatePacker.finalize
 
     def finalize(self):  # observe the packed buffer before SGLang's own check
-        written["slots"] = [
-            int(self._buffer[0, k].item()) if k < self._idx else None
-            for k in range(self._num_captures)
-        ] if self._buffer is not None else [None] * self._num_captures
+        written["slots"] = (
+            [
+                int(self._buffer[0, k].item()) if k < self._idx else None
+                for k in range(self._num_captures)
+            ]
+            if self._buffer is not None
+            else [None] * self._num_captures
+        )
         return real_finalize(self)
 
-    fb = types.SimpleNamespace(can_run_tbo=False, forward_mode=types.SimpleNamespace(is_idle=lambda: False))
+    fb = types.SimpleNamespace(
+        can_run_tbo=False, forward_mode=types.SimpleNamespace(is_idle=lambda: False)
+    )
     saved = (llama.residual_batch, deepseek_v2.residual_batch)
     recorder = types.SimpleNamespace(with_current_layer=lambda i: contextlib.nullcontext())
     saved_rec = deepseek_v2.get_global_expert_distribution_recorder
@@ -293,7 +297,9 @@ def _vllm_forward(torch, model) -> tuple:
     saved = (llama.get_pp_group, deepseek_v2.get_pp_group)
     llama.get_pp_group = deepseek_v2.get_pp_group = lambda: one_rank
     try:
-        return model.model.forward(torch.zeros(TOKENS, dtype=torch.long), torch.arange(TOKENS), None)
+        return model.model.forward(
+            torch.zeros(TOKENS, dtype=torch.long), torch.arange(TOKENS), None
+        )
     finally:
         llama.get_pp_group, deepseek_v2.get_pp_group = saved
 
@@ -339,7 +345,9 @@ def _each(cases: list, fn) -> list:
         try:
             out.append(fn(case))
         except Exception as e:  # noqa: BLE001 - reading the config failed: also an answer
-            out.append({"ids": None, "slots": None, "error": f"{type(e).__name__}: {e}", "stage": "config"})
+            out.append(
+                {"ids": None, "slots": None, "error": f"{type(e).__name__}: {e}", "stage": "config"}
+            )
     return out
 
 

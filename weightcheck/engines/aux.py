@@ -198,10 +198,10 @@ def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_laye
 
     def cap(cand, eng, reach=True):
         version = newest(load(eng))
-        got = captured(cand, eng, version, model_type, L, reach=reach)
-        if got is None and model_type != LLAMA:
-            got = captured(cand, eng, version, LLAMA, L, reach=reach)
-        return got
+        fam = model_type if _conventions(eng, version, model_type) else LLAMA
+        if reach and capture_failure(cand, eng, version, fam, L):
+            return None  # the target's forward raises on them (vLLM's DeepSeek path, id 0)
+        return captured(cand, eng, version, fam, L, reach=reach)
 
     layers = cap(ids, src_engine, reach=False)  # what the ids mean, as the trainer captured them
     if layers is None:

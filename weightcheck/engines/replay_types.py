@@ -21,8 +21,8 @@ ParamFate = Literal["loaded", "from_target", "random", "optional-absent"]
 # loader drops: nothing served changes, so no drop is counted against the drafter
 BUFFER = "a non-parameter buffer"
 
-# where an engine stops, earliest first ("forward": the target's first forward pass, which the
-# server runs at start-up, e.g. an aux id its forward loop cannot capture)
+# where an engine stops, earliest first ("forward": the target's first forward pass once it has
+# started, e.g. an aux id its forward loop cannot capture: EngineView.forward_failure)
 STAGES = ("config", "build", "load", "bind", "forward")
 
 

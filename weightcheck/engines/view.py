@@ -71,6 +71,9 @@ class EngineView:
     loader: str = ""  # the file replayed: mappings/engines/<loader>.toml
     # what the engine decided from the model path before reading a file (model_path.py)
     path_decisions: list = field(default_factory=list)
+    # where the target's first forward pass stops once the engine has started (needs the
+    # target: an aux id its forward cannot capture, or raises on): past what `starts` covers
+    forward_failure: Failure | None = None
 
     @property
     def starts(self) -> bool:
@@ -99,6 +102,11 @@ class EngineView:
             said = "loads every parameter"
             if state.get("lm_head.weight") == "from_target":
                 said += "; the head is the target's"
+        if self.starts and self.forward_failure is not None:
+            said = (
+                "starts, but the target's first forward fails on "
+                f"{self.forward_failure.subject}: {self.forward_failure.why}"
+            )
         if self.starts:
             said += f"; built in {self.dtype}" if self.dtype else "; built in the target's dtype"
         return {
@@ -127,6 +135,9 @@ class EngineView:
             "draft_vocab": self.draft_vocab,
             "tied_head": self.tied_head,
             "captured_layers": self.captured_layers,
+            "forward_fails": None
+            if self.forward_failure is None
+            else dataclasses.asdict(self.forward_failure),
         }
 
 
@@ -163,14 +174,14 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     tied = not any(p.canonical == "lm_head.weight" for p in states)
     stops = _stops(drafter, data, spec, arch_ok, arch0, built_arch, landings)
     aux = aux_layers(data, raw, vals, engine)
-    captured_ = None
+    captured_ = forward = None
     if target is not None:
         mt, L = target.model_type, target.num_layers
         captured_ = captured_layers_of(aux, engine, version, mt, L)
         aux["captures_output_of_layers"] = captured_
         for r in aux["runners"]:
             r["captures_output_of_layers"] = captured_layers_of(r, engine, version, mt, L)
-        stops.extend(capture_failures(aux, vals, engine, version, mt, L, captured_))
+        forward = first_failure(capture_failures(aux, vals, engine, version, mt, L, captured_))
     return EngineView(
         engine=engine,
         version=version,
@@ -192,6 +203,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         captured_layers=captured_,
         loader=loader,
         path_decisions=path,
+        forward_failure=forward,
     )
 
 
@@ -292,16 +304,15 @@ def aux_layers(data: Engine, raw: dict, vals: dict | None = None, engine: str = 
 
 
 def capture_failures(aux: dict, vals: dict, engine, version, model_type, L, got) -> list:
-    """Where the target's first forward stops on the default runner's ids, or the target's
-    default ids when it reads none (the family's convention, mappings/engines/<engine>.toml): an
-    id that makes it raise (vLLM's DeepSeek path with id 0), or captured states fewer or more
-    than fc is built for (SGLang's packer raises; otherwise fc's input width is wrong)."""
+    """The Failures (stage "forward") of the target's first forward on the ids the default runner
+    reads (the family's convention, mappings/engines/<engine>.toml): an id that makes it raise
+    (vLLM's DeepSeek path with id 0), or captured states fewer or more than fc is built for
+    (SGLang's packer raises; otherwise fc's input width is wrong)."""
     ids = aux.get("ids")
-    read = ids is not None
-    if ids is None and L:
-        ids = default_ids(L)
     conv = convention_for(engine, version, model_type)
     if aux.get("captures") is False or not ids or conv is None:
+        # none read: the target's default ids, the engine's own choice (WC407, WC708, WC710 say
+        # what they capture; they collide only for a target of fewer than 8 layers)
         return []
     crash = capture_failure(ids, engine, version, model_type, L)
     if crash:
@@ -310,9 +321,8 @@ def capture_failures(aux: dict, vals: dict, engine, version, model_type, L, got)
     if got is None or type(n) is not int or len(got) == n:
         return []
     lost = never_captured(ids, engine, version, model_type, L)
-    said = "" if read else " (the target's default: none read)"
     why = (
-        f"ids {json.dumps(ids)}{said} capture {len(got)} state(s), the outputs of layers {got} of "
+        f"ids {json.dumps(ids)} capture {len(got)} state(s), the outputs of layers {got} of "
         f"a {L}-layer {model_type} target; fc takes {n}"
         + (f" (never reached: {lost})" if lost else "")
     )

@@ -179,8 +179,8 @@ def aux_convention(ctx, finding):
     if conv == v.engine and v.aux.get("ids") == ids:
         return  # read where written, in the convention written
     here = v.captured_layers
-    if here is None or here == there or len(here) != len(there):
-        return  # the same layers; or another count: the forward fails (WC712)
+    if here is None or here == there or v.forward_failure is not None:
+        return  # the same layers; or the first forward fails on the ids (WC712)
     L = ctx.target.num_layers
     read = v.aux.get("ids")
     ids_here = read if read is not None else f"none it reads, so its default {aux.default_ids(L)}"
@@ -310,8 +310,8 @@ def captured_count(ctx, finding):
     """The target's first forward stops on the aux ids (the view's failure at "forward": a slot
     never written, a count fc is not built for, an id the forward raises on)."""
     v = ctx.engine_view
-    f = v.failure
-    if ctx.target is None or f is None or f.stage != "forward" or f.subject != "aux_layer_ids":
+    f = v.forward_failure
+    if ctx.target is None or not v.starts or f is None or f.subject != "aux_layer_ids":
         return
     t = ctx.target
     conv = aux.convention_for(v.engine, v.version, t.model_type)
