@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 import synth
-from conftest import PRODUCERS, run_cli
+from conftest import PRODUCERS
 
 from weightcheck.engines import data
 from weightcheck.engines.view import view
@@ -142,77 +141,3 @@ def test_every_buffer_is_dropped_by_every_loader(tmp_path):
                 (landing,) = [x for x in v.landings if x.name == buffer_name]
                 assert landing.fate in ("dropped", "warned"), (kind, engine, landing)
                 assert v.summary()["dropped"] == [], (kind, engine, v.summary())
-
-
-def _with_extra(tmp_path, name, extra, cfg_edit=None, src=SPECFORGE):
-    out = tmp_path / name
-    shutil.copytree(src, out)
-    cfg = json.loads((out / "config.json").read_text())
-    if cfg_edit:
-        cfg_edit(cfg)
-    (out / "config.json").write_text(json.dumps(cfg))
-    tensors = synth.drafter_tensors(cfg)
-    write_file(str(out / "model.safetensors"), tensors + extra(tensors), {"format": "pt"})
-    return out
-
-
-def test_an_old_export_with_inv_freq_checks_out_and_converts(tmp_path):
-    """Issue #31 Why 1: an older export's midlayer.self_attn.rotary_emb.inv_freq was WC101 + WC702
-    errors and convert refused the drafter ("no dialect explains ... add a dialect file"). Both
-    engines drop it and every parameter loads: one info finding (WC105), exit 0, inspect names it
-    a buffer, convert leaves it out and says so."""
-    buf = "midlayer.self_attn.rotary_emb.inv_freq"
-    src = _with_extra(tmp_path, "old", lambda ts: [OutTensor(buf, "F32", (16,), b"\0" * 64)])
-    r = run_cli("check", src, "--json")
-    assert r.exit_code == 0, r
-    found = {(f["code"], f["severity"]) for f in r.json["findings"] if f["subject"] == buf}
-    assert found == {("WC105", "info")}, r.json["findings"]
-    for engine in data.ENGINES:
-        r = run_cli("check", src, "--engine", engine, "--json")
-        assert r.exit_code == 0 and not [
-            f for f in r.json["findings"] if f["subject"] == buf and f["severity"] != "info"
-        ], (engine, r.json["findings"])
-    i = run_cli("inspect", src, "--json").json
-    (row,) = [t for t in i["tensors"] if t["name"] == buf]
-    assert row["status"].startswith("buffer") and buf not in i["unknown"]
-    c = run_cli("convert", src, tmp_path / "out", "--to", "sglang", "--json")
-    assert c.exit_code == 0, c
-    assert any(buf in n and "non-parameter buffer" in n for n in c.json["notes"]), c.json["notes"]
-    assert buf not in load_drafter(str(tmp_path / "out")).source.tensors
-
-
-def test_a_half_converted_drafter_with_legacy_norm_names(tmp_path):
-    """Issue #31 Why 6: aux_norm_low/mid/high (renamed to fc_norm.0/1/2 by SGLang's loader) were
-    unnamed in inspect, "no dialect explains this name" in check, refused by convert. Now: named,
-    SGLang loads them (no finding under --engine sglang), vLLM's refusal names the legacy spelling,
-    and convert writes fc_norm.{i} for either engine."""
-
-    def legacy(ts):
-        for t in ts:
-            for i, k in enumerate(("low", "mid", "high")):
-                if t.name == f"fc_norm.{i}.weight":
-                    t.name = f"aux_norm_{k}.weight"
-        return []
-
-    src = _with_extra(tmp_path, "half", legacy, lambda c: c.update(fc_norm=True))
-    i = run_cli("inspect", src, "--json").json
-    assert not i["unknown"], i["unknown"]
-    rows = {t["name"]: t["canonical"] for t in i["tensors"]}
-    assert rows["aux_norm_low.weight"] == "fc_norm.0.weight"
-    sg = run_cli("check", src, "--engine", "sglang", "--json")
-    assert sg.exit_code == 0 and not [f for f in sg.json["findings"] if f["severity"] == "error"], (
-        sg.json
-    )
-    vl = run_cli("check", src, "--engine", "vllm", "--json")
-    assert vl.exit_code == 1
-    wc703 = [f for f in vl.json["findings"] if f["code"] == "WC703"]
-    assert wc703 and "legacy spelling of fc_norm.0" in wc703[0]["message"], vl.json["findings"]
-    assert "WC101" not in {f["code"] for f in vl.json["findings"]}
-    for engine in data.ENGINES:
-        out = tmp_path / f"out-{engine}"
-        c = run_cli("convert", src, out, "--to", engine, "--target", PRODUCERS / "target-llama")
-        assert c.exit_code == 0, c
-        assert {"fc_norm.0.weight", "fc_norm.2.weight"} <= {
-            t.canonical for t in load_drafter(str(out)).tensors
-        }
-        assert run_cli("check", out, "--engine", engine).exit_code == 0

@@ -116,14 +116,15 @@ def captured(
         except (expr.ExprError, TypeError, ValueError):
             return None
         return sorted(set(out)) if c.sorted_unique else out
+    written = list(ids)  # what the setter reads (SGLang's DeepSeek: the first id as written)
     if reach and (c.sorted_unique or c.capturable):
         # the engine keeps sorted(set(ids)) and captures only the ids its forward loop reaches
-        keep = [k for k in ids if _reached(c, k, ids, L)]
+        keep = [k for k in ids if _reached(c, k, written, L)]
         ids = sorted(set(keep)) if c.sorted_unique else keep
     out = []
     for k in ids:
         try:
-            out.append(int(expr.evaluate(c.captures_output_of, {"k": k, "ids": list(ids), "L": L})))
+            out.append(int(expr.evaluate(c.captures_output_of, {"k": k, "ids": written, "L": L})))
         except (expr.ExprError, TypeError, ValueError):
             return None
     return out
@@ -154,6 +155,25 @@ def capture_failure(ids, engine: str, version: str, model_type, num_layers) -> s
         except (expr.ExprError, TypeError):
             continue
     return None
+
+
+def target_forward(ids, engine: str, version: str, model_type, num_layers) -> dict | None:
+    """What the target's own forward does with ``ids`` (already read by a runner; the target's
+    default when None): ``slots``, the layer whose output fills each aux slot in order, and
+    ``raises``, why the forward itself raises (None: it returns; a slot count fc is not built
+    for then fails the drafter's fc, past the target). None when no convention covers it. The
+    capture oracle (tests/engine/capture_oracle.py) runs the engines' own code for the same."""
+    c = _conventions(engine, version, model_type) if model_type else None
+    if c is None or not num_layers:
+        return None
+    default = ids is None
+    if default:
+        ids = default_ids(num_layers)
+    slots = captured(ids, engine, version, model_type, num_layers, default) or []
+    raises = capture_failure(ids, engine, version, model_type, num_layers)
+    if raises is None and c.missing_raises and len(slots) != len(ids):
+        raises = c.missing
+    return {"slots": slots, "raises": raises}
 
 
 def never_captured(ids, engine: str, version: str, model_type, num_layers) -> list:

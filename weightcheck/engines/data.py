@@ -291,6 +291,9 @@ class Convention:
     capture_point: str = ""
     # what the engine does when an id is never captured (a slot fewer, or one left unwritten)
     missing: str = ""
+    # the target's forward itself raises when the captures are fewer than the ids (SGLang's
+    # packed buffer checks its count); else the drafter's fc meets the wrong width later
+    missing_raises: bool = False
     fails_when: Expr | None = None  # over k, L: id k makes the forward raise
     fails_why: str = ""
     cite: str = ""

@@ -322,10 +322,10 @@ def capture_failures(aux: dict, vals: dict, engine, version, model_type, L, got)
         return []
     lost = never_captured(ids, engine, version, model_type, L)
     why = (
-        f"ids {json.dumps(ids)} capture {len(got)} state(s), the outputs of layers {got} of "
-        f"a {L}-layer {model_type} target; fc takes {n}"
-        + (f" (never reached: {lost})" if lost else "")
+        f"ids {json.dumps(ids)} capture {len(got)} state(s) (outputs of layers {got}), fc takes {n}"
     )
+    if lost:
+        why += f"; never reached: {lost}"
     return [Failure("forward", why, "aux_layer_ids", conv.cite)]
 
 

@@ -8,6 +8,7 @@ from weightcheck import expr
 from weightcheck.engines import aux, model_path
 from weightcheck.engines.data import load, loaders, newest
 from weightcheck.engines.replay_types import BUFFER
+from weightcheck.errors import WeightcheckError
 from weightcheck.rules.base import INFO, WARNING, rule
 
 
@@ -193,12 +194,22 @@ def aux_convention(ctx, finding):
         if others
         else ""
     ) + _runners_detail(v)
+    try:  # convert writes ids that make this engine capture the trained layers, when some do
+        aux.convert_ids(ids, conv, v.engine, ctx.target.model_type, L)
+        fix = ctx.convert_fix(v.engine)
+    except WeightcheckError:
+        fix = None
+        detail += (
+            f" No ids make {v.engine}'s forward for a {ctx.target.model_type} target capture "
+            f"layers {there}: serve it with an engine that captures them."
+        )
     yield finding(
-        f"{_runner_said(v)} captures the outputs of target layers {here} (ids: {ids_here}), "
-        f"but the drafter was trained on layers {there} (ids {ids} in {conv}'s convention: "
-        f"{why})",
+        f"{_runner_said(v)} captures the outputs of target layers {here}, but the drafter was "
+        f"trained on layers {there}",
         "aux_layer_ids",
-        detail=detail.strip() or None,
+        fix=fix,
+        detail=f"Ids it reads: {ids_here}. The drafter's ids {ids} are in {conv}'s convention "
+        f"({why}). {detail.strip()}".strip(),
     )
 
 
@@ -234,30 +245,26 @@ def aux_location(ctx, finding):
     v = ctx.engine_view
     if not v.starts:  # an engine that does not start captures nothing (its failure is said)
         return
-    written = aux.written_ids(ctx.drafter.config or {})
+    raw = ctx.drafter.config or {}
+    written = aux.written_ids(raw)
     rs = v.aux.get("runners") or []
     if written is None or not rs or rs[0]["ids"] is not None or v.aux.get("captures") is False:
         return
-    where = (
-        "top level"
-        if isinstance(ctx.drafter.config.get("eagle_aux_hidden_state_layer_ids"), list)
-        else "eagle_config"
-    )
+    top = isinstance(raw.get("eagle_aux_hidden_state_layer_ids"), list)
+    where = "at the top level" if top else "in eagle_config"
+    who = _runner_said(v)
     reads = [r for r in rs[1:] if r["ids"] is not None]
-    default_said = (
-        f"{_runner_said(v)} reads no aux ids there and captures the target's default layers"
-    )
+    fix = ctx.convert_fix(v.engine)
+    runners = _runners_detail(v)
     if ctx.target is None:
-        others = (
-            f"; the {reads[0]['name']} runner ({reads[0]['runs_when']}) reads them" if reads else ""
-        )
+        also = f"; the {reads[0]['name']} runner reads them" if reads else ""
         yield finding(
-            f"aux layer ids {written} are at the {where} only: {default_said}{others}",
+            f"aux ids {written} only {where}: {who} reads none there and captures the target's "
+            f"default layers{also}",
             "aux_layer_ids",
-            fix=ctx.convert_fix(v.engine),
+            fix=fix,
             detail="Right only if the target's default layers are the ones the drafter was "
-            "trained on; --target TARGET says which. Where each runner reads: "
-            + "; ".join(f"{r['name']}: {r['from'] or 'nowhere here'}" for r in rs),
+            f"trained on (--target TARGET says).{runners}",
         )
         return
     trained = _trained(ctx)
@@ -268,21 +275,22 @@ def aux_location(ctx, finding):
     if differ:
         r = differ[0]
         yield finding(
-            f"{default_said}, which are the trained layers {here}; the {r['name']} runner "
-            f"({r['runs_when']}) reads {r['from']} and captures {r['captures_output_of_layers']}",
+            f"{who} reads no aux ids {where}; its default layers {here} are the trained ones, but "
+            f"the {r['name']} runner captures {r['captures_output_of_layers']}",
             "aux_layer_ids",
             severity=WARNING,
-            fix=ctx.convert_fix(v.engine),
-            detail="Right under the default runner only: write the ids where every runner "
-            "reads them (the top level for vLLM).",
+            fix=fix,
+            detail=f"Right under the default runner only. The {r['name']} runner runs on "
+            f"{r['runs_when']} and reads {r['from']}.{runners}",
         )
         return
     yield finding(
-        f"aux layer ids {written} are at the {where} only: {default_said}, {here}, which are "
-        "the trained layers — nothing served changes",
+        f"aux ids {written} only {where}: {who} reads none there; its default layers {here} are "
+        "the trained ones (nothing served changes)",
         "aux_layer_ids",
         severity=INFO,
-        fix=ctx.convert_fix(v.engine),
+        fix=fix,
+        detail=runners.strip() or None,
     )
 
 
@@ -315,11 +323,16 @@ def captured_count(ctx, finding):
         return
     t = ctx.target
     conv = aux.convention_for(v.engine, v.version, t.model_type)
-    said = f"{conv.missing} Capture point: {conv.capture_point}." if conv and conv.missing else ""
+    lost = aux.never_captured(v.aux.get("ids"), v.engine, v.version, t.model_type, t.num_layers)
+    said = f"A {t.num_layers}-layer {t.model_type} target. "
+    if conv is not None:
+        said += f"Capture point: {conv.capture_point}. "
+        if lost and conv.missing:
+            said += f"An id never reached: {conv.missing}. "
     yield finding(
         f"{_runner_said(v)} fails at the target's first forward: {f.why}",
         "aux_layer_ids",
-        detail=(said + _runners_detail(v) + (f" {f.cite}" if f.cite else "")).strip() or None,
+        detail=(said + _runners_detail(v) + (f" {f.cite}" if f.cite else "")).strip(),
     )
 
 
