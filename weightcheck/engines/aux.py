@@ -8,7 +8,8 @@ with the target model types it covers, the formula, and the releases it holds fo
 from __future__ import annotations
 
 from weightcheck import expr
-from weightcheck.engines.data import Convention, load, newest, version_key
+from weightcheck.engines.data import load, newest, version_key
+from weightcheck.engines.data_aux import Convention
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import dialects
 
