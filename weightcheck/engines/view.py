@@ -299,7 +299,7 @@ def aux_layers(data: Engine, raw: dict, vals: dict | None = None, engine: str = 
     if vals is not None and vals.get("use_aux_hidden_state") is False:
         out.update(ids=None, captures=False, why="use_aux_hidden_state is false")
         for r in runners:
-            r.update(ids=None, **{"from": None})
+            r.update(ids=None, captures=False, **{"from": None})
     return out
 
 
