@@ -515,9 +515,7 @@ def run(
             for e in engines:
                 if (e, v.id) in rep.pending:
                     continue
-                rf = replay_facts(
-                    rep.replays[(e, v.id)], e, rep.records[(e, v.id)].get("runner")
-                )
+                rf = replay_facts(rep.replays[(e, v.id)], e, rep.records[(e, v.id)].get("runner"))
                 ef = engine_facts(rep.records[(e, v.id)], e)
                 rep.rows.extend(compare(v.id, e, rf, ef))
         rep.seconds["total"] = round(time.time() - t0, 2)
