@@ -535,8 +535,20 @@ def t_engine_default_differs(w):
 
 @trigger("WC708", "aux_layer_ids")
 def t_aux_convention(w):
-    # real: SpecForge's ids [0,1,2] (SGLang: outputs of layers 0,1,2) mean outputs of -1,0,1 in vLLM
-    return PRODUCERS / "specforge-sglang", ["--engine", "vllm", "--target", TARGET]
+    # real: SpecForge's ids [0,1,2] (SGLang: outputs of layers 0,1,2) mean outputs of -1,0,1 in
+    # vLLM; written at the top level too, where vLLM's default (V2) runner reads them
+    out = edit(
+        PRODUCERS / "specforge-sglang",
+        w.path("x"),
+        cfg=lambda c: c.update(eagle_aux_hidden_state_layer_ids=[0, 1, 2]),
+    )
+    return out, ["--engine", "vllm", "--target", TARGET]
+
+
+@trigger("WC105", "midlayer.self_attn.rotary_emb.inv_freq")
+def t_buffer(w):
+    buf = OutTensor("midlayer.self_attn.rotary_emb.inv_freq", "F32", (16,), b"\0" * 64)
+    return edit(w.clean(), w.path("x"), add=[buf]), []
 
 
 @trigger("WC709", "target")
@@ -889,10 +901,10 @@ CLEAN = {
     "specforge-sglang, --values, target": Clean(
         lambda tmp: (PRODUCERS / "specforge-sglang", ["--values", "--target", TARGET]),
         ALL | {"values", "target"},
-        # SpecForge's ids [0, 1, 2] (nested, SGLang's convention) are other layers in vLLM, and
-        # vLLM's V2 runner reads no nested ids: `--engine vllm` says both, so plain check does,
-        # as warnings naming vLLM (SGLang serves it)
-        frozenset({"WC803", "WC708", "WC710"}),
+        # SpecForge's ids [0, 1, 2] sit nested (SGLang's convention): vLLM's default V2 runner
+        # reads none there and captures the target's default layers, not the trained ones:
+        # `--engine vllm` says so, so plain check does, as a warning naming vLLM (SGLang serves it)
+        frozenset({"WC803", "WC708"}),
     ),
 }
 
@@ -1073,7 +1085,6 @@ def test_stale_rope_theta_beside_rope_parameters(w):
             "maps midlayer.mlp.down_proj.weight to model-00001-of-00002.safetensors, but it is in model-00002",
         ),
         (dict(weight_map_edit=lambda wm: wm.pop("norm.weight")), "holds norm.weight, which"),
-        (dict(total_size_delta=2), "total_size"),
     ],
 )
 def test_index_inconsistent(w, lie, text):
@@ -1086,6 +1097,19 @@ def test_index_inconsistent(w, lie, text):
     hits = by_code(rep, "WC210")
     assert any(text in said(f) for f in hits), hits
     assert all(f["subject"].endswith("model.safetensors.index.json") for f in hits)
+
+
+def test_a_stale_total_size_is_info(w):
+    """Issue #31 Why 1: no engine reads the index's metadata.total_size (SGLang and vLLM choose
+    the files by weight_map: sglang 0.5.23 model_loader/weight_utils.py:777-790, vllm 0.32.0
+    model_loader/weight_utils.py:594-600 filter_duplicate_safetensors_files), so a stale one
+    changes nothing served: info, exit 0 — not an error while both engine lines say "starts"."""
+    ts = read_tensors(w.clean())
+    name = [t.name for t in ts].index("midlayer.mlp.down_proj.weight")
+    exit_code, rep = check(write_sharded(w.path("x"), w.cfg, ts, name, total_size_delta=2))
+    (f,) = by_code(rep, "WC210")
+    assert f["severity"] == "info" and "no engine reads total_size" in f["message"], f
+    assert exit_code == 0 and all(e["starts"] for e in rep["engines"].values()), rep["engines"]
 
 
 def test_index_consistent_is_quiet(w):
@@ -1117,12 +1141,19 @@ def test_aux_ids_ending_at_the_layer_count_are_boundaries_in_every_layout(w, lay
     if layout == "layers.0":
         names = tensor_map(PRODUCERS / "specforge-sglang")
         rename = {n: n.replace("midlayer.", "layers.0.") for n in names}
-    src = edit(PRODUCERS / "specforge-sglang", w.path(layout), cfg=_ids([1, 2, 4]), rename=rename)
+
+    # the ids also at the top level, where vLLM's default (V2) runner reads them
+    def ids(c):
+        _ids([1, 2, 4])(c)
+        c["eagle_aux_hidden_state_layer_ids"] = [1, 2, 4]
+
+    src = edit(PRODUCERS / "specforge-sglang", w.path(layout), cfg=ids, rename=rename)
     _, rep = check(src, "--target", TARGET)
     assert "WC403" not in codes(rep), rep["findings"]
-    assert codes(rep) == {"WC708", "WC710", "WC712"}
+    assert codes(rep) == {"WC712"}  # SGLang's Llama loop never captures id 4: 2 states, fc takes 3
     assert all(f["severity"] == "warning" for f in rep["findings"])  # vLLM serves it
-    assert "[0, 1, 3]" in said(by_code(rep, "WC708")[0])
+    assert "first forward fails" in rep["engines"]["sglang"]["says"]
+    assert "first forward" not in rep["engines"]["vllm"]["says"]
 
 
 @pytest.mark.parametrize(
@@ -1407,13 +1438,17 @@ def test_producer_norms_at_init_with_values():
         assert "norm.weight" in {f["subject"] for f in by_code(rep, "WC803")}, fixture
 
 
-def test_producer_checkpoints_in_the_other_engine():
-    # SpecForge's [0, 1, 2] means other layers in vLLM, and vLLM's V2 runner reads no nested ids
-    _, rep = check(PRODUCERS / "specforge-sglang", "--engine", "vllm", "--target", TARGET)
+def test_producer_checkpoints_in_the_other_engine(tmp_path):
+    # SpecForge's [0, 1, 2] (outputs of layers 0, 1, 2) sit in eagle_config only: vLLM's default
+    # V2 runner reads none there and captures the target's default ids [2, 4, 5] of an 8-layer
+    # target (outputs 1, 3, 4); V1 would read them and capture outputs -1, 0, 1: neither trained
+    target8 = target_copy(tmp_path / "target8", num_hidden_layers=8)
+    _, rep = check(PRODUCERS / "specforge-sglang", "--engine", "vllm", "--target", target8)
     # issue #21: with the target known, other captured layers are an error for that engine
-    assert not rep["ok"] and codes(rep) == {"WC708", "WC710"}
-    assert by_code(rep, "WC708")[0]["severity"] == "error"
-    assert "[-1, 0, 1]" in said(by_code(rep, "WC708")[0])
+    assert not rep["ok"] and codes(rep) == {"WC708"}
+    (f,) = by_code(rep, "WC708")
+    assert f["severity"] == "error" and "[1, 3, 4]" in f["message"] and "V2 runner" in f["message"]
+    assert "V1" in f["detail"]
     # speculators train in SGLang: not loadable as it is (see test_speculators_config_read_by_sglang);
     # SGLang stops at its config step (the SGLang oracle, corpus variant st.asis: "Unrecognized
     # model"), so nothing is built and no tensor is replaced by the target's (no WC711)

@@ -45,7 +45,7 @@ def test_plain_check_says_what_check_engine_vllm_says():
     code, plain = check(SF)
     assert code == 0 and "WC710" in codes(plain)
     (f,) = by_code(plain, "WC710")
-    assert f["severity"] == "warning" and "vLLM" in f["message"]
+    assert f["severity"] == "warning" and "vllm (V2 runner, the default)" in f["message"]
     line = plain["engines"]["vllm"]
     assert "loads every parameter" not in line["says"] and "WC710" in line["says"]
     assert line["findings"] == {"errors": 0, "warnings": 1, "codes": ["WC710"]}
@@ -92,7 +92,7 @@ def test_other_captured_layers_are_a_warning_naming_the_engine_when_the_other_se
     code, plain = check(SF, "--target", TARGET)
     assert code == 0
     (f,) = by_code(plain, "WC708")
-    assert f["severity"] == "warning" and f["message"].startswith("vllm captures")
+    assert f["severity"] == "warning" and f["message"].startswith("vllm (V2 runner, the default)")
     assert check(SF, "--engine", "vllm", "--target", TARGET)[0] == 1
 
 
@@ -215,12 +215,13 @@ def test_a_version_the_applicable_loader_was_not_read_for_is_refused(tmp_path, v
 def test_ids_no_engine_id_can_express_are_a_gate_refusal_not_bad_input(tmp_path):
     """[1, 2, 4] on a 4-layer Llama target end at the layer count (the last layer's output):
     SGLang cannot capture it. convert --to sglang said so as unreadable input (exit 2); it keeps
-    the ids and its gate refuses them as check OUT --engine sglang would (exit 1, WC708/WC712)."""
+    the ids and its gate refuses them as check OUT --engine sglang would (exit 1, WC712: the
+    target's first forward captures two states for an fc built for three)."""
     src = edit(SF, tmp_path / "x", cfg=_ids([1, 2, 4]))
     r = run_cli("convert", src, tmp_path / "out", "--to", "sglang", "--target", TARGET, "--json")
     assert r.exit_code == 1 and r.json["refused"]
     (run,) = r.json["check"]["engines"]
-    assert {"WC708", "WC712"} <= {f["code"] for f in run["findings"]}
+    assert "WC712" in {f["code"] for f in run["findings"]}
     assert any("kept as they are" in n for n in r.json["notes"])
     # vLLM captures them: --to vllm converts
     assert (

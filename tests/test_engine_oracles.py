@@ -351,7 +351,8 @@ def loads_fully(r: dict, engine: str) -> None:
 # logged a WARNING while processing it), the record keys beyond the shared schema
 SCHEMA = {
     "sglang": ("0.5.23", {"loaded", "dropped", "warned", "error", "not_reached"}, {"sglang"}),
-    "vllm": ("0.32.0", {"loaded", "dropped", "error", "not_reached"}, set()),
+    # "runner": the model runner the CPU build ran (V1): where it read the aux ids
+    "vllm": ("0.32.0", {"loaded", "dropped", "error", "not_reached"}, {"runner"}),
 }
 
 

@@ -384,6 +384,10 @@ def test_deepseek_v3_model_type_fails_in_vllm_and_convert_writes_kimi_k2(
 MLA_FIXTURES = {"mla-modelopt": ("modelopt", "vllm"), "mla-torchspec": ("specforge", "sglang")}
 
 
+def _kimi_ids(c):
+    c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 30, 58]
+
+
 @pytest.mark.parametrize("name", sorted(MLA_FIXTURES))
 def test_mla_fixture_reads_and_loads_in_both_engines(name):
     from conftest import PRODUCERS
@@ -401,12 +405,24 @@ def test_mla_fixture_reads_and_loads_in_both_engines(name):
 
 @pytest.mark.parametrize("name", sorted(MLA_FIXTURES))
 def test_mla_fixture_round_trips_through_the_other_layout(tmp_path, name):
+    """Through the other engine's layout and back, byte for byte. The fixtures' own ids [0, 1, 2]
+    (SGLang's DeepSeek convention: the outputs of the embedding and layers 0, 1) cannot be served
+    by vLLM: its DeepSeek forward raises on id 0 (the residual is still None; the capture
+    oracle runs vLLM's own DeepseekV2Model.forward), so convert --to vllm refuses them (WC712);
+    the round trip runs on the ids a Kimi drafter writes, [2, 30, 58], which both engines read
+    as the same layers."""
     from conftest import PRODUCERS
 
-    src = PRODUCERS / name
     target = write_target(
         tmp_path / "t", "kimi_k2", 61, hidden=64, vocab=512, architecture="DeepseekV3ForCausalLM"
     )
+    r = run_cli("convert", PRODUCERS / name, tmp_path / "no", "--to", "vllm", "--target", target)
+    assert r.exit_code == 1 and "WC712" in r.stdout, r
+    j = run_cli("convert", PRODUCERS / name, tmp_path / "no", "--to", "vllm", "--target", target,
+                "--json")  # fmt: skip
+    (f,) = [f for e in j.json["check"]["engines"] for f in e["findings"] if f["code"] == "WC712"]
+    assert "id 0" in f["detail"], f
+    src = edit(PRODUCERS / name, tmp_path / "src", cfg=_kimi_ids)
     other = "sglang" if MLA_FIXTURES[name][1] == "vllm" else "vllm"
     mid, back = tmp_path / "mid", tmp_path / "back"
     convert(src, mid, "--to", other, "--target", target)

@@ -93,7 +93,7 @@ def test_a_shuffled_index_is_one_wc210_line(tmp_path):
     assert len(rows) == 2, text  # the 8 as one finding, and the total_size
     flat = " ".join(text.split())
     (listed,) = [line for line in flat.split("WC210 ")[1:] if "to a shard without it" in line]
-    assert all(n in listed for n in first) and "'" not in listed  # no Python repr
+    assert all(n in listed and f"'{n}" not in listed for n in first)  # no Python repr
     for fmt in ("concise", "github"):
         out = run_cli("check", src, "--format", fmt).stdout
         # finding lines (each engine's verdict line lists the codes its own run gives, too)

@@ -215,6 +215,7 @@ def test_typed_turns_plain_data_into_its_record_and_refuses_a_key_it_lacks():
         "default": "the engine's",
         "conventions": [{"target_model_types": ["llama"], "captures_output_of": "ids"}],
         "captures_output_of_layers": None,
+        "runners": [],
     }
     got = typed(AuxLayers, aux)
     assert got.from_ == aux["from"] and got.conventions[0].target_model_types == ["llama"]

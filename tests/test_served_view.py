@@ -129,14 +129,23 @@ def test_r1_vllm_renames_the_architecture(served):
         ("sf.aux.dupl", "sglang", [1, 2]),
         ("sf.aux.n234", "sglang", [2]),
         ("sf.aux.none", "sglang", [0, 1]),
-        ("sf.aux.neg", "vllm", [-1, 0]),
+        # eagle_config's [-1, 0, 1] is read by vLLM's V1 runner (the CPU build the oracle runs);
+        # the default V2 runner reads none there (the capture oracle, tests/engine/capture_oracle.py)
+        ("sf.aux.neg", "vllm:V1", [-1, 0]),
+        ("sf.aux.neg", "vllm:V2", [0, 1]),
         ("sf.aux.none", "vllm", [0, 1]),
         ("sf.aux.no_aux", "sglang", None),
         ("sf.aux.no_aux", "vllm", None),
     ],
 )
 def test_r8_captured_layers(served, vid, engine, layers):
+    engine, _, runner = engine.partition(":")
     e = served(vid, engine)
+    if runner:
+        (r,) = [r for r in e["aux_layers"]["runners"] if r["name"] == runner]
+        assert r["captures_output_of_layers"] == layers
+        assert (e["captured_layers"] == layers) == r["default"]  # the verdict follows the default
+        return
     assert e["captured_layers"] == layers
     if layers is None:
         assert e["aux_layers"]["captures"] is False

@@ -283,6 +283,13 @@ def compare(fmt, as_json, **options):
     help="Print each finding's detail (the evidence, the engine's code path) under it.",
 )
 @click.option(
+    "--served-as",
+    default=None,
+    metavar="PATH|HUB_ID",
+    help="The model path the engine will be given (--speculative-draft-model-path), when not "
+    "SRC as given here: SGLang picks its config parser from it.",
+)
+@click.option(
     "--live",
     is_flag=True,
     help="Also run the installed engine's own loader (needs --engine, torch and the engine in "

@@ -62,6 +62,9 @@ class CheckRequest:
     revision: str | None = None
     token: str | None = None
     progress: bool = False  # a progress line on a terminal (values)
+    # the model path the engine will be given, when not SRC as given (SGLang picks its config
+    # parser from the path: engines/model_path.py)
+    served_as: str | None = None
 
     def __post_init__(self):
         self.src = _path(self.src)

@@ -10,6 +10,7 @@ config paths. Anything else in a file is an error naming the file, the key and w
 
     kind            files                                   schema
     dialect         mappings/dialects/*.toml, --mapping     DialectFile
+    name table      mappings/names.toml                     NamesFile
     architecture    mappings/architectures/*.toml           ArchitectureFile
     config fields   mappings/config.toml                    ConfigFile
     rules, causes   mappings/rules.toml                     RulesFile
@@ -64,12 +65,14 @@ class StripRule:
 
 @shape
 class RenameRule:
-    """[[rename]]: exactly one of ``exact``, ``prefix``, ``regex`` -> ``to``."""
+    """[[rename]]: exactly one of ``exact``, ``prefix``, ``regex`` -> ``to``; or ``alias``: a
+    spelling of mappings/names.toml (its written -> canonical, no ``to``)."""
 
-    to: str
+    to: str | None = None
     exact: str | None = None
     prefix: str | None = None
     regex: Regex | None = None
+    alias: str | None = None
     cite: str = ""
 
 
@@ -79,6 +82,38 @@ class DialectFile:
     detect: Detect = Detect()
     strip: tuple[StripRule, ...] = ()
     rename: tuple[RenameRule, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# the name table: mappings/names.toml (weightcheck/model/names.py)
+
+
+@record(frozen=True)
+class Alias:
+    """[[alias]]: a spelling some producer writes or some engine renames, and its canonical one."""
+
+    written: str
+    canonical: str
+    match: Literal["prefix", "exact"]
+    scope: Literal["layout", "any"]
+    origin: str
+    cite: str
+
+
+@record(frozen=True)
+class Buffer:
+    """[[buffer]]: a non-parameter buffer an export may carry (no drafter parameter)."""
+
+    pattern: Regex
+    what: str
+    origin: str
+    cite: str
+
+
+@shape
+class NamesFile:
+    alias: tuple[Alias, ...] = ()
+    buffer: tuple[Buffer, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -210,7 +210,7 @@ def _fmt(v) -> str:
     return json.dumps(v)
 
 
-def replay_facts(j: dict, engine: str) -> dict:
+def replay_facts(j: dict, engine: str, runner: str | None = None) -> dict:
     """The replay's facts (see the module docstring); ``{"view": ...}`` when there is no view."""
     if "_cli_failed" in j:
         return {"view": f"check could not run (exit {j['_cli_failed']}: {j['_stderr']})"}
@@ -303,13 +303,16 @@ def replay_facts(j: dict, engine: str) -> dict:
             facts["draft_vocab_size"] = v
     aux = e.get("aux_layers") or {}
     ids = aux.get("ids")
+    captured = e.get("captured_layers", aux.get("captures_output_of_layers"))
+    # the runner the oracle ran (vLLM's CPU build: V1), when the replay's default is another
+    for r in aux.get("runners") or []:
+        if runner and r["name"] == runner:
+            ids, captured = r["ids"], r.get("captures_output_of_layers")
     facts["aux_ids"] = "default" if ids is None else ids
     if aux.get("captures") is False:  # use_aux_hidden_state false
         facts["aux_ids"] = "none"
     # nothing captured is null, as in the oracles' records
-    facts["captured_layers"] = (
-        e.get("captured_layers", aux.get("captures_output_of_layers")) or None
-    )
+    facts["captured_layers"] = captured or None
     return facts
 
 
@@ -512,7 +515,7 @@ def run(
             for e in engines:
                 if (e, v.id) in rep.pending:
                     continue
-                rf = replay_facts(rep.replays[(e, v.id)], e)
+                rf = replay_facts(rep.replays[(e, v.id)], e, rep.records[(e, v.id)].get("runner"))
                 ef = engine_facts(rep.records[(e, v.id)], e)
                 rep.rows.extend(compare(v.id, e, rf, ef))
         rep.seconds["total"] = round(time.time() - t0, 2)

@@ -380,6 +380,8 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
         rec["architecture"] = get_model_architecture(draft_mc)[0].__name__
         times["config"] = time.time() - t0
         REC.stage = "build"
+        # the model runner (weightcheck's [[aux_layers.runner]] name): where the aux ids are read
+        rec["runner"] = "V2" if vllm_config.use_v2_model_runner else "V1"
         with set_current_vllm_config(vllm_config):
             init_world(vllm_config)
             if vllm_config.use_v2_model_runner:

@@ -51,6 +51,7 @@ def run(req: CheckRequest) -> CheckReport:
     options(req)
     tc = training_config_file(req.training_config) if req.training_config is not None else None
     d = load_drafter(req.src, revision=req.revision, token=req.token)
+    d.source.served_as = req.served_as
     cfg = read_training_config(tc) if tc is not None else None
     if cfg is not None:
         from weightcheck import trainers
@@ -242,6 +243,10 @@ def engine_report(ctx: Context) -> EngineReport | None:
             v, ctx.target.model_type, ctx.target.num_layers
         )
     f = v.facts()
+    said = {"starts", "fails", "architecture", "dtype", "dtype_from", "layers", "draft_vocab"}
+    said |= {"tied_head", "captured_layers", "forward_fails"}
+    if set(f) - said:  # a new fact of the replay is typed here, never dropped without a word
+        raise TypeError(f"EngineReport: no field for {sorted(set(f) - said)}")
     return EngineReport(
         name=v.engine,
         version=v.version,
@@ -260,4 +265,5 @@ def engine_report(ctx: Context) -> EngineReport | None:
         draft_vocab=typed(DraftVocab, f["draft_vocab"]),
         tied_head=f["tied_head"],
         captured_layers=f["captured_layers"],
+        forward_fails=v.forward_failure,
     )

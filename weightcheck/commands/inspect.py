@@ -45,6 +45,8 @@ def key_fields(d: Drafter) -> list[str]:
 
 def tensor_status(d: Drafter, t) -> str:
     n = d.naming
+    if t.name in n.buffers:
+        return "buffer (not a weight: dropped by both engines)"
     if t.canonical is None:
         return "unknown"
     if t.name in n.foreign:

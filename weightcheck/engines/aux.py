@@ -8,7 +8,8 @@ with the target model types it covers, the formula, and the releases it holds fo
 from __future__ import annotations
 
 from weightcheck import expr
-from weightcheck.engines.data import Convention, load, newest, version_key
+from weightcheck.engines.data import load, newest, version_key
+from weightcheck.engines.data_aux import Convention
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import dialects
 
@@ -116,24 +117,80 @@ def captured(
         except (expr.ExprError, TypeError, ValueError):
             return None
         return sorted(set(out)) if c.sorted_unique else out
+    written = list(ids)  # what the setter reads (SGLang's DeepSeek: the first id as written)
     if reach and (c.sorted_unique or c.capturable):
         # the engine keeps sorted(set(ids)) and captures only the ids its forward loop reaches
-        keep = []
-        for k in ids:
-            try:
-                ok = c.capturable is None or bool(expr.evaluate(c.capturable, {"k": k, "L": L}))
-            except (expr.ExprError, TypeError):
-                ok = False
-            if ok:
-                keep.append(k)
+        keep = [k for k in ids if _reached(c, k, written, L)]
         ids = sorted(set(keep)) if c.sorted_unique else keep
     out = []
     for k in ids:
         try:
-            out.append(int(expr.evaluate(c.captures_output_of, {"k": k, "ids": list(ids), "L": L})))
+            out.append(int(expr.evaluate(c.captures_output_of, {"k": k, "ids": written, "L": L})))
         except (expr.ExprError, TypeError, ValueError):
             return None
     return out
+
+
+def _reached(c: Convention, k, ids, L: int) -> bool:
+    """Whether id ``k`` reaches a capture point of the family's forward (``capturable``)."""
+    try:
+        return c.capturable is None or bool(
+            expr.evaluate(c.capturable, {"k": k, "ids": list(ids), "L": L})
+        )
+    except (expr.ExprError, TypeError, IndexError):
+        return False
+
+
+def capture_failure(ids, engine: str, version: str, model_type, num_layers) -> str | None:
+    """Why the target's forward raises with these ids in ``engine==version`` (the family's
+    ``fails_when``: vLLM's DeepSeek path with id 0), or None."""
+    if not ids or not model_type or not num_layers:
+        return None
+    c = _conventions(engine, version, model_type)
+    if c is None or c.fails_when is None:
+        return None
+    for k in ids:
+        try:
+            if expr.evaluate(c.fails_when, {"k": k, "L": num_layers}):
+                return c.fails_why
+        except (expr.ExprError, TypeError):
+            continue
+    return None
+
+
+def target_forward(ids, engine: str, version: str, model_type, num_layers) -> dict | None:
+    """What the target's own forward does with ``ids`` (already read by a runner; the target's
+    default when None): ``slots``, the layer whose output fills each aux slot in order, and
+    ``raises``, why the forward itself raises (None: it returns; a slot count fc is not built
+    for then fails the drafter's fc, past the target). None when no convention covers it. The
+    capture oracle (tests/engine/capture_oracle.py) runs the engines' own code for the same."""
+    c = _conventions(engine, version, model_type) if model_type else None
+    if c is None or not num_layers:
+        return None
+    default = ids is None
+    if default:
+        ids = default_ids(num_layers)
+    slots = captured(ids, engine, version, model_type, num_layers, default) or []
+    raises = capture_failure(ids, engine, version, model_type, num_layers)
+    if raises is None and c.missing_raises and len(slots) != len(ids):
+        raises = c.missing
+    return {"slots": slots, "raises": raises}
+
+
+def never_captured(ids, engine: str, version: str, model_type, num_layers) -> list:
+    """The ids the family's forward never reaches (``capturable``), and what the engine does then
+    is the convention's ``missing``."""
+    if not ids or not model_type or not num_layers:
+        return []
+    c = _conventions(engine, version, model_type)
+    if c is None or c.capturable is None:
+        return []
+    return [k for k in ids if not _reached(c, k, ids, num_layers)]
+
+
+def convention_for(engine: str, version: str, model_type) -> Convention | None:
+    """The capture convention of a target family in ``engine==version`` (None: none known)."""
+    return _conventions(engine, version, model_type) if model_type else None
 
 
 def default_ids(num_layers: int) -> list[int]:
@@ -162,10 +219,10 @@ def convert_ids(ids, src_engine: str, dst_engine: str, model_type: str, num_laye
 
     def cap(cand, eng, reach=True):
         version = newest(load(eng))
-        got = captured(cand, eng, version, model_type, L, reach=reach)
-        if got is None and model_type != LLAMA:
-            got = captured(cand, eng, version, LLAMA, L, reach=reach)
-        return got
+        fam = model_type if _conventions(eng, version, model_type) else LLAMA
+        if reach and capture_failure(cand, eng, version, fam, L):
+            return None  # the target's forward raises on them (vLLM's DeepSeek path, id 0)
+        return captured(cand, eng, version, fam, L, reach=reach)
 
     layers = cap(ids, src_engine, reach=False)  # what the ids mean, as the trainer captured them
     if layers is None:

@@ -19,10 +19,11 @@ from dataclasses import field
 from typing import Literal, Union
 
 from weightcheck import expr, mappings
+from weightcheck.engines.data_aux import AuxLayers, ModelPath, Runner, Stage
 from weightcheck.errors import WeightcheckError
 from weightcheck.mappings import Bad, Expr, Path, Regex, Version
 from weightcheck.model import config as config_mod
-from weightcheck.model import dialects, inventory
+from weightcheck.model import dialects, inventory, names
 from weightcheck.record import record
 
 ENGINES = ("sglang", "vllm")
@@ -31,9 +32,6 @@ ENGINES = ("sglang", "vllm")
 LAYOUTS = ENGINES + ("speculators",)
 
 Step = Literal["rewrite", "special", "skip", "drop", "stacked", "concat", "prefix"]
-# where an engine stops when it does not start: reading the config, building the model, loading the
-# weights, binding the draft to the target
-Stage = Literal["config", "build", "load", "bind"]
 FromTarget = Literal[
     "always",
     "unless_target_hidden_differs",
@@ -113,14 +111,33 @@ class Fail:
 
 @record(frozen=True)
 class Rewrite:
-    pattern: Regex
-    replace: str
+    """[[names.rewrite]]: a spelling of the name table (mappings/names.toml) the loader renames,
+    ``towards`` its written or its canonical form. ``pattern``/``replace``: how the loader
+    matches it when that is not the spelling itself (SGLang's ``"midlayer"``, without the dot),
+    checked at load to turn the one spelling into the other."""
+
+    alias: str
+    towards: Literal["written", "canonical"]
+    pattern: Regex | None = None
+    replace: str | None = None
     # which matches of ``pattern`` are replaced: "all" (Python's str.replace, re.sub) or "first"
     # only (vLLM's WeightsMapper: str.replace(substr, new, 1)); an anchor is written in the
     # pattern (^), not here
     occurrences: Literal["all", "first"] = "all"
     since: Version | None = None
     until: Version | None = None
+
+    def spellings(self) -> tuple[str, str]:
+        """(the spelling the loader finds, the one it makes) of the name table's alias."""
+        a = names.alias(self.alias)
+        return (a.canonical, a.written) if self.towards == "written" else (a.written, a.canonical)
+
+    def regex(self) -> tuple[str, str]:
+        """(pattern, replacement) as the loader applies them."""
+        if self.pattern is not None:
+            return self.pattern, self.replace or ""
+        found, made = self.spellings()
+        return re.escape(found), made
 
 
 @record(frozen=True)
@@ -259,24 +276,6 @@ class ConfigField:
 
 
 @record(frozen=True)
-class Convention:
-    target_model_types: tuple[str, ...]
-    captures_output_of: Expr  # over k, ids, L
-    default_ids_output_of: Expr | None = None  # over L
-    sorted_unique: bool = False  # the engine keeps sorted(set(ids))
-    capturable: Expr | None = None  # over k, L: id k is captured (the forward loop reaches it)
-    since: Version | None = None
-    versions: tuple[Version, ...] | None = None
-
-
-@record(frozen=True)
-class AuxLayers:
-    paths: tuple[Path, ...]
-    default_text: str
-    convention: tuple[Convention, ...] = ()
-
-
-@record(frozen=True)
 class Targets:
     supported_model_types: tuple[str, ...] = ()
     supported_architectures: tuple[str, ...] = ()
@@ -334,6 +333,8 @@ class Engine:
     speculators_adapter: SpeculatorsAdapter | None = None
     layers: Layers | None = None
     fails: tuple[Fail, ...] = ()
+    # the engine's decisions from the model path (its first file only: before any loader)
+    model_path: tuple[ModelPath, ...] = ()
 
 
 @record(frozen=True)
@@ -411,9 +412,13 @@ def _check(data: Engine | Format) -> None:
         if c.capturable is not None:
             _check_names(
                 c.capturable,
-                {"k", "L"},
+                {"k", "ids", "L"},
                 f"aux_layers.convention[{i}].capturable",
-                "one of k, L",
+                "one of k, ids, L",
+            )
+        if c.fails_when is not None:
+            _check_names(
+                c.fails_when, {"k", "L"}, f"aux_layers.convention[{i}].fails_when", "one of k, L"
             )
         if c.default_ids_output_of is not None:
             _check_names(
@@ -422,6 +427,10 @@ def _check(data: Engine | Format) -> None:
                 f"aux_layers.convention[{i}].default_ids_output_of",
                 "L",
             )
+    _check_rewrites(n)
+    runners = data.aux_layers.runner
+    if runners and sum(r.default for r in runners) != 1:
+        raise Bad("aux_layers.runner", "exactly one runner is the default")
     for step in typing.get_args(Step):
         if getattr(n, step) and step not in n.order:
             raise Bad(
@@ -432,6 +441,30 @@ def _check(data: Engine | Format) -> None:
     for f in fields:
         if fields.count(f) > 1:
             raise Bad("config", f"field {f!r} is described twice")
+
+
+def _check_rewrites(n: Names) -> None:
+    """Every spelling a loader renames is one the name table knows (mappings/names.toml), and
+    the loader's own match turns it into the other spelling of that alias."""
+    for i, r in enumerate(n.rewrite):
+        a = names.alias(r.alias)
+        if a is None:
+            raise Bad(
+                f"names.rewrite[{i}].alias",
+                f"{r.alias!r} is no alias of mappings/names.toml: add the spelling there, with "
+                "its origin",
+            )
+        if (r.pattern is None) != (r.replace is None):
+            raise Bad(f"names.rewrite[{i}]", "pattern and replace go together")
+        found, made = r.spellings()
+        pattern, replace = r.regex()
+        probe = found if a.match == "exact" else found + "weight"
+        got = re.sub(pattern, replace, probe, count=int(r.occurrences == "first"))
+        if got != (made if a.match == "exact" else made + "weight"):
+            raise Bad(
+                f"names.rewrite[{i}]",
+                f"turns {probe!r} into {got!r}, not the alias's other spelling {made!r}",
+            )
 
 
 def parse(raw: dict, where: str, kind: type = Engine):
@@ -488,6 +521,12 @@ def newest(data: Engine) -> str:
 def files() -> tuple[str, ...]:
     """Every file of mappings/engines/ by name: the layouts and the engines' other loaders."""
     return LAYOUTS + tuple(n for e in ENGINES for n in load(e).engine.loaders)
+
+
+def runners(engine: str) -> tuple[Runner, ...]:
+    """The engine's model runners (its first file's [[aux_layers.runner]]), the default first."""
+    rs = engine_data(engine).aux_layers.runner
+    return tuple(sorted(rs, key=lambda r: not r.default))
 
 
 def loaders(engine: str) -> list[Engine]:

@@ -17,8 +17,13 @@ Fate = Literal["loaded", "special", "skipped", "dropped", "error", "warned", "un
 # because it is optional and absent
 ParamFate = Literal["loaded", "from_target", "random", "optional-absent"]
 
-# where an engine stops, earliest first
-STAGES = ("config", "build", "load", "bind")
+# how a Landing's `why` starts for a non-parameter buffer (mappings/names.toml [[buffer]]) the
+# loader drops: nothing served changes, so no drop is counted against the drafter
+BUFFER = "a non-parameter buffer"
+
+# where an engine stops, earliest first ("forward": the target's first forward pass once it has
+# started, e.g. an aux id its forward loop cannot capture: EngineView.forward_failure)
+STAGES = ("config", "build", "load", "bind", "forward")
 
 
 @record

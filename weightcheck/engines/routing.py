@@ -11,7 +11,8 @@ import re
 from weightcheck import expr
 from weightcheck.engines.data import Engine, Names, applies
 from weightcheck.engines.parameters import Expected, narrowed
-from weightcheck.engines.replay_types import Landing
+from weightcheck.engines.replay_types import BUFFER, Landing
+from weightcheck.model import names as name_table
 from weightcheck.record import record
 
 
@@ -46,9 +47,8 @@ class _Rules:
 def _rewrite(r: _Route, t, ctx: _Rules) -> None:
     for rule in ctx.names.rewrite:
         if applies(rule, ctx.version):
-            r.name = re.sub(
-                rule.pattern, rule.replace, r.name, count=int(rule.occurrences == "first")
-            )
+            pattern, replace = rule.regex()
+            r.name = re.sub(pattern, replace, r.name, count=int(rule.occurrences == "first"))
 
 
 def _special(r: _Route, t, ctx: _Rules) -> None:
@@ -153,6 +153,9 @@ def route_names(tensors, data: Engine, version: str, vals: dict, exp: Expected) 
             landings.append(_into_parameter(t, r, ctx) or _unknown(t, r.name, ctx))
         else:
             landings.append(Landing(t.name, t.canonical, r.name, None, r.fate, r.why, r.cite))
+        buffer = name_table.buffer_of(t.name)
+        if buffer is not None and landings[-1].fate in ("dropped", "warned"):
+            landings[-1].why = f"{BUFFER}, not a weight ({buffer.what}): {landings[-1].why}"
     _settle_concat(pending, landings, exp.params, exp.shapes)
     return landings
 
@@ -219,6 +222,12 @@ def _conditional_why(names_cfg: Names, original: str, name: str) -> str:
     for r in names_cfg.never:
         if matches(r.pattern):
             return " (the engine's module never has this parameter)"
+    legacy = name_table.unread_spelling(original)
+    if legacy is not None:
+        return (
+            f" (a legacy spelling of {legacy.canonical.rstrip('.')}, which this loader does not "
+            "rename: mappings/names.toml)"
+        )
     return ""
 
 

@@ -25,11 +25,19 @@ import dataclasses
 import json
 from dataclasses import field
 
-from weightcheck.engines.aux import captured, default_ids
+from weightcheck.engines import model_path
+from weightcheck.engines.aux import (
+    capture_failure,
+    captured,
+    convention_for,
+    default_ids,
+    never_captured,
+)
 from weightcheck.engines.data import Engine, load, loader_for, newest, renamed
+from weightcheck.engines.data import runners as data_runners
 from weightcheck.engines.engine_config import engine_config
 from weightcheck.engines.parameters import expected_parameters, parameter_states
-from weightcheck.engines.replay_types import STAGES, Failure, Landing, ParamState
+from weightcheck.engines.replay_types import BUFFER, STAGES, Failure, Landing, ParamState
 from weightcheck.engines.routing import route_names, unrouted
 from weightcheck.errors import WeightcheckError
 from weightcheck.model import config as config_mod
@@ -65,6 +73,11 @@ class EngineView:
     tied_head: bool | None = None  # the head is the embedding module (no lm_head parameter)
     captured_layers: list | None = None  # target layers captured (needs the target)
     loader: str = ""  # the file replayed: mappings/engines/<loader>.toml
+    # what the engine decided from the model path before reading a file (model_path.py)
+    path_decisions: list = field(default_factory=list)
+    # where the target's first forward pass stops once the engine has started (needs the
+    # target: an aux id its forward cannot capture, or raises on): past what `starts` covers
+    forward_failure: Failure | None = None
 
     @property
     def starts(self) -> bool:
@@ -78,7 +91,9 @@ class EngineView:
         starts or where it stops, the parameters left at init, the tensors dropped, where the
         head and embedding come from, and one sentence saying it."""
         left = [p.param for p in self.params if p.state == "random" and p.required]
-        dropped = [x.name for x in self.landings if x.fate == "dropped"]
+        dropped = [
+            x.name for x in self.landings if x.fate == "dropped" and not x.why.startswith(BUFFER)
+        ]
         state = {p.canonical: p.state for p in self.params}
         if not self.starts:
             f = self.failure
@@ -100,6 +115,11 @@ class EngineView:
                 )
             elif state.get("lm_head.weight") == "from_target":
                 said += "; the head is the target's"
+        if self.starts and self.forward_failure is not None:
+            said = (
+                "starts, but the target's first forward fails on "
+                f"{self.forward_failure.subject}: {self.forward_failure.why}"
+            )
         if self.starts:
             said += f"; built in {self.dtype}" if self.dtype else "; built in the target's dtype"
         return {
@@ -128,6 +148,9 @@ class EngineView:
             "draft_vocab": self.draft_vocab,
             "tied_head": self.tied_head,
             "captured_layers": self.captured_layers,
+            "forward_fails": None
+            if self.forward_failure is None
+            else dataclasses.asdict(self.forward_failure),
         }
 
 
@@ -154,6 +177,8 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     vals, shown, errors, spec, failures = engine_config(data, raw, version, target)
     if spec and data.speculators_adapter is None:  # it stops reading the config before these
         errors, failures = [], []
+    path = model_path.decisions(engine, version, drafter.source)  # before it reads the config
+    failures = [x.failure for x in path if x.failure is not None] + failures
     adapter = data.speculators_adapter
     built_arch = renamed(data, arch0)
     arch_ok = (spec and adapter is not None and adapter.derives_architecture) or (
@@ -178,11 +203,15 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     )
     stops = _stops(drafter, data, spec, arch_ok, arch0, built_arch, landings)
     stops += _negative(exp) if arch_ok else []
-    aux = aux_layers(data, raw, vals)
-    captured_ = None
+    aux = aux_layers(data, raw, vals, engine)
+    captured_ = forward = None
     if target is not None:
-        captured_ = captured_layers_of(aux, engine, version, target.model_type, target.num_layers)
+        mt, L = target.model_type, target.num_layers
+        captured_ = captured_layers_of(aux, engine, version, mt, L)
         aux["captures_output_of_layers"] = captured_
+        for r in aux["runners"]:
+            r["captures_output_of_layers"] = captured_layers_of(r, engine, version, mt, L)
+        forward = first_failure(capture_failures(aux, vals, engine, version, mt, L, captured_))
     return EngineView(
         engine=engine,
         version=version,
@@ -204,6 +233,8 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         tied_head=tied,
         captured_layers=captured_,
         loader=loader,
+        path_decisions=path,
+        forward_failure=forward,
     )
 
 
@@ -265,16 +296,29 @@ def _draft_vocab(raw: dict, vals: dict, shown: dict) -> dict:
     return {"size": vd, "from": vd_from}
 
 
-def aux_layers(data: Engine, raw: dict, vals: dict | None = None) -> dict:
-    """Where the engine reads aux ids, and the formula for the target layers they capture. With
+def aux_layers(data: Engine, raw: dict, vals: dict | None = None, engine: str = "") -> dict:
+    """Where the engine's model runners read aux ids (mappings/engines/<engine>.toml
+    [[aux_layers.runner]]), and the formula for the target layers they capture. ``ids`` and
+    ``from`` are the default runner's (a verdict follows it); ``runners`` lists each. With
     ``use_aux_hidden_state`` false the engine captures nothing: no ids, ``captures`` false."""
     aux = data.aux_layers
-    ids, src = None, None
-    for path in aux.paths:
-        v = config_mod.lookup(raw, path)
-        if isinstance(v, list):
-            ids, src = v, path
-            break
+    runners = []
+    for r in data_runners(engine) if engine else ():
+        ids, src = None, None
+        for path in r.paths:
+            v = config_mod.lookup(raw, path)
+            if isinstance(v, list) and (v or not r.skips_empty):
+                ids, src = v, path
+                break
+        runners.append(
+            {
+                "name": r.name,
+                "default": r.default,
+                "runs_when": r.runs_when,
+                "ids": ids,
+                "from": src,
+            }
+        )
     conventions = []
     for c in aux.convention:
         d = {"target_model_types": list(c.target_model_types)}
@@ -286,10 +330,45 @@ def aux_layers(data: Engine, raw: dict, vals: dict | None = None) -> dict:
         if c.versions is not None:
             d["versions"] = list(c.versions)
         conventions.append(d)
-    out = {"ids": ids, "from": src, "default": aux.default_text, "conventions": conventions}
+    first = runners[0] if runners else {"ids": None, "from": None}
+    out = {
+        "ids": first["ids"],
+        "from": first["from"],
+        "default": aux.default_text,
+        "conventions": conventions,
+        "runners": runners,
+    }
     if vals is not None and vals.get("use_aux_hidden_state") is False:
         out.update(ids=None, captures=False, why="use_aux_hidden_state is false")
+        for r in runners:
+            r.update(ids=None, captures=False, **{"from": None})
     return out
+
+
+def capture_failures(aux: dict, vals: dict, engine, version, model_type, L, got) -> list:
+    """The Failures (stage "forward") of the target's first forward on the ids the default runner
+    reads (the family's convention, mappings/engines/<engine>.toml): an id that makes it raise
+    (vLLM's DeepSeek path with id 0), or captured states fewer or more than fc is built for
+    (SGLang's packer raises; otherwise fc's input width is wrong)."""
+    ids = aux.get("ids")
+    conv = convention_for(engine, version, model_type)
+    if aux.get("captures") is False or not ids or conv is None:
+        # none read: the target's default ids, the engine's own choice (WC407, WC708, WC710 say
+        # what they capture; they collide only for a target of fewer than 8 layers)
+        return []
+    crash = capture_failure(ids, engine, version, model_type, L)
+    if crash:
+        return [Failure("forward", crash, "aux_layer_ids", conv.cite)]
+    n = vals.get("num_aux_hidden_states")
+    if got is None or type(n) is not int or len(got) == n:
+        return []
+    lost = never_captured(ids, engine, version, model_type, L)
+    why = (
+        f"ids {json.dumps(ids)} capture {len(got)} state(s) (outputs of layers {got}), fc takes {n}"
+    )
+    if lost:
+        why += f"; never reached: {lost}"
+    return [Failure("forward", why, "aux_layer_ids", conv.cite)]
 
 
 def captured_layers_of(aux: dict, engine: str, version: str, model_type, num_layers) -> list | None:

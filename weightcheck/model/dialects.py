@@ -10,6 +10,11 @@ A dialect (mappings/dialects/*.toml) is either
 (maps onto a canonical name of mappings/architectures/) plus its config signature, picks the best,
 and maps each name. A name the chosen layout does not explain but another does is reported with
 that other dialect (a mixed checkpoint); a name no dialect explains is ``unknown`` — never dropped.
+
+The spellings themselves live in one table, mappings/names.toml (model/names.py): a layout's
+``[[rename]]`` may name an alias there, the aliases of scope "any" (legacy module names such as
+``aux_norm_low.``) are read in every layout, and a non-parameter buffer (``rotary_emb.inv_freq``)
+is known as what it is — no canonical tensor, not unknown either.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Literal
 from weightcheck import mappings, schema
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
+from weightcheck.model import names as names_mod
 from weightcheck.record import record
 
 
@@ -96,9 +102,27 @@ class Dialect:
 
 def _check(data: schema.DialectFile) -> None:
     for i, r in enumerate(data.rename):
-        given = [k for k in ("exact", "prefix", "regex") if getattr(r, k) is not None]
+        given = [k for k in ("exact", "prefix", "regex", "alias") if getattr(r, k) is not None]
         if len(given) != 1:
-            raise mappings.Bad(f"rename[{i}]", "needs exactly one of exact, prefix, regex")
+            raise mappings.Bad(f"rename[{i}]", "needs exactly one of exact, prefix, regex, alias")
+        if r.alias is not None:
+            if names_mod.alias(r.alias) is None:
+                raise mappings.Bad(f"rename[{i}].alias", "no such alias in mappings/names.toml")
+            if r.to is not None:
+                raise mappings.Bad(f"rename[{i}].to", "an alias's canonical name is the table's")
+        elif r.to is None:
+            raise mappings.Bad(f"rename[{i}]", "needs `to`")
+
+
+def _rename(r: schema.RenameRule) -> Rename:
+    """A [[rename]] rule; an alias of mappings/names.toml as its written -> canonical spelling."""
+    if r.alias is None:
+        return Rename(exact=r.exact, prefix=r.prefix, regex=r.regex, to=r.to, cite=r.cite)
+    a = names_mod.alias(r.alias)
+    cite = r.cite or f"mappings/names.toml: {a.origin}"
+    if a.match == "exact":
+        return Rename(exact=a.written, to=a.canonical, cite=cite)
+    return Rename(prefix=a.written, to=a.canonical, cite=cite)
 
 
 def dialect_from_file(data: schema.DialectFile, where: str) -> Dialect:
@@ -112,10 +136,7 @@ def dialect_from_file(data: schema.DialectFile, where: str) -> Dialect:
         config_keys=det.config_keys,
         architectures=det.architectures,
         strip=tuple(Rename(prefix=r.prefix, to="", cite=r.cite) for r in data.strip),
-        renames=tuple(
-            Rename(exact=r.exact, prefix=r.prefix, regex=r.regex, to=r.to, cite=r.cite)
-            for r in data.rename
-        ),
+        renames=tuple(_rename(r) for r in data.rename),
         source=where,
         aux_convention=d.aux_convention,
     )
@@ -161,6 +182,11 @@ class Naming:
     unknown: list[str] = field(default_factory=list)
     foreign: dict[str, str] = field(default_factory=dict)  # name -> other dialect that explains it
     duplicates: dict[str, list[str]] = field(default_factory=dict)  # canonical -> source names
+    # name -> what the non-parameter buffer holds (mappings/names.toml [[buffer]]): no canonical
+    # tensor, not unknown; every engine drops it
+    buffers: dict[str, str] = field(default_factory=dict)
+    # name -> the legacy spelling (mappings/names.toml [[alias]], scope "any") it was read through
+    legacy: dict[str, str] = field(default_factory=dict)
 
 
 def _strip_wrappers(name: str, dialects) -> tuple[str, list[tuple[str, str]]]:
@@ -247,6 +273,18 @@ def canonicalize(names, config: dict | None = None, extra: tuple[Dialect, ...] =
         if c in known:
             out.canonical[n] = c
             out.via[n] = best.name
+            continue
+        legacy = names_mod.any_layout(s)
+        c = (best.to_canonical(legacy[0]) if best else legacy[0]) if legacy else None
+        if c in known:  # a legacy spelling every layout reads (aux_norm_low. = fc_norm.0.)
+            out.canonical[n] = c
+            out.via[n] = best.name if best else "names"
+            out.legacy[n] = legacy[1].written
+            continue
+        buffer = names_mod.buffer_of(s)
+        if buffer is not None:  # a non-parameter buffer: known as what it is
+            out.canonical[n] = None
+            out.buffers[n] = buffer.what
             continue
         # the other layout that best fits the whole checkpoint first (ties: file order)
         for d in sorted(layouts, key=lambda d: scores[d.name], reverse=True):

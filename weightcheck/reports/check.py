@@ -43,6 +43,21 @@ class AuxConvention:
 
 
 @record
+class AuxRunner(Keyed):
+    """One of the engine's model runners (mappings/engines/<engine>.toml [[aux_layers.runner]]):
+    where it reads the aux ids, and the target layers it then captures."""
+
+    name: str
+    default: bool  # the one the release runs unless runs_when of another holds
+    runs_when: str
+    ids: list[ConfigValue] | None  # as the config writes them where it reads (None: its default)
+    from_: str | None = key("from")  # the key path they were read from
+    # with --target: the target layers captured, in the order the drafter receives them
+    captures_output_of_layers: list[int] | None = optional()
+    captures: bool | None = optional()  # False: use_aux_hidden_state is false
+
+
+@record
 class AuxLayers(Keyed):
     """Where the engine reads the aux layer ids, the ids, and the layers they capture."""
 
@@ -55,6 +70,8 @@ class AuxLayers(Keyed):
     captures_output_of_layers: list[int] | None = None
     captures: bool | None = optional()  # False: use_aux_hidden_state is false
     why: str | None = optional()  # why nothing is captured
+    # each model runner (the default first): ids and from above are the default runner's
+    runners: list[AuxRunner] = field(default_factory=list)
 
 
 @record
@@ -86,6 +103,9 @@ class EngineReport(Keyed):
     draft_vocab: DraftVocab
     tied_head: bool | None
     captured_layers: list[int] | None  # the target layers captured (with --target)
+    # where the target's first forward stops on the aux ids the default runner reads (with
+    # --target; None: it runs)
+    forward_fails: Failure | None = None
 
 
 @record

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from weightcheck import expr
-from weightcheck.engines import aux
-from weightcheck.engines.data import load, loaders
-from weightcheck.engines.view import view as replay
-from weightcheck.model import config as config_mod
-from weightcheck.rules.base import CONDITIONAL, rule
+from weightcheck.engines import aux, model_path
+from weightcheck.engines.data import load, loaders, newest
+from weightcheck.engines.replay_types import BUFFER
+from weightcheck.errors import WeightcheckError
+from weightcheck.rules.base import CONDITIONAL, UNCHANGED, rule
 
 
 @rule("WC701", needs="engine")
@@ -33,6 +33,8 @@ def engine_arch(ctx, finding):
 @rule("WC702", needs="engine")
 def engine_drops(ctx, finding):
     for landing in ctx.engine_view.landings:
+        if landing.why.startswith(BUFFER):  # not a weight: WC105 says it, as info
+            continue
         if landing.fate in ("dropped", "warned") and not landing.why.startswith(
             "dropped on purpose"
         ):
@@ -85,6 +87,15 @@ def engine_config_error(ctx, finding):
             fld,
             detail=msg,
         )
+    for x in ctx.engine_view.path_decisions:  # another config parser, chosen by the path
+        # it stops (error); or it reads another file, which is there: right only if that file
+        # says what config.json says (a warning)
+        yield finding(
+            x.message,
+            model_path.FIELD,
+            consequence=None if x.failure is not None else CONDITIONAL,
+            detail=x.detail,
+        )
 
 
 @rule("WC706", needs="engine")
@@ -131,42 +142,94 @@ def engine_default(ctx, finding):
             )
 
 
-@rule("WC708", needs="engine")
-def aux_convention(ctx, finding):
-    v = ctx.engine_view
-    t = ctx.target
-    if not v.starts:  # an engine that does not start captures nothing (its failure is said)
-        return
-    # the convention the drafter was trained in: its dialect's (mappings/dialects/*.toml
-    # aux_convention), refined by where its config keeps the ids
-    if t is None:
-        return
-    L = t.num_layers
-    trained = (
-        aux.convention_of(ctx.drafter, L) if aux.trained_convention(ctx.drafter.dialect) else None
+def _runner_said(v, name: str | None = None) -> str:
+    """How a message names the engine's runner when it has several ("vllm (V2 runner, the
+    default)"), the engine alone otherwise."""
+    rs = v.aux.get("runners") or []
+    r = next((x for x in rs if x["name"] == name), rs[0] if rs else None)
+    if r is None or len(rs) < 2:
+        return v.engine
+    return f"{v.engine} ({r['name']} runner" + (", the default)" if r["default"] else ")")
+
+
+def _runners_detail(v) -> str:
+    rs = v.aux.get("runners") or []
+    if len(rs) < 2:
+        return ""
+    return (
+        " Runners: "
+        + "; ".join(
+            f"{r['name']} ({r['runs_when']}) reads {r['from'] or 'no ids here'}" for r in rs
+        )
+        + "."
     )
-    ids = ctx.normalized.get("aux_layer_ids")
-    if trained is None or trained == v.engine or ids is None:
-        return  # without ids of its own the drafter gets defaults everywhere (WC407)
-    if not all(type(i) is int for i in ids):
-        return  # ids that are no integers capture nothing anywhere (WC403 says so)
-    mt = t.model_type
-    here = aux.captured_layers(v, mt, L)
-    other = replay(ctx.drafter, trained)
-    there = aux.captured_layers(other, mt, L, reach=False)  # as trained: every id, in order
+
+
+def _trained(ctx):
+    """(the trained layers, the convention, why) of the drafter's own ids, or None: what the ids
+    mean in the convention its trainer wrote them in, wherever the config writes them."""
+    t, d = ctx.target, ctx.drafter
+    if t is None or not aux.trained_convention(d.dialect):
+        return None
+    ids = aux.written_ids(d.config or {})
+    if ids is None:
+        return None  # without ids of its own the drafter gets defaults everywhere (WC407)
+    L = t.num_layers
+    conv = aux.convention_of(d, L)
+    version = newest(load(conv))
+    there = aux.captured(ids, conv, version, t.model_type, L, reach=False)
     why = (
         f"ids that end at the target's {L} layers are layer boundaries"
-        if trained != aux.convention_of(ctx.drafter)
+        if conv != aux.convention_of(d)
         else "the one its config writes them in"
     )
-    if here is not None and there is not None and here != there:
-        ids_here = v.aux.get("ids") or f"none it reads, so its default {[2, L // 2, L - 3]}"
-        yield finding(
-            f"{v.engine} captures the outputs of target layers {here} (ids: "
-            f"{ids_here}), but the drafter was trained on layers {there} (ids "
-            f"{other.aux.get('ids')} in {trained}'s convention: {why})",
-            "aux_layer_ids",
+    return (there, conv, why, ids) if there is not None else None
+
+
+@rule("WC708", needs="engine")
+def aux_convention(ctx, finding):
+    """The default runner captures other layers than trained: error (other values fed to fc)."""
+    v = ctx.engine_view
+    if not v.starts or ctx.target is None:  # a failure is said by its own finding
+        return
+    trained = _trained(ctx)
+    if trained is None:
+        return
+    there, conv, why, ids = trained
+    if conv == v.engine and v.aux.get("ids") == ids:
+        return  # read where written, in the convention written
+    here = v.captured_layers
+    if here is None or here == there or v.forward_failure is not None:
+        return  # the same layers; or the first forward fails on the ids (WC712)
+    L = ctx.target.num_layers
+    read = v.aux.get("ids")
+    ids_here = read if read is not None else f"none it reads, so its default {aux.default_ids(L)}"
+    others = [
+        r for r in v.aux.get("runners", [])[1:] if r.get("captures_output_of_layers") == there
+    ]
+    detail = (
+        f"The {others[0]['name']} runner ({others[0]['runs_when']}) reads {others[0]['from']} "
+        "and captures the trained layers."
+        if others
+        else ""
+    ) + _runners_detail(v)
+    try:  # convert writes ids that make this engine capture the trained layers, when some do
+        aux.convert_ids(ids, conv, v.engine, ctx.target.model_type, L)
+        fix = ctx.convert_fix(v.engine)
+    except WeightcheckError:
+        fix = None
+        detail += (
+            f" No ids make {v.engine}'s forward for a {ctx.target.model_type} target capture "
+            f"layers {there}: serve it with an engine that captures them."
         )
+    yield finding(
+        f"{_runner_said(v)} captures the outputs of target layers {here}, but the drafter was "
+        f"trained on layers {there}",
+        "aux_layer_ids",
+        fix=fix,
+        detail=f"Ids it reads: {ids_here}. The drafter's ids {ids} are in {conv}'s convention "
+        f"({why}). {detail.strip()}".strip(),
+    )
 
 
 @rule("WC709", needs="engine")
@@ -193,25 +256,61 @@ def target_support(ctx, finding):
 
 @rule("WC710", needs="engine")
 def aux_location(ctx, finding):
+    """Ids written where the engine's default runner does not read them: it captures the
+    target's default ids. With the target: info when those are the trained layers and every
+    runner agrees, a warning naming the runner that captures others, nothing when the default
+    runner itself captures others (WC708, an error). Without it: a warning (right only if the
+    target's default layers are the trained ones)."""
     v = ctx.engine_view
     if not v.starts:  # an engine that does not start captures nothing (its failure is said)
         return
-    raw = ctx.drafter.config
-    nested = config_mod.lookup(raw, "eagle_config.eagle_aux_hidden_state_layer_ids")
-    top = raw.get("eagle_aux_hidden_state_layer_ids")
-    if v.engine == "sglang" and isinstance(top, list) and not isinstance(nested, list):
+    raw = ctx.drafter.config or {}
+    written = aux.written_ids(raw)
+    rs = v.aux.get("runners") or []
+    if written is None or not rs or rs[0]["ids"] is not None or v.aux.get("captures") is False:
+        return
+    top = isinstance(raw.get("eagle_aux_hidden_state_layer_ids"), list)
+    where = "at the top level" if top else "in eagle_config"
+    who = _runner_said(v)
+    reads = [r for r in rs[1:] if r["ids"] is not None]
+    fix = ctx.convert_fix(v.engine)
+    runners = _runners_detail(v)
+    if ctx.target is None:
+        also = f"; the {reads[0]['name']} runner reads them" if reads else ""
         yield finding(
-            f"aux layer ids {top} are top-level only: SGLang reads only "
-            "eagle_config.eagle_aux_hidden_state_layer_ids and captures its defaults",
+            f"aux ids {written} only {where}: {who} reads none there and captures the target's "
+            f"default layers{also}",
             "aux_layer_ids",
+            fix=fix,
+            detail="Right only if the target's default layers are the ones the drafter was "
+            f"trained on (--target TARGET says).{runners}",
         )
-    if v.engine == "vllm" and isinstance(nested, list) and not isinstance(top, list):
+        return
+    trained = _trained(ctx)
+    here = v.captured_layers
+    if trained is None or here is None or here != trained[0]:
+        return  # the default runner feeds other layers: WC708 (an error) says it
+    differ = [r for r in reads if r.get("captures_output_of_layers") != here]
+    if differ:
+        r = differ[0]
         yield finding(
-            f"aux layer ids {nested} are only in eagle_config: vLLM's V2 model runner "
-            "(the default on GPU in 0.33) reads the top-level list and captures its "
-            "defaults",
+            f"{who} reads no aux ids {where}; its default layers {here} are the trained ones, but "
+            f"the {r['name']} runner captures {r['captures_output_of_layers']}",
             "aux_layer_ids",
+            consequence=CONDITIONAL,
+            fix=fix,
+            detail=f"Right under the default runner only. The {r['name']} runner runs on "
+            f"{r['runs_when']} and reads {r['from']}.{runners}",
         )
+        return
+    yield finding(
+        f"aux ids {written} only {where}: {who} reads none there; its default layers {here} are "
+        "the trained ones (nothing served changes)",
+        "aux_layer_ids",
+        consequence=UNCHANGED,
+        fix=fix,
+        detail=runners.strip() or None,
+    )
 
 
 @rule("WC711", needs="engine")
@@ -236,24 +335,27 @@ def shipped(ctx, finding):
 
 @rule("WC712", needs="engine")
 def captured_count(ctx, finding):
+    """The target's first forward stops on the aux ids (the view's failure at "forward": a slot
+    never written, a count fc is not built for, an id the forward raises on)."""
     v = ctx.engine_view
+    f = v.forward_failure
+    if ctx.target is None or not v.starts or f is None or f.subject != "aux_layer_ids":
+        return
     t = ctx.target
-    if t is None or not v.starts or not v.architectures_ok or v.captured_layers is None:
-        return
-    n = (v.config.get("num_aux_hidden_states") or {}).get("value")
-    if type(n) is not int or len(v.captured_layers) == n:
-        return
-    ids = v.aux.get("ids")
-    if ids is None:  # the engine's defaults: WC407 says the drafter names no ids
-        return
-    said = f"ids {json.dumps(ids)}"
+    conv = aux.convention_for(v.engine, v.version, t.model_type)
+    lost = aux.never_captured(v.aux.get("ids"), v.engine, v.version, t.model_type, t.num_layers)
+    said = f"A {t.num_layers}-layer {t.model_type} target. "
+    if conv is not None:
+        said += f"Capture point: {conv.capture_point}. "
+        if lost and conv.missing:
+            said += f"An id never reached: {conv.missing}. "
     yield finding(
-        f"{v.engine} captures {len(v.captured_layers)} target state(s), fc reads {n}; write {n} "
-        "ids it can capture",
+        f"{_runner_said(v)} fails at the target's first forward on the aux ids; write ids it "
+        "captures",
         "aux_layer_ids",
-        detail=f"the outputs of layers {v.captured_layers} ({said}: sorted, repeats once, only "
-        f"layers its forward loop reaches, for a {t.num_layers}-layer target): the first forward "
-        "pass fails on fc's input width",
+        detail=(
+            f"{f.why}. " + said + _runners_detail(v) + (f" {f.cite}" if f.cite else "")
+        ).strip(),
     )
 
 

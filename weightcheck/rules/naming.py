@@ -102,6 +102,19 @@ def wrappers(ctx, finding):
         )
 
 
+@rule("WC105")
+def buffers(ctx, finding):
+    """Non-parameter buffers (mappings/names.toml [[buffer]]): no engine loads them, and every
+    parameter still loads, so nothing served changes (info)."""
+    for n, what in ctx.drafter.naming.buffers.items():
+        yield finding(
+            "a non-parameter buffer, not a weight: both engines drop it; nothing served changes",
+            n,
+            detail=f"{what}; convert leaves it out. SGLang finds no parameter of that name and skips it; vLLM's "
+            "AutoWeightsLoader drops it by name (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER).",
+        )
+
+
 def _loads_prefixed(ctx, engine: str, prefix: str) -> bool:
     """The engine starts and loads every tensor whose name carries ``prefix``."""
     if ctx.engine_view is not None and ctx.engine == engine:

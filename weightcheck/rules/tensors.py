@@ -7,7 +7,7 @@ import re
 from weightcheck import expr
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.rules.base import CONDITIONAL, rule
+from weightcheck.rules.base import CONDITIONAL, UNCHANGED, rule
 from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
 
 
@@ -156,8 +156,8 @@ def config_incomplete(ctx, finding):
 @rule("WC208")
 def dtype_mixed(ctx, finding):
     kinds = {}
-    for t in ctx.drafter.tensors:
-        if t.dtype in FLOAT_DTYPES:
+    for t in ctx.drafter.tensors:  # a non-parameter buffer (float32 RoPE table) is never loaded
+        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers:
             kinds.setdefault(t.dtype, []).append(t.name)
     if len(kinds) > 1:
         desc = ", ".join(f"{k} ({len(v)})" for k, v in sorted(kinds.items()))
@@ -175,7 +175,11 @@ def dtype_mixed(ctx, finding):
 @rule("WC209")
 def dtype_config(ctx, finding):
     declared = CONFIG_DTYPES.get(str(ctx.normalized.get("dtype") or "").lower())
-    floats = {t.dtype for t in ctx.drafter.tensors if t.dtype in FLOAT_DTYPES}
+    floats = {
+        t.dtype
+        for t in ctx.drafter.tensors
+        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers
+    }
     if declared and floats and floats != {declared}:
         built = ctx.built_dtypes()
         yield finding(
@@ -207,7 +211,7 @@ _INDEX = {
     "index-missing-tensor": "the index maps {name} to a shard without it; regenerate the index",
     "index-wrong-shard": "the index maps {name} to the wrong shard; regenerate the index",
     "index-unlisted-tensor": "the index does not list {name}; regenerate the index",
-    "index-total-size": "the index's total_size is not the shards' size; regenerate the index",
+    "index-total-size": "the index's total_size is stale; no engine reads total_size, nothing served changes",
 }
 
 
@@ -228,6 +232,13 @@ def index_drift(ctx, finding):
                 ctx.drafter.source.index_file,
                 consequence=CONDITIONAL,
                 detail=said,
+            )
+        elif kind == "index-total-size":  # no engine reads it: nothing served changes
+            yield finding(
+                message,
+                ctx.drafter.source.index_file,
+                consequence=UNCHANGED,
+                detail=f"{said}; neither engine reads total_size (files are chosen by weight_map)",
             )
         else:
             yield finding(message, ctx.drafter.source.index_file, detail=detail)

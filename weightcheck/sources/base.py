@@ -89,6 +89,25 @@ class Source:
     # a planned output not written yet (convert's gate): tensor name -> (the source, its name
     # there) whose bytes it will hold, read from there (sources/tensors.py read_range)
     planned_from: dict[str, tuple] = field(default_factory=dict, repr=False)
+    # a Hub repo's top-level file names (its listing); None for a local source (read the folder)
+    listing: tuple[str, ...] | None = None
+    # how the engine will be given this source (its model path: a folder as typed, a Hub id),
+    # when not as given here (check --served-as): SGLang picks a config parser from it
+    served_as: str | None = None
+
+    def engine_path(self) -> str:
+        """The model path as the engine sees it: ``--served-as`` when given, else a Hub id, else
+        the folder or file as given on the command line."""
+        if self.served_as:
+            return self.served_as
+        return self.location if self.kind == "hub" else self.spec
+
+    def has_file(self, fname: str) -> bool | None:
+        """Whether the checkpoint folder (or Hub repo) holds ``fname`` at its top; None: unknown."""
+        if self.kind == "hub":
+            return None if self.listing is None else fname in self.listing
+        folder = self.location if os.path.isdir(self.location) else os.path.dirname(self.location)
+        return os.path.isfile(os.path.join(folder, fname))
 
     @property
     def label(self) -> str:
@@ -213,6 +232,7 @@ def check_index_against_headers(src: Source, weight_map: dict[str, str], where: 
         actual = sum(r.nbytes for r in src.tensors.values())
         if total != actual:
             src.notes.append(
-                f"index-total-size: {where} says total_size {total}, "
-                f"the shards hold {actual} bytes of tensors"
+                f"index-total-size: {where} says total_size {total}, the shards hold {actual} "
+                "bytes of tensors; no engine reads total_size (both choose the files by "
+                "weight_map), so nothing served changes"
             )

@@ -528,6 +528,7 @@ def open_hub(
         hub=repo,
     )
     by_name = {s["name"]: s for s in siblings}
+    src.listing = tuple(sorted(n for n in by_name if "/" not in n))
     if "config.json" in by_name:
         where = f"{repo.where}/config.json"
         size = by_name["config.json"].get("size")

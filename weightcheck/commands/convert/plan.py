@@ -119,6 +119,7 @@ def plan(
     names_dialect = dialects.by_name(out_spec.names_dialect)
     canon = src.by_canonical()
     copy_items(p, canon, embeddings, out_spec, out_dtype, names_dialect)
+    name_table_notes(p)
     if embeddings.startswith("from="):
         embed_item(p, embeddings[5:], norm.get("hidden_size"), out_dtype, names_dialect)
     elif embeddings == "drop" and "embed_tokens.weight" in canon:
@@ -160,6 +161,17 @@ def refuse_unplannable(src: Drafter, to: str) -> None:
             f"a {src.architecture.name} drafter: the {to} layout (mappings/engines/{to}.toml) "
             f"holds {inv} drafters only, so it is not converted",
         )
+
+
+def name_table_notes(p: Plan) -> None:
+    """What the name table (mappings/names.toml) decided: a non-parameter buffer left out (both
+    engines drop it), a legacy spelling written under its canonical name."""
+    for n in p.src.naming.buffers:
+        p.notes.append(f"{n} left out: a non-parameter buffer, not a weight (both engines drop it)")
+    legacy = p.src.naming.legacy
+    if legacy:
+        said = ", ".join(f"{n} -> {p.src.naming.canonical[n]}" for n in legacy)
+        p.notes.append(f"legacy spelling(s) renamed (mappings/names.toml): {said}")
 
 
 def base_config(p: Plan, src: Drafter, config_from: Drafter | None) -> dict:
