@@ -1,6 +1,6 @@
 """The data read ahead while the drafters compute (docs/eval.md §7).
 
-A producer thread opens the selected files in order (a SpecForge ``.ckpt`` is indexed by ckpt.py:
+A producer thread opens the selected files in order (a SpecForge ``.ckpt`` is indexed through sources/torchzip.py:
 where its tensors' bytes lie; another file is memory-mapped or read by slices), checks each
 against the drafters (one line naming the file, raised where the batches are taken), and gathers
 them into batches of at most ``positions`` positions (a longer sample is a batch of its own).
@@ -251,7 +251,7 @@ class Prefetch:
 
 
 def _fill(dst, src) -> None:
-    """``dst`` from a tensor, or from a file (ckpt.py ``FileTensor``: one read into it)."""
+    """``dst`` from a tensor, or from a file (data.py ``FileTensor``: one read into it)."""
     if hasattr(src, "read_into"):
         src.read_into(dst)
     else:
