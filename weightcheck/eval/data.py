@@ -205,6 +205,10 @@ class FileTensor:
             n *= d
         return n
 
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
     def read_into(self, dst) -> None:
         """Fill ``dst`` (a contiguous CPU tensor of this shape) from the file: one read when the
         dtypes match, else through a temporary copy."""
@@ -246,6 +250,15 @@ def index_ckpt(path: str) -> dict | None:
     if key is not None or any(m.begin is None for m in flat.values()):
         return None
     return {k: FileTensor(path, m.begin, m.dtype, m.shape) for k, m in flat.items()}
+
+
+def ckpt_ranges(path: str, skip=("hidden_state",)):
+    """The byte ranges of a ``.ckpt``'s tensors but ``skip`` (what eval reads of it without the
+    last hidden state), in order; None: the whole file."""
+    idx = index_ckpt(path) if path.endswith(".ckpt") else None
+    if idx is None:
+        return None
+    return sorted((t.begin, t.begin + t.nbytes) for k, t in idx.items() if k not in skip)
 
 
 def _read_specforge_direct(path: str, where: str) -> Sample | None:
