@@ -9,16 +9,26 @@ its embedding): beside a plain PyTorch forward on the same GPU, and streaming a 
    progress callbacks, the first batch left out; and the whole call). Printed: positions per
    second of each and the ratio (issue #33: eval >= 0.8x plain).
 2. **From disk** (``--disk-sequences`` x ``--positions``, default 200 x 1,000 = 200k positions,
-   hidden 7168, 3 aux layers, bfloat16: ~11.5 GB): the page cache dropped (as root), the drafter's
-   and the target's files read back into it, then (a) every file of the dump read once (plain
-   ``readinto``, 1 thread and 8, the faster counts) and (b) ``weightcheck eval DRAFTER
-   --hidden-states DUMP --target TARGET --device cuda --json`` as a subprocess, its wall time and
-   peak RSS (issue #33: wall <= 1.25x the read, RSS <= 2 GB + the drafter, the same for a quarter
-   of the dump). The target (lm_head, embedding, norm of [163840, 7168]) is synthetic too, so
-   eval reads every tensor of every file, as it does with a real one.
+   hidden 7168, 3 aux layers, bfloat16: ~11.5 GB), with a synthetic target (lm_head, embedding,
+   norm of [163840, 7168]) so that eval reads every tensor of every file, as with a real one.
+   Before every timed run the dump's own pages are evicted from the page cache
+   (``POSIX_FADV_DONTNEED``; ``mincore`` says how much of it was still cached), the rest of the
+   cache left as the previous run left it (Python, torch, the weights). Measured: every file read
+   once (8 threads, at the start and again at the end, the faster counts); ``weightcheck eval
+   DRAFTER --hidden-states DUMP --target TARGET --device cuda --json`` as a subprocess, its wall
+   time, peak RSS and its phases (weightcheck/eval/loop.py ``PHASES``: when torch was imported,
+   the weights loaded, the first batch read, the last one done, the read-ahead finished), once
+   for each read-ahead mode in ``--modes`` (readahead.py ``MODE``), then a quarter of the dump
+   and one file (the fixed cost), and the whole dump once more with all of it in the page cache
+   (the run with no reading to wait for). ``--drop`` (root): also the whole page cache dropped
+   and the weights alone read back, as the first measurement did (the torch libraries cold too).
+   Issue #33: wall <= 1.25x the read, RSS <= 2 GB + the drafter, flat in the dump's size.
 
     python bench/bench_eval_gpu.py [--sequences 100] [--positions 1000] [--disk-sequences 200]
-                                   [--skip-memory] [--skip-disk]
+                                   [--skip-memory] [--skip-disk] [--modes read,advise,off,...]
+                                   [--no-drop] [--device cuda] [--small]
+
+``--small --device cpu --no-drop``: the same flow on a scaled-down drafter, a dry run anywhere.
 """
 
 from __future__ import annotations
@@ -350,8 +360,8 @@ def disk_inputs(drafter: str, sequences: int, positions: int):
 def from_disk(drafter: str, sequences: int, positions: int, device: str, drop: bool,
               modes: list[str]) -> None:  # fmt: skip
     """The dump's pages evicted before every timed run (its files alone, the rest of the page
-    cache as the previous run left it: Python, torch, the weights); with ``drop`` also the
-    whole cache dropped and only the weights read back, as the first measurement did."""
+    cache as the previous run left it: Python, torch, the weights); with ``drop`` also runs after
+    the whole cache was dropped and only the weights read back, as the first measurement did."""
     from weightcheck.eval import readahead
 
     target, dump = disk_inputs(drafter, sequences, positions)
@@ -360,42 +370,35 @@ def from_disk(drafter: str, sequences: int, positions: int, device: str, drop: b
     models = [os.path.join(drafter, "model.safetensors"), os.path.join(target, "model.safetensors")]
     print(f"from disk: {len(files)} files x {positions} positions = {len(files) * positions:,} "
           f"positions, {size / 1e9:.2f} GB; the weights {sum(map(os.path.getsize, models)) / 1e9:.2f}"
-          f" GB; device {device}", flush=True)  # fmt: skip
+          f" GB; device {device}; read-ahead window {readahead.default_window() / 2**30:.1f} GiB",
+          flush=True)  # fmt: skip
     read_all(models, 2)
-
-    def read_once() -> float:
-        evict(files)
-        before = resident(files)
-        t = read_all(files, 8)
-        print(f"  read once, 8 threads: {t:.2f} s ({size / t / 1e9:.2f} GB/s; "
-              f"{100 * before:.1f}% of the dump cached before)", flush=True)  # fmt: skip
-        return t
-
-    reads = [read_once()]
+    reads = [read_once(files, size)]
     args = [drafter, "--hidden-states", dump, "--target", target, "--device", device, "--json"]
     default = readahead.MODE
-    runs = {}
-    order = [(m, "whole dump", []) for m in modes]
-    order += [(default, "whole dump, again", []),
-              (default, "a quarter", ["--limit", str(len(files) // 4)]),
-              (default, "one file", ["--limit", "1"])]  # fmt: skip
-    for mode, label, extra in order:
-        evict(files)
-        before = resident(files)
-        r = runs[(mode, label)] = eval_run(args + extra, mode)
-        say_run(f"eval, read-ahead {mode}, {label} [{100 * before:.1f}% cached before]", r)
-    reads.append(read_once())
+    plan = [(m, "whole dump", [], True) for m in modes]
+    plan += [(default, "a quarter", ["--limit", str(len(files) // 4)], True),
+             (default, "one file", ["--limit", "1"], True)]  # fmt: skip
+    runs = [(mode, label, measured(files, args + extra, mode, label, cold))
+            for mode, label, extra, cold in plan]  # fmt: skip
+    reads.append(read_once(files, size))
+    # right after the read the dump is in the page cache: the run with no reading to wait for
+    runs.append((default, "cached", measured(files, args, default, "the dump cached", False)))
     once = min(reads)
     print(f"  read once: {once:.2f} s (the faster of {len(reads)})")
-    for (mode, label), r in runs.items():
-        if label != "one file":
-            print(f"  {mode:6s} {label}: {r['wall'] / once:.2f}x the read")
-    one = runs[(default, "one file")]["wall"]
-    whole = [r["wall"] for (m, lb), r in runs.items() if m == default and "whole" in lb]
-    print(f"  eval / read once, read-ahead {default}: {min(whole) / once:.2f}x whole run (best of "
-          f"{len(whole)}), {(min(whole) - one) / once:.2f}x after the one-file run ({one:.2f} s) "
-          f"- issue #33 asks <= 1.25x; peak RSS {runs[(default, 'whole dump')]['rss'] / 1e9:.2f} "
-          f"GB, a quarter {runs[(default, 'a quarter')]['rss'] / 1e9:.2f} GB", flush=True)  # fmt: skip
+    for mode in dict.fromkeys(m for m, lb, _ in runs if lb == "whole dump"):
+        walls = [r["wall"] for m, lb, r in runs if m == mode and lb == "whole dump"]
+        print(f"  read-ahead {mode}: whole run {', '.join(f'{w:.2f}' for w in walls)} s = "
+              f"{min(walls) / once:.2f}x the read (best of {len(walls)})")  # fmt: skip
+    whole = min(r["wall"] for m, lb, r in runs if m == default and lb == "whole dump")
+    one = next(r for _, lb, r in runs if lb == "one file")
+    quarter = next(r for _, lb, r in runs if lb == "a quarter")
+    peak = max(r["rss"] for m, lb, r in runs if m == default and lb == "whole dump")
+    print(f"  eval / read once, read-ahead {default}: {whole / once:.2f}x whole run, "
+          f"{(whole - one['wall']) / once:.2f}x after the one-file run ({one['wall']:.2f} s) "
+          f"- issue #33 asks <= 1.25x; peak RSS {peak / 1e9:.2f} GB whole, "
+          f"{quarter['rss'] / 1e9:.2f} GB a quarter, {one['rss'] / 1e9:.2f} GB one file",
+          flush=True)  # fmt: skip
     if drop:
         for label, extra in (("whole dump", []), ("one file", ["--limit", "1"])):
             if not drop_caches():
@@ -404,6 +407,26 @@ def from_disk(drafter: str, sequences: int, positions: int, device: str, drop: b
             read_all(models, 2)
             r = eval_run(args + extra, default)
             say_run(f"eval, whole page cache dropped, the weights read back, {label}", r, once)
+
+
+def read_once(files, size: int) -> float:
+    """Every file of the dump read once, 8 threads, its pages evicted first: seconds."""
+    evict(files)
+    before = resident(files)
+    t = read_all(files, 8)
+    print(f"  read once, 8 threads: {t:.2f} s ({size / t / 1e9:.2f} GB/s; "
+          f"{100 * before:.1f}% of the dump cached before)", flush=True)  # fmt: skip
+    return t
+
+
+def measured(files, args, mode: str, label: str, cold: bool) -> dict:
+    """One eval run (the dump's pages evicted first when ``cold``), said as it ends."""
+    if cold:
+        evict(files)
+    before = resident(files)
+    r = eval_run(args, mode)
+    say_run(f"eval, read-ahead {mode}, {label} [{100 * before:.1f}% cached before]", r)
+    return r
 
 
 def main() -> None:

@@ -104,8 +104,21 @@ class Uploader:
         self._pool.shutdown(wait=True)
         while not self._free.empty():
             self._free.get()
-        import torch
+        if self.cuda:
+            _empty_host_cache()
 
-        empty = getattr(torch._C, "_host_emptyCache", None)  # pinned blocks back to the system
-        if self.cuda and empty is not None:
-            empty()
+
+def _empty_host_cache() -> None:
+    """The pinned blocks torch keeps for reuse given back to the system
+    (``torch.accelerator.empty_host_cache`` in recent torch, a private call in older ones; nothing
+    when neither is there)."""
+    import torch
+
+    acc = getattr(torch, "accelerator", None)
+    fn = getattr(acc, "empty_host_cache", None) or getattr(torch._C, "_host_emptyCache", None)
+    if fn is None:
+        return
+    try:
+        fn()
+    except RuntimeError:
+        pass
