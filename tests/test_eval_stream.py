@@ -98,8 +98,9 @@ def test_ckpt_ranges_leave_out_the_last_hidden_state(tmp_path):
 
 
 def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
-    """`weightcheck eval` lists the files and starts reading them before it imports torch (the
-    fixed cost of importing it and loading the weights is spent with the disk busy)."""
+    """With a read-ahead mode on, `weightcheck eval` lists the files and starts reading them
+    before it imports torch (the fixed cost of importing it and loading the weights is spent with
+    the disk busy)."""
     pytest.importorskip("torch")
     cfg = synth.scaled_config(json.loads((CONFIGS / "specforge-kimi-k2-eagle3.json").read_text()))
     d = str(tmp_path / "d")
@@ -111,6 +112,7 @@ def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
     code = (
         "import sys\n"
         "from weightcheck.eval import readahead\n"
+        "readahead.MODE = 'read'\n"
         "real = readahead.ReadAhead.__init__\n"
         "def init(self, *a, **k):\n"
         "    print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"

@@ -10,7 +10,11 @@ takes back under memory pressure (a page evicted before it was used is read agai
 
 ``MODE``: ``read`` (the threads read), ``advise`` (one thread asks the kernel to read each file
 ahead with ``posix_fadvise(WILLNEED)``; its progress is not seen, so it only keeps the window) or
-``off``. bench/bench_eval_gpu.py measures the three end to end.
+``off``, the default, decided end to end by bench/bench_eval_gpu.py on one H200 (docs/eval.md §7):
+a 200,000-position dump took 13.5 s with ``read``, 14.1 s ``off``, 15.7 s ``advise`` while torch's
+libraries were in the page cache; with them cold, ``read`` took 20.8 s, its reads starving
+torch's import of the disk (12.2 s against 4.9 s alone). Off, the staging buffers' readers
+(stream.py) are the reading, from when the weights are on the device.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import os
 import threading
 import time
 
-MODE = "read"
+MODE = "off"  # measured: see above
 THREADS = 8  # the read-once bench's best on the GPU machine (BENCHMARKS.md)
 CHUNK = 16 << 20  # each thread's buffer
 WINDOW_MAX = 16 << 30
