@@ -129,7 +129,8 @@ def evaluate(
     loop.mark("start")
     ds = open_data(data)
     chosen = select(len(ds.files), limit, sample, sample_seed)
-    # the disk starts on the data now, while torch is imported and the weights are loaded
+    # with a read-ahead mode on (readahead.MODE), the disk starts on the data now, while torch is
+    # imported and the weights are loaded
     ahead = readahead.ReadAhead(
         [ds.files[i] for i in chosen], ranges=ahead_ranges(ds, need_last=target is not None)
     )
