@@ -9,16 +9,26 @@ its embedding): beside a plain PyTorch forward on the same GPU, and streaming a 
    progress callbacks, the first batch left out; and the whole call). Printed: positions per
    second of each and the ratio (issue #33: eval >= 0.8x plain).
 2. **From disk** (``--disk-sequences`` x ``--positions``, default 200 x 1,000 = 200k positions,
-   hidden 7168, 3 aux layers, bfloat16: ~11.5 GB): the page cache dropped (as root), the drafter's
-   and the target's files read back into it, then (a) every file of the dump read once (plain
-   ``readinto``, 1 thread and 8, the faster counts) and (b) ``weightcheck eval DRAFTER
-   --hidden-states DUMP --target TARGET --device cuda --json`` as a subprocess, its wall time and
-   peak RSS (issue #33: wall <= 1.25x the read, RSS <= 2 GB + the drafter, the same for a quarter
-   of the dump). The target (lm_head, embedding, norm of [163840, 7168]) is synthetic too, so
-   eval reads every tensor of every file, as it does with a real one.
+   hidden 7168, 3 aux layers, bfloat16: ~11.5 GB), with a synthetic target (lm_head, embedding,
+   norm of [163840, 7168]) so that eval reads every tensor of every file, as with a real one.
+   Before every timed run the dump's own pages are evicted from the page cache
+   (``POSIX_FADV_DONTNEED``; ``mincore`` says how much of it was still cached), the rest of the
+   cache left as the previous run left it (Python, torch, the weights). Measured: every file read
+   once (8 threads, at the start and again at the end, the faster counts); ``weightcheck eval
+   DRAFTER --hidden-states DUMP --target TARGET --device cuda --json`` as a subprocess, its wall
+   time, peak RSS and its phases (weightcheck/eval/loop.py ``PHASES``: when torch was imported,
+   the weights loaded, the first batch read, the last one done, the read-ahead finished), once
+   for each read-ahead mode in ``--modes`` (readahead.py ``MODE``), then a quarter of the dump
+   and one file (the fixed cost), and the whole dump once more with all of it in the page cache
+   (the run with no reading to wait for). ``--drop`` (root): also the whole page cache dropped
+   and the weights alone read back, as the first measurement did (the torch libraries cold too).
+   Issue #33: wall <= 1.25x the read, RSS <= 2 GB + the drafter, flat in the dump's size.
 
     python bench/bench_eval_gpu.py [--sequences 100] [--positions 1000] [--disk-sequences 200]
-                                   [--skip-memory] [--skip-disk]
+                                   [--skip-memory] [--skip-disk] [--modes read,advise,off]
+                                   [--then MODE] [--no-drop] [--device cuda] [--small]
+
+``--small --device cpu --no-drop``: the same flow on a scaled-down drafter, a dry run anywhere.
 """
 
 from __future__ import annotations
@@ -50,9 +60,10 @@ def write_dump(out: str, sequences: int, positions: int, hidden: int, vocab: int
     done = os.path.join(out, ".complete")
     if os.path.exists(done):
         return out
-    g = torch.Generator(device="cuda").manual_seed(0)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator(device=dev).manual_seed(0)
     blocks = [
-        torch.randn(positions, 4 * hidden, generator=g, device="cuda").to(torch.bfloat16).cpu()
+        torch.randn(positions, 4 * hidden, generator=g, device=dev).to(torch.bfloat16).cpu()
         for _ in range(4)
     ]
     for i in range(sequences):
@@ -214,25 +225,6 @@ def read_all(files, threads: int) -> float:
     return time.perf_counter() - t0
 
 
-def reader_only(dump: str, workers: int) -> float:
-    """eval's read-ahead (stream.py) over the whole dump, every batch given back at once: the
-    reading eval does, without the compute."""
-
-    from weightcheck.eval import loop
-    from weightcheck.eval.data import open_data
-    from weightcheck.eval.device import GPU_MAX_POSITIONS
-    from weightcheck.eval.stream import Prefetch
-
-    ds = open_data(dump)
-    t0 = time.perf_counter()
-    pf = Prefetch(ds, range(len(ds.files)), GPU_MAX_POSITIONS, need_last=True, pin=True,
-                  depth=loop.DEPTH, workers=workers)  # fmt: skip
-    for b in pf:
-        pf.release(b)
-    pf.close()
-    return time.perf_counter() - t0
-
-
 def drop_caches() -> bool:
     try:
         subprocess.run(["sync"], check=True)
@@ -247,7 +239,7 @@ def watch_rss(cmd: list[str]) -> dict:
     """Run ``cmd``: wall seconds, peak RSS (VmHWM of the process, read at its end, and VmRSS
     sampled every 0.1 s), exit code, stdout."""
     env = {**os.environ, "PYTHONPATH": os.path.dirname(HERE)}
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # CLOCK_MONOTONIC: the child's perf_counter is on the same clock
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = hwm = 0
     out = []
@@ -267,75 +259,176 @@ def watch_rss(cmd: list[str]) -> dict:
     wall = time.perf_counter() - t0
     reader.join()
     err = p.stderr.read().decode(errors="replace")
-    return {"wall": wall, "rss": max(peak, hwm), "rc": p.returncode, "stdout": out[0], "err": err}
+    return {"wall": wall, "rss": max(peak, hwm), "rc": p.returncode, "stdout": out[0], "err": err,
+            "t0": t0}  # fmt: skip
 
 
-def from_disk(drafter: str, sequences: int, positions: int) -> None:
+def evict(files) -> None:
+    """The files' pages out of the page cache (``POSIX_FADV_DONTNEED``: clean pages no process
+    maps are dropped), the rest of the cache left as it is."""
+    os.sync()
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def resident(files) -> float:
+    """The fraction of the files' pages in the page cache (mincore), or -1 where it cannot be
+    asked."""
+    import ctypes
+    import mmap
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]  # fmt: skip
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return -1.0
+    inside = total = 0
+    for f in files:
+        size = os.path.getsize(f)
+        if not size:
+            continue
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                return -1.0
+            vec = ctypes.create_string_buffer(pages)
+            ok = libc.mincore(addr, size, vec) == 0
+            libc.munmap(addr, size)
+            if not ok:
+                return -1.0
+            inside += sum(b & 1 for b in vec.raw)
+            total += pages
+        finally:
+            os.close(fd)
+    return inside / total if total else 0.0
+
+
+# eval in a child that sets readahead.MODE first and prints the run's phases (loop.PHASES) at exit
+_CHILD = (
+    "import atexit, json, sys; from weightcheck.eval import loop, readahead; "
+    "readahead.MODE = sys.argv.pop(1); "
+    "atexit.register(lambda: print('PHASES ' + json.dumps(loop.PHASES), file=sys.stderr)); "
+    "from weightcheck.cli import run; sys.argv[0] = 'weightcheck'; run()"
+)
+
+
+def eval_run(args: list[str], mode: str) -> dict:
+    """``weightcheck eval ARGS`` with the read-ahead in ``mode``: wall, peak RSS, the phases (s
+    from the start), the report."""
+    r = watch_rss([sys.executable, "-c", _CHILD, mode, "eval", *args])
+    if r["rc"]:
+        sys.exit(f"eval failed: {r['err'][-3000:]}")
+    line = [x for x in r["err"].splitlines() if x.startswith("PHASES ")]
+    phases = json.loads(line[-1][7:]) if line else []
+    r["phases"] = [(what, t - r["t0"]) for what, t in phases]
+    r["report"] = json.loads(r["stdout"])
+    return r
+
+
+def say_run(label: str, r: dict, once: float | None = None) -> None:
+    pos = r["report"]["drafters"][0]["positions"]
+    ratio = f", {r['wall'] / once:.2f}x the read" if once else ""
+    print(f"  {label} ({pos:,} positions): {r['wall']:.2f} s{ratio}, peak RSS "
+          f"{r['rss'] / 1e9:.2f} GB", flush=True)  # fmt: skip
+    steps = "; ".join(f"{what} {t:.2f}" for what, t in sorted(r["phases"], key=lambda p: p[1]))
+    print(f"    phases (s from the start): {steps}; exit {r['wall']:.2f}", flush=True)
+
+
+def disk_inputs(drafter: str, sequences: int, positions: int):
     cfg = json.load(open(os.path.join(drafter, "config.json")))
-    target = write_target(os.path.join(HERE, "out", "k2-target"), cfg)
+    target = write_target(os.path.join(HERE, "out", f"target-{cfg['hidden_size']}"), cfg)
     dump = write_dump(
-        os.path.join(HERE, "out", f"eval-dump-{sequences}x{positions}"),
+        os.path.join(HERE, "out", f"eval-dump-{sequences}x{positions}-{cfg['hidden_size']}"),
         sequences,
         positions,
         cfg["hidden_size"],
         cfg["vocab_size"],
     )
+    return target, dump
+
+
+def from_disk(drafter: str, sequences: int, positions: int, device: str, drop: bool,
+              modes: list[str], then: str | None = None) -> None:  # fmt: skip
+    """The dump's pages evicted before every timed run (its files alone, the rest of the page
+    cache as the previous run left it: Python, torch, the weights); with ``drop`` also runs after
+    the whole cache was dropped and only the weights read back, as the first measurement did."""
+    from weightcheck.eval import readahead
+
+    target, dump = disk_inputs(drafter, sequences, positions)
     files = bench_eval.data_files(dump)
     size = sum(os.path.getsize(f) for f in files)
     models = [os.path.join(drafter, "model.safetensors"), os.path.join(target, "model.safetensors")]
-    model_bytes = os.path.getsize(models[0])
-    cold = drop_caches()
+    print(f"from disk: {len(files)} files x {positions} positions = {len(files) * positions:,} "
+          f"positions, {size / 1e9:.2f} GB; the weights {sum(map(os.path.getsize, models)) / 1e9:.2f}"
+          f" GB; device {device}; read-ahead window {readahead.default_window() / 2**30:.1f} GiB",
+          flush=True)  # fmt: skip
     read_all(models, 2)
-    t1 = read_all(files, 1)
-    drop_caches()
-    read_all(models, 2)
-    t8 = read_all(files, 8)
-    once = min(t1, t8)
-    print(
-        f"from disk: {len(files)} files x {positions} positions = {len(files) * positions:,} "
-        f"positions, {size / 1e9:.2f} GB; page cache {'dropped' if cold else 'NOT dropped (not root)'}"
-    )
-    print(
-        f"  read once: {t1:.1f} s with 1 thread, {t8:.1f} s with 8 ({size / once / 1e9:.2f} GB/s)"
-    )
-    from weightcheck.eval import stream
+    reads = [read_once(files, size)]
+    args = [drafter, "--hidden-states", dump, "--target", target, "--device", device, "--json"]
+    default = then or readahead.MODE  # the mode of the runs after the comparison
+    plan = [(m, "whole dump", [], True) for m in modes]
+    plan += [(default, "a quarter", ["--limit", str(len(files) // 4)], True),
+             (default, "one file", ["--limit", "1"], True)]  # fmt: skip
+    runs = [(mode, label, measured(files, args + extra, mode, label, cold))
+            for mode, label, extra, cold in plan]  # fmt: skip
+    reads.append(read_once(files, size))
+    # right after the read the dump is in the page cache: the run with no reading to wait for
+    runs.append((default, "cached", measured(files, args, default, "the dump cached", False)))
+    once = min(reads)
+    print(f"  read once: {once:.2f} s (the faster of {len(reads)})")
+    for mode in dict.fromkeys(m for m, lb, _ in runs if lb == "whole dump"):
+        walls = [r["wall"] for m, lb, r in runs if m == mode and lb == "whole dump"]
+        print(f"  read-ahead {mode}: whole run {', '.join(f'{w:.2f}' for w in walls)} s = "
+              f"{min(walls) / once:.2f}x the read (best of {len(walls)})")  # fmt: skip
+    best = min((r["wall"], m) for m, lb, r in runs if lb == "whole dump")[1]
+    shown = default if any(m == default and lb == "whole dump" for m, lb, _ in runs) else best
+    whole = min(r["wall"] for m, lb, r in runs if m == shown and lb == "whole dump")
+    one = next(r for _, lb, r in runs if lb == "one file")
+    quarter = next(r for _, lb, r in runs if lb == "a quarter")
+    peak = max(r["rss"] for _, lb, r in runs if lb == "whole dump")
+    print(f"  eval / read once, read-ahead {shown}: {whole / once:.2f}x whole run, "
+          f"{(whole - one['wall']) / once:.2f}x after the one-file run ({one['wall']:.2f} s) "
+          f"- issue #33 asks <= 1.25x; peak RSS {peak / 1e9:.2f} GB whole, "
+          f"{quarter['rss'] / 1e9:.2f} GB a quarter, {one['rss'] / 1e9:.2f} GB one file",
+          flush=True)  # fmt: skip
+    if drop:
+        for label, extra in (("whole dump", []), ("one file", ["--limit", "1"])):
+            if not drop_caches():
+                print("  (not root: the page cache was not dropped)")
+                return
+            read_all(models, 2)
+            r = eval_run(args + extra, default)
+            say_run(f"eval, whole page cache dropped, the weights read back, {label}", r, once)
 
-    for advise in (True, False):
-        stream.ADVISE = advise
-        for workers in (8, 16):
-            drop_caches()
-            reader = reader_only(dump, workers)
-            print(
-                f"  eval's reader alone (no compute), {workers} threads, "
-                f"{'with' if advise else 'without'} WILLNEED: {reader:.1f} s "
-                f"({size / reader / 1e9:.2f} GB/s)"
-            )
-    stream.ADVISE = True
-    cmd = [sys.executable, "-m", "weightcheck", "eval", drafter, "--hidden-states", dump,
-           "--target", target, "--device", "cuda", "--json"]  # fmt: skip
-    results = {}
-    for label, extra in (("whole dump", []), ("a quarter", ["--limit", str(len(files) // 4)]),
-                         ("one file", ["--limit", "1"])):  # fmt: skip
-        drop_caches()
-        read_all(models, 2)
-        r = watch_rss(cmd + extra)
-        if r["rc"]:
-            sys.exit(f"eval failed: {r['err'][-2000:]}")
-        rep = json.loads(r["stdout"])
-        results[label] = r
-        print(
-            f"  weightcheck eval, {label} ({rep['drafters'][0]['positions']:,} positions): "
-            f"{r['wall']:.1f} s, peak RSS {r['rss'] / 1e9:.2f} GB"
-        )
-    whole, one = results["whole dump"], results["one file"]
-    print(
-        f"  eval / read once: {whole['wall'] / once:.2f}x whole run, "
-        f"{(whole['wall'] - one['wall']) / once:.2f}x after its fixed cost (the one-file run, "
-        f"{one['wall']:.1f} s: start-up, the drafter and the target to the GPU) — issue #33 asks "
-        f"<= 1.25x; peak RSS {whole['rss'] / 1e9:.2f} GB (a quarter: "
-        f"{results['a quarter']['rss'] / 1e9:.2f} GB) vs 2 GB + the drafter's "
-        f"{model_bytes / 1e9:.2f} GB"
-    )
+
+def read_once(files, size: int) -> float:
+    """Every file of the dump read once, 8 threads, its pages evicted first: seconds."""
+    evict(files)
+    before = resident(files)
+    t = read_all(files, 8)
+    print(f"  read once, 8 threads: {t:.2f} s ({size / t / 1e9:.2f} GB/s; "
+          f"{100 * before:.1f}% of the dump cached before)", flush=True)  # fmt: skip
+    return t
+
+
+def measured(files, args, mode: str, label: str, cold: bool) -> dict:
+    """One eval run (the dump's pages evicted first when ``cold``), said as it ends."""
+    if cold:
+        evict(files)
+    before = resident(files)
+    r = eval_run(args, mode)
+    say_run(f"eval, read-ahead {mode}, {label} [{100 * before:.1f}% cached before]", r)
+    return r
 
 
 def main() -> None:
@@ -347,14 +440,50 @@ def main() -> None:
     @click.option("--disk-sequences", default=200, show_default=True)
     @click.option("--skip-memory", is_flag=True)
     @click.option("--skip-disk", is_flag=True)
-    def bench(sequences, positions, disk_sequences, skip_memory, skip_disk):
-        drafter = make_full_drafter.make(config="k2", embed=True)
+    @click.option("--device", default="cuda", show_default=True)
+    @click.option(
+        "--modes",
+        default="read,advise,off",
+        show_default=True,
+        help="the read-ahead modes measured end to end, the whole dump each",
+    )
+    @click.option(
+        "--then",
+        default=None,
+        help="the read-ahead mode of the runs after the "
+        "comparison (a quarter, one file, cached, dropped; default: eval's own)",
+    )
+    @click.option(
+        "--drop/--no-drop",
+        default=True,
+        show_default=True,
+        help="also a run after dropping the whole page cache (root)",
+    )
+    @click.option("--small", is_flag=True, help="a scaled-down drafter: a dry run of the bench")
+    def bench(sequences, positions, disk_sequences, skip_memory, skip_disk, device, modes, then,
+              drop, small):  # fmt: skip
+        if small:
+            drafter = synth_small()
+        else:
+            drafter = make_full_drafter.make(config="k2", embed=True)
         if not skip_memory:
             in_memory(drafter, sequences, positions)
         if not skip_disk:
-            from_disk(drafter, disk_sequences, positions)
+            from_disk(drafter, disk_sequences, positions, device, drop,
+                      [m for m in modes.split(",") if m], then)  # fmt: skip
 
     bench()
+
+
+def synth_small() -> str:
+    """The scaled-down K2 drafter with its embedding (hidden 256, vocab 16384)."""
+    import synth
+
+    cfg = synth.scaled_config(make_full_drafter.load_config("k2"), hidden=256, intermediate=640,
+                              heads=4, head_dim=64, vocab=16384, draft_vocab=2000)  # fmt: skip
+    out = os.path.join(HERE, "out", "k2-small-embed")
+    synth.write_drafter(out, cfg, seed=1, include_embed=True)
+    return out
 
 
 if __name__ == "__main__":

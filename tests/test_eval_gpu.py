@@ -163,3 +163,23 @@ def test_a_drafter_that_does_not_fit_says_needed_and_free(ex, monkeypatch):
     assert r.exit_code == 2, r
     assert "needs" in r.stderr and "MiB free" in r.stderr and "Traceback" not in r.stderr
     print("\n" + r.stderr)
+
+
+def test_weights_uploaded_to_the_gpu_are_the_files(ex, monkeypatch):
+    """upload.py on the GPU (pinned buffers, a stream each, pieces smaller than the tensors):
+    every tensor of the drafter as the file holds it, bit for bit."""
+    from safetensors.torch import load_file
+
+    from weightcheck.eval import forward, upload
+    from weightcheck.sources import open_source
+
+    monkeypatch.setattr(upload, "PIECE", 4096)
+    upload.close()
+    path = f"{ex['k2']}/model.safetensors"
+    src, ref = open_source(path), load_file(path)
+    try:
+        for name, t in ref.items():
+            got = forward.load_tensor(src, name, None, None, torch.device("cuda"))
+            assert got.is_cuda and got.dtype == t.dtype and torch.equal(got.cpu(), t), name
+    finally:
+        upload.close()

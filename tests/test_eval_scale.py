@@ -1,8 +1,8 @@
 """``eval`` at scale, every path on the CPU (issue #33): packed batches (padding, blocks of query
 rows) give the per-sample forward's answer; the read-ahead is bounded; --limit, --sample and
 --seed; --device and its failures; the progress callback and when a bar is drawn; Ctrl-C; the
-intervals on tiny counts (issue #32 item 4); SpecForge files read by ckpt.py; the bundled example
-counts the same on any CPU. The GPU's agreement with all this is tests/test_eval_gpu.py."""
+intervals on tiny counts (issue #32 item 4); SpecForge files located by sources/torchzip.py; the
+bundled example counts the same on any CPU. The GPU's agreement with all this is tests/test_eval_gpu.py."""
 
 from __future__ import annotations
 
@@ -165,26 +165,36 @@ def test_a_bad_file_late_in_the_data_fails_with_its_name(ex, tmp_path):
 
 # -- SpecForge files read straight -----------------------------------------------------------------
 def test_ckpt_index_reads_what_torch_load_reads(ex, tmp_path):
-    from weightcheck.eval import ckpt
-    from weightcheck.eval.data import open_data
+    """eval locates a .ckpt's tensors through sources/torchzip.py, the one reader of the format."""
+    from weightcheck.eval.data import index_ckpt, open_data
 
     f = open_data(ex["specforge"]).files[3]
-    idx = ckpt.index(f)
+    idx = index_ckpt(f)
     ref = torch.load(f, weights_only=True)
     assert set(idx) == set(ref)
     for k, v in ref.items():
+        assert idx[k].shape == tuple(v.shape) and idx[k].dtype == v.dtype
         assert torch.equal(idx[k].load(), v)
+    aux = idx["aux_hidden_state"].squeeze0()
+    into = torch.empty(aux.shape, dtype=aux.dtype)
+    aux.read_into(into)
+    assert torch.equal(into, ref["aux_hidden_state"][0])
+    into32 = torch.empty(aux.shape, dtype=torch.float32)  # another dtype: through a copy
+    aux.read_into(into32)
+    assert torch.equal(into32, ref["aux_hidden_state"][0].float())
     # a tensor stored as a view of a larger one, another dtype: still found
     torch.save({"x": torch.arange(12.0).view(3, 4)[1:], "y": torch.ones(3, dtype=torch.int32)},
                tmp_path / "v.ckpt")  # fmt: skip
-    idx = ckpt.index(str(tmp_path / "v.ckpt"))
+    idx = index_ckpt(str(tmp_path / "v.ckpt"))
     assert torch.equal(idx["x"].load(), torch.arange(4.0, 12.0).view(2, 4))
+    assert torch.equal(idx["y"].load(), torch.ones(3, dtype=torch.int32))
     # not a layout read here: None (torch.load reads it, or says what is wrong)
     torch.save({"x": torch.arange(12.0).view(3, 4)[:, :2]}, tmp_path / "strided.ckpt")
     torch.save({"x": torch.zeros(2), "f": os.system}, tmp_path / "code.ckpt")
+    torch.save({"state_dict": {"x": torch.zeros(2)}}, tmp_path / "state.ckpt")
     (tmp_path / "junk.ckpt").write_bytes(b"PK\x03\x04 not a zip")
-    for name in ("strided", "code", "junk"):
-        assert ckpt.index(str(tmp_path / f"{name}.ckpt")) is None
+    for name in ("strided", "code", "state", "junk"):
+        assert index_ckpt(str(tmp_path / f"{name}.ckpt")) is None
 
 
 def test_a_file_ckpt_does_not_index_is_read_by_torch_load(ex, tmp_path):

@@ -147,6 +147,27 @@ def test_torchzip_reads_what_torch_reads():
     )
 
 
+def test_torchzip_follows_only_what_torch_save_writes_for_tensors(tmp_path):
+    """sources/torchzip.py indexes a torch zip without torch; a global among the values that
+    torch.save does not write for tensors (a bare function, never called) makes it answer None,
+    as torch.load(weights_only=True) refuses the file."""
+    torch = pytest.importorskip("torch")
+    from weightcheck.sources import torchzip
+
+    torch.save({"x": torch.arange(6.0).view(2, 3)[1:], "n": 3}, tmp_path / "ok.pt")
+    flat, key, scalars = torchzip.read(str(tmp_path / "ok.pt"))
+    assert key is None and scalars == {"n": 3}
+    m = flat["x"]
+    assert (m.dtype, m.shape, m.nbytes, m.end - m.begin) == ("F32", (1, 3), 12, 12)
+    with open(tmp_path / "ok.pt", "rb") as f:
+        f.seek(m.begin)
+        assert f.read(12) == torch.tensor([3.0, 4.0, 5.0]).numpy().tobytes()
+    torch.save({"x": torch.zeros(2), "f": os.system}, tmp_path / "code.pt")
+    assert torchzip.read(str(tmp_path / "code.pt")) is None
+    with pytest.raises(Exception, match="(?i)weights_only|global"):
+        torch.load(tmp_path / "code.pt", weights_only=True)
+
+
 # --- Why 2: a run checkpoint folder checks with the training config --------------------------------
 def test_why2_run_checkpoint_takes_its_config_from_the_training_config():
     code, rep = check(RUN / "tiny-step2", "--training-config", SF_CFG)

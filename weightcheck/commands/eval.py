@@ -1,7 +1,8 @@
 """``weightcheck eval DRAFTER [DRAFTER ...] --hidden-states DATA``: how well each drafter predicts
 the target on saved hidden states (weightcheck/eval/, docs/eval.md): the options checked, the
 evaluation run, the speed arithmetic added, the report (reports/eval.py) returned. torch is
-imported only once the options check out."""
+imported only once the options check out (by evaluate, once the data's files are listed and being
+read ahead)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,15 @@ def speed(report: dict, baseline_tps, cycle_ms, draft_ms) -> None:
         r["speedup"] = r["predicted_tps"] / baseline_tps if r["predicted_tps"] else None
 
 
+def _has_torch() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules["torch"] is None
+        return False
+
+
 def run(
     drafters: list[str],
     data: str,
@@ -68,12 +78,10 @@ def run(
     if limit is not None and sample is not None:
         raise UsageError(None, "--limit and --sample: give one (the first N, or N at random)")
     with_speed = check_speed(baseline_tps, cycle_ms, draft_ms)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if not _has_torch():  # imported by evaluate, once the data's files are listed
         raise UsageError(
             None, "eval runs the drafter: it needs torch: pip install 'weightcheck[torch]'"
-        ) from None
+        )
 
     try:
         report = evaluate(

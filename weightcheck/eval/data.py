@@ -9,9 +9,11 @@ logits processor input). speculators 0.9.0 (``speculators generate-offline-data`
 slot the target's last layer output *before* its final norm; the loss mask stays in the
 preprocessed Arrow dataset, which is not read here (every position counts).
 
-Memory: a sample's tensors are read only when used: SpecForge's ``.ckpt`` is memory-mapped (a
-tensor never touched, the last hidden state without ``--target``, is never read), speculators'
-file is read by slices. stream.py reads files ahead into bounded buffers.
+Memory: a sample's tensors are read only when used: a SpecForge ``.ckpt``'s tensors are located
+in the file (sources/torchzip.py, the one reader of a ``torch.save`` zip's index) and read
+straight into a buffer when needed (the last hidden state without ``--target`` never is; a file
+torchzip does not follow is memory-mapped by torch.load), speculators' file is read by slices.
+stream.py reads files ahead into bounded buffers.
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ class Dataset:
 
     def sample(self, i: int, need_last: bool = True, direct: bool = False) -> Sample:
         """File ``i``'s sample (its last hidden state only when ``need_last``). ``direct``: a
-        SpecForge ``.ckpt``'s hidden states as :class:`weightcheck.eval.ckpt.FileTensor` s, read
-        straight into a buffer later (a file ckpt.py does not index is read by torch.load)."""
+        SpecForge ``.ckpt``'s hidden states as :class:`FileTensor` s, read straight into a buffer
+        later (a file :func:`index_ckpt` does not index is read by torch.load)."""
         f = self.files[i]
         if self.format == "specforge":
             if direct and f.endswith(".ckpt"):
@@ -178,11 +180,90 @@ def _read_specforge(path: str, where: str) -> Sample:
     return Sample(where, ids, mask, aux, last, last_normed=True, hidden=int(last.shape[1]))
 
 
+class FileTensor:
+    """A contiguous tensor's bytes in a file, located by sources/torchzip.py (the one reader of
+    a ``torch.save`` zip's index): ``shape``, ``dtype``; :meth:`read_into` a CPU tensor of that
+    shape with one ``readinto``, :meth:`load` a new one."""
+
+    def __init__(self, path: str, begin: int, dtype: str, shape):
+        from weightcheck.sources.tensors import torch_dtype
+
+        self.path, self.begin, self.st_dtype = path, begin, dtype  # torchzip's dtype name
+        self.dtype = torch_dtype(dtype)
+        self.shape = tuple(int(d) for d in shape)
+
+    def squeeze0(self) -> FileTensor:
+        """Without its leading axis of 1 (SpecForge's batch axis)."""
+        return FileTensor(self.path, self.begin, self.st_dtype, self.shape[1:])
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def read_into(self, dst) -> None:
+        """Fill ``dst`` (a contiguous CPU tensor of this shape) from the file: one read when the
+        dtypes match, else through a temporary copy."""
+        if dst.dtype != self.dtype or not dst.is_contiguous():
+            dst.copy_(self.load())
+            return
+        import torch
+
+        view = memoryview(dst.view(-1).view(torch.uint8).numpy()).cast("B")
+        with open(self.path, "rb", buffering=0) as f:
+            f.seek(self.begin)
+            got = 0
+            while got < len(view):
+                n = f.readinto(view[got:])
+                if not n:
+                    raise OSError(f"file ends inside a tensor ({got} of {len(view)} bytes)")
+                got += n
+
+    def load(self):
+        import torch
+
+        out = torch.empty(self.shape, dtype=self.dtype)
+        if self.numel():
+            self.read_into(out)
+        return out
+
+
+def index_ckpt(path: str) -> dict | None:
+    """A SpecForge ``.ckpt``'s top-level tensors as :class:`FileTensor` s, through
+    sources/torchzip.py (no unpickling, no torch); None when it is not a layout read so (another
+    pickle, a compressed or strided tensor, a state dict): torch.load reads it, or says what is
+    wrong."""
+    from weightcheck.sources import torchzip
+
+    got = torchzip.read(path)
+    if got is None:
+        return None
+    flat, key, _scalars = got
+    if key is not None or any(m.begin is None for m in flat.values()):
+        return None
+    return {k: FileTensor(path, m.begin, m.dtype, m.shape) for k, m in flat.items()}
+
+
+def ckpt_ranges(path: str, skip=("hidden_state",)):
+    """The byte ranges of a ``.ckpt``'s tensors but ``skip`` (what eval reads of it without the
+    last hidden state), in order; None: the whole file."""
+    idx = index_ckpt(path) if path.endswith(".ckpt") else None
+    if idx is None:
+        return None
+    return sorted((t.begin, t.begin + t.nbytes) for k, t in idx.items() if k not in skip)
+
+
 def _read_specforge_direct(path: str, where: str) -> Sample | None:
     """The sample with its hidden states left in the file (None: read it with torch.load)."""
-    from weightcheck.eval.ckpt import index
-
-    idx = index(path)
+    idx = index_ckpt(path)
     if idx is None or any(k not in idx for k in SPECFORGE_KEYS):
         return None
     shaped = {}

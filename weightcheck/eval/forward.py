@@ -21,7 +21,10 @@ dtype the engine builds (the config's), or the one asked for.
 
 from __future__ import annotations
 
+import os
+
 from weightcheck.errors import WeightcheckError
+from weightcheck.eval import upload
 from weightcheck.eval.packed import Layout, attend
 from weightcheck.sources.tensors import from_bytes, read_range
 
@@ -80,8 +83,8 @@ def _mapped(src, rec):
 
 
 def release_maps() -> None:
-    """Unmap the drafters' files once their tensors are on a GPU (the pages they touched stop
-    counting in the process's memory); a map still viewed by a tensor stays."""
+    """Unmap the weight files no tensor views any longer (on a GPU, what a fallback mapped: the
+    pages it touched stop counting in the process's memory); a map still viewed stays."""
     for path in list(_MAPS):
         try:
             _MAPS[path].close()
@@ -90,46 +93,25 @@ def release_maps() -> None:
         del _MAPS[path]
 
 
-_STAGE = 64 << 20  # bytes of a mapped tensor copied to a GPU at a time
-
-
-def _to_device(t, src, rec, device):
-    """A mapped tensor copied to ``device`` a slice at a time, each slice's pages let go of the
-    process as soon as they are copied (``MADV_DONTNEED`` on a read-only map: the page cache
-    keeps them), so that loading a drafter onto a GPU holds at most one slice in memory."""
-    import mmap
-
-    import torch
-
-    mm = _MAPS.get(src.files[rec.file].local_path)
-    out = torch.empty(t.shape, dtype=t.dtype, device=device)
-    size = t.element_size()
-    step = max(1, _STAGE // size)
-    flat = out.view(-1)
-    page = mmap.PAGESIZE
-    for a in range(0, t.numel(), step):
-        b = min(t.numel(), a + step)
-        flat[a:b].copy_(t[a:b])
-        if mm is not None and hasattr(mm, "madvise"):
-            lo = (rec.begin + a * size) // page * page
-            try:
-                mm.madvise(mmap.MADV_DONTNEED, lo, rec.begin + b * size - lo)
-            except (OSError, ValueError):
-                pass
-    return out
-
-
 def load_tensor(src, rec_name: str, shape, dtype, device=None):
-    """One tensor of a source (by its own name), as a torch tensor of ``dtype`` (a view of the
-    file when it is a local safetensors one of that dtype), on ``device`` (the CPU when None)."""
+    """One tensor of a source (by its own name), as a torch tensor of ``dtype`` on ``device``
+    (the CPU when None): on a GPU read straight there from a local file (upload.py); on the CPU a
+    view of the file when it is a local safetensors one of that dtype."""
     import torch
 
     rec = src.tensors[rec_name]
-    t = _mapped(src, rec)
+    on_gpu = device is not None and torch.device(device).type != "cpu"
+    where = upload.located(src, rec) if on_gpu else None
+    if where is not None:
+        from weightcheck.sources.tensors import torch_dtype
+
+        if rec.end > os.path.getsize(where[0]):
+            raise WeightcheckError(src.spec, f"{rec.file}: file ends inside {rec.name}: truncated")
+        t = upload.get(device).load(*where, torch_dtype(rec.dtype), tuple(rec.shape))
+    else:
+        t = None if on_gpu else _mapped(src, rec)
     if t is None:
         t = from_bytes(bytearray(read_range(src, rec_name, 0, rec.nbytes)), rec.dtype)
-    elif device is not None and device.type != "cpu":
-        t = _to_device(t, src, rec, device)
     if device is not None and t.device != device:
         t = t.to(device)
     t = t.reshape(tuple(rec.shape))

@@ -6,6 +6,7 @@ next batch; the walk over each sequence (metric.py ``walk``) runs on the host me
 from __future__ import annotations
 
 import os
+import time
 
 from weightcheck.errors import WeightcheckError
 from weightcheck.eval import metric
@@ -13,6 +14,12 @@ from weightcheck.eval.checks import check_sample
 from weightcheck.eval.packed import Layout
 
 DEPTH = 3  # batches read ahead (the staging buffers)
+PHASES: list = []  # (what, time.perf_counter()) of the last run's phases: bench_eval_gpu.py
+
+
+def mark(what: str) -> None:
+    """Note when a phase of the run began (PHASES)."""
+    PHASES.append((what, time.perf_counter()))
 
 
 def _workers(device) -> int:
@@ -20,9 +27,12 @@ def _workers(device) -> int:
     return max(1, min(8 if device.type == "cuda" else 2, n))
 
 
-def run_batches(ds, chosen, models, tgt, counts, steps, device, progress, positions=None):
+def run_batches(
+    ds, chosen, models, tgt, counts, steps, device, progress, positions=None, ahead=None
+):
     """Evaluate ``models`` on the files ``chosen`` of ``ds``, adding to ``counts`` (one per
-    model); ``progress(done, total)`` in positions (the total estimated from the files' sizes)."""
+    model); ``progress(done, total)`` in positions (the total estimated from the files' sizes);
+    ``ahead``: the files' readahead.ReadAhead, told how far the staging buffers have got."""
     from weightcheck.eval import device as device_mod
     from weightcheck.eval.stream import Prefetch
 
@@ -48,17 +58,21 @@ def run_batches(ds, chosen, models, tgt, counts, steps, device, progress, positi
         pin=device.type == "cuda",
         depth=DEPTH,
         workers=_workers(device),
+        ahead=ahead,
     )
     done = [0, 0]  # positions, bytes
     pending = None
     try:
         for b in stream:
+            if pending is None:
+                mark("first batch read")
             work = _launch(b, models, tgt, steps, device, budget, stream)
             if pending is not None:
                 _finish(pending, counts, done, total_bytes, progress)
             pending = work
         if pending is not None:
             _finish(pending, counts, done, total_bytes, progress)
+        mark("last batch done")
     finally:
         stream.close()
 

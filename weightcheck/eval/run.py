@@ -34,7 +34,11 @@ def load_models(specs, target=None, dtype=None, token=None, device=None):
             raise WeightcheckError(spec, d.target_said())
         loaded.append((spec, d))
     needed = {spec: _weights_bytes(d, dtype or engine_dtype(d.normalized)) for spec, d in loaded}
-    # the target's head and embedding, on a GPU, are there already (TargetSide checked them)
+    # the target's head is on the GPU already (TargetSide checked it); its embedding goes there
+    # only for a drafter without its own
+    takes_embed = any("embed_tokens.weight" not in d.by_canonical() for _, d in loaded)
+    if target is not None and takes_embed and target.embed_bytes:
+        needed[f"{target.spec} {target.embed.rec.name}"] = target.embed_bytes
     device_mod.check_fits(device, needed, specs[0] if len(specs) == 1 else ", ".join(specs))
     models = []
     for spec, d in loaded:
@@ -55,6 +59,9 @@ def load_models(specs, target=None, dtype=None, token=None, device=None):
         if target is not None:
             check_target(m, target)
         models.append(m)
+    emb = target.embed if target is not None else None
+    if emb is not None and emb.on_gpu and any(m.embed_from == "target" for m in models):
+        emb.load()  # there now, not in the first batch
     return models
 
 
@@ -114,41 +121,38 @@ def evaluate(
     samples selected (``limit``: the first N; ``sample``: N drawn for ``sample_seed``), computed
     on ``device`` (``auto``: a GPU when torch sees one). Ctrl-C raises :class:`Interrupted`
     with the report of what was evaluated, or KeyboardInterrupt when nothing was."""
-    import torch
-
-    from weightcheck.eval import device as device_mod
-    from weightcheck.eval.loop import run_batches
+    from weightcheck.eval import loop, readahead
 
     if steps < 1:
         raise WeightcheckError(None, f"--steps {steps}: at least 1")
-    dev = device_mod.resolve(device)
+    loop.PHASES.clear()
+    loop.mark("start")
     ds = open_data(data)
     chosen = select(len(ds.files), limit, sample, sample_seed)
-    tgt = None
-    if target is not None:
-        from weightcheck.eval.target import TargetSide
+    # with a read-ahead mode on (readahead.MODE), the disk starts on the data now, while torch is
+    # imported and the weights are loaded
+    ahead = readahead.ReadAhead(
+        [ds.files[i] for i in chosen], ranges=ahead_ranges(ds, need_last=target is not None)
+    )
+    loop.mark("files listed, read ahead")
+    try:
+        from weightcheck.eval import device as device_mod
 
-        tgt = TargetSide(target, dtype=dtype, token=token, device=dev)
-    models = load_models(drafters, tgt, dtype, token, dev)
-    if dev.type != "cpu":
-        import gc
+        dev = device_mod.resolve(device)
+        loop.mark("torch imported, device")
+        tgt = None
+        if target is not None:
+            from weightcheck.eval.target import TargetSide
 
-        from weightcheck.eval.forward import release_maps
-
-        gc.collect()
-        release_maps()
-    counts = [metric.Counts(steps) for _ in models]
-    interrupted = False
-    with torch.inference_mode():
-        try:
-            run_batches(ds, chosen, models, tgt, counts, steps, dev, progress, batch_positions)
-        except KeyboardInterrupt:
-            interrupted = True
-            kept = min(len(c.cond_num) for c in counts)  # what every drafter has
-            for c in counts:
-                c.truncate(kept)
-            if not kept:
-                raise
+            tgt = TargetSide(target, dtype=dtype, token=token, device=dev)
+        models = load_models(drafters, tgt, dtype, token, dev)
+        loop.mark("weights loaded")
+        counts, interrupted = _pass(ds, chosen, models, tgt, steps, dev, progress,
+                                    batch_positions, ahead)  # fmt: skip
+    finally:
+        ahead.close()
+        if ahead.finished is not None:
+            loop.PHASES.append((f"read ahead done ({ahead.bytes / 1e9:.2f} GB)", ahead.finished))
     done = len(counts[0].cond_num)
     data_info = {
         "path": data,
@@ -162,9 +166,51 @@ def evaluate(
         "interrupted": interrupted,
     }
     out = _report(models, counts, tgt, data_info, steps, device_mod.describe(dev), bootstrap, seed)
+    loop.mark("report")
     if interrupted:
         raise Interrupted(out)
     return out
+
+
+def ahead_ranges(ds, need_last: bool):
+    """What readahead.py reads of each file: SpecForge's without the last hidden state when it is
+    not used (no --target), else the whole file."""
+    if need_last or ds.format != "specforge":
+        return None
+    from weightcheck.eval.data import ckpt_ranges
+
+    return ckpt_ranges
+
+
+def _pass(ds, chosen, models, tgt, steps, dev, progress, batch_positions, ahead):
+    """(the counts, interrupted) of the pass over the data; Ctrl-C keeps what every drafter has
+    (KeyboardInterrupt when that is nothing)."""
+    import torch
+
+    from weightcheck.eval.loop import run_batches
+
+    if dev.type != "cpu":
+        import gc
+
+        from weightcheck.eval import upload
+        from weightcheck.eval.forward import release_maps
+
+        upload.close()
+        gc.collect()
+        release_maps()
+    counts = [metric.Counts(steps) for _ in models]
+    with torch.inference_mode():
+        try:
+            run_batches(ds, chosen, models, tgt, counts, steps, dev, progress, batch_positions,
+                        ahead)  # fmt: skip
+        except KeyboardInterrupt:
+            kept = min(len(c.cond_num) for c in counts)  # what every drafter has
+            for c in counts:
+                c.truncate(kept)
+            if not kept:
+                raise
+            return counts, True
+    return counts, False
 
 
 def _report(models, counts, tgt, data_info, steps, device, bootstrap, seed) -> dict:

@@ -1,13 +1,16 @@
 """The data read ahead while the drafters compute (docs/eval.md §7).
 
-A producer thread opens the selected files in order (a SpecForge ``.ckpt`` is indexed by ckpt.py:
-where its tensors' bytes lie; another file is memory-mapped or read by slices), checks each
+A producer thread opens the selected files in order (a SpecForge ``.ckpt`` is indexed through
+sources/torchzip.py: where its tensors' bytes lie; another file is memory-mapped or read by
+slices), checks each
 against the drafters (one line naming the file, raised where the batches are taken), and gathers
 them into batches of at most ``positions`` positions (a longer sample is a batch of its own).
 Reader threads read each sample of a batch into a staging buffer (one ``readinto`` per tensor;
 pinned host memory when the device is a GPU, so the copy to it runs asynchronously); a bounded
 pool of buffers is the read-ahead: the producer waits for one to come back before it reads more,
-so the memory held is ``depth`` batches whatever the dump's size.
+so the memory held is ``depth`` batches whatever the dump's size. Beside it, readahead.py can keep
+the disk busy further ahead (page cache, not this process's memory; off by default, as measured:
+docs/eval.md §7): each batch handed to the readers moves its window on.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 from weightcheck.record import record
 
 _DONE = object()
-ADVISE = True  # ask the kernel to read the files opened ahead (posix_fadvise WILLNEED)
 _POLL = 0.1  # seconds a blocked thread waits before it looks at the stop flag again
 
 
@@ -70,10 +72,12 @@ class Prefetch:
         pin: bool = False,
         depth: int = 3,
         workers: int = 4,
+        ahead=None,
     ):
         self.ds, self.indices = dataset, list(indices)
         self.positions, self.need_last, self.check = max(1, positions), need_last, check
         self.pin, self.depth = pin, max(1, depth)
+        self.ahead, self._handed = ahead, 0  # readahead.ReadAhead, files handed to the readers
         self._out: queue.Queue = queue.Queue(maxsize=self.depth)
         self._free: queue.Queue = queue.Queue()
         self._made = 0  # pooled buffers allocated so far (at most depth)
@@ -166,8 +170,6 @@ class Prefetch:
             nbytes = os.path.getsize(self.ds.files[i])
         except OSError:
             nbytes = 0
-        if ADVISE:
-            _advise(self.ds.files[i])
         return s, nbytes
 
     def _buffer(self, rows: int, first):
@@ -229,6 +231,9 @@ class Prefetch:
             buffer=buf,
         )
         batch.clear()  # the samples go with their reads
+        self._handed += len(lengths)
+        if self.ahead is not None:
+            self.ahead.handed(self._handed)
         self._inflight.append((b, jobs))
         while self._inflight and all(j.done() for j in self._inflight[0][1]):
             if not self._finish_oldest():
@@ -251,24 +256,8 @@ class Prefetch:
 
 
 def _fill(dst, src) -> None:
-    """``dst`` from a tensor, or from a file (ckpt.py ``FileTensor``: one read into it)."""
+    """``dst`` from a tensor, or from a file (data.py ``FileTensor``: one read into it)."""
     if hasattr(src, "read_into"):
         src.read_into(dst)
     else:
         dst.copy_(src)
-
-
-def _advise(path: str) -> None:
-    """Ask the kernel to read ``path`` ahead (it is read whole, in order)."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

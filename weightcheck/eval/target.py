@@ -33,25 +33,36 @@ def _runs(ids):
 
 class Rows:
     """Rows of a 2-D tensor of a source, read by range on demand (on a CPU), or the whole tensor
-    kept on the device (on a GPU, or when it is small)."""
+    kept on the device (on a GPU, or when it is small). ``lazy``: on a GPU, loaded there on first
+    use (:meth:`load`), not before: the target's embedding, which a drafter with its own never
+    uses."""
 
-    def __init__(self, src, rec, dtype, device=None):
+    def __init__(self, src, rec, dtype, device=None, lazy: bool = False):
         self.src, self.rec, self.dtype = src, rec, dtype
         self.rows, self.width = rec.shape
         self.row_bytes = rec.nbytes // self.rows
         self.full = None
-        on_gpu = device is not None and device.type != "cpu"
-        if rec.nbytes <= KEEP_BYTES or on_gpu:
-            self.full = self._whole(device if on_gpu else None)
+        self.on_gpu = device is not None and device.type != "cpu"
+        self.device = device if self.on_gpu else None
+        if (rec.nbytes <= KEEP_BYTES or self.on_gpu) and not (lazy and self.on_gpu):
+            self.load()
+
+    def load(self) -> None:
+        """Keep the whole tensor (on the GPU, or small on the CPU) from now on."""
+        if self.full is None:
+            self.full = self._whole(self.device)
 
     def _whole(self, device=None):
-        """The whole tensor in the compute dtype, on ``device``: through a map of a local
-        safetensors file when it can be (forward.py ``load_tensor``), else read in chunks."""
+        """The whole tensor in the compute dtype, on ``device``: read straight there from a local
+        file (forward.py ``load_tensor``: upload.py on a GPU, a map on the CPU) when it can be,
+        else read in chunks."""
         import torch
 
+        from weightcheck.eval import upload
         from weightcheck.eval.forward import _mapped, load_tensor
 
-        if _mapped(self.src, self.rec) is not None:
+        local = upload.located(self.src, self.rec) if device is not None else None
+        if local is not None or _mapped(self.src, self.rec) is not None:
             name = str(self.dtype).replace("torch.", "")
             return load_tensor(self.src, self.rec.name, None, name, device)
         step = max(1, CHUNK // max(1, self.row_bytes))
@@ -67,9 +78,12 @@ class Rows:
         return from_bytes(data, self.rec.dtype).reshape(b - a, self.width).to(self.dtype)
 
     def gather(self, ids):
-        """``F.embedding(ids, W)`` reading only the rows ``ids`` names."""
+        """``F.embedding(ids, W)`` reading only the rows ``ids`` names (on a GPU: the whole
+        tensor, loaded there on first use)."""
         import torch
 
+        if self.on_gpu:
+            self.load()
         if self.full is not None:
             return self.full[ids.to(self.full.device)]
         flat = ids.reshape(-1).tolist()
@@ -147,15 +161,15 @@ class TargetSide:
         self.device = device
         el = self.dtype.itemsize
         self._sizes = {f"{spec} {head.name}": head.shape[0] * head.shape[1] * el}
-        if embed is not None and len(embed.shape) == 2 and embed is not head:
-            self._sizes[f"{spec} {embed.name}"] = embed.shape[0] * embed.shape[1] * el
         self._fits(device)
         self.head = Rows(self.src, head, self.dtype, device)
-        self.embed = (
-            Rows(self.src, embed, self.dtype, device)
-            if embed is not None and len(embed.shape) == 2
-            else None
-        )
+        self.embed = None
+        self.embed_bytes = 0  # on a GPU, should a drafter need it there (run.load_models)
+        if embed is head:  # tied: the head's rows
+            self.embed = self.head
+        elif embed is not None and len(embed.shape) == 2:
+            self.embed = Rows(self.src, embed, self.dtype, device, lazy=True)
+            self.embed_bytes = embed.shape[0] * embed.shape[1] * el
         nrec = next((t[n] for n in NORM_NAMES if n in t), None)
         self.final_norm = None
         if nrec is not None:
@@ -166,7 +180,7 @@ class TargetSide:
             self.final_norm = RMSNorm(w, eps)
 
     def _fits(self, device) -> None:
-        """On a GPU the head and the embedding are kept there: exit 2 when they do not fit."""
+        """On a GPU the head is kept there: exit 2 when it does not fit."""
         if device is not None and device.type == "cuda":
             from weightcheck.eval.device import check_fits
 

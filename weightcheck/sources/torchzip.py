@@ -37,6 +37,8 @@ _STORAGES = {
 }
 _REBUILD = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor")}
 _ALLOWED = _REBUILD | {("collections", "OrderedDict"), ("torch._utils", "_rebuild_parameter")}
+# every global the stream may name: the calls above and the storage types of persistent ids
+_GLOBALS = _ALLOWED | {("torch", name) for name in _STORAGES}
 MAX_PICKLE = 256 << 20
 
 
@@ -161,9 +163,17 @@ def _appends_op(m: _Machine, _arg) -> None:
     _append(m.stack[-1], items)
 
 
+def _global(module: str, name: str) -> Global:
+    """A global the stream names: only those torch.save writes for tensors and dicts (a bare
+    function among the values, never called here, would still make torch.load refuse)."""
+    if (module, name) not in _GLOBALS:
+        raise NotStatic(f"global {module}.{name}")
+    return Global(module, name)
+
+
 def _stack_global(m: _Machine, _arg) -> None:
     name, module = m.stack.pop(), m.stack.pop()
-    m.stack.append(Global(str(module), str(name)))
+    m.stack.append(_global(str(module), str(name)))
 
 
 def _reduce_op(m: _Machine, _arg) -> None:
@@ -189,7 +199,7 @@ _OPS = {
     "SETITEMS": _setitems_op,
     "APPEND": _append_op,
     "APPENDS": _appends_op,
-    "GLOBAL": lambda m, arg: m.stack.append(Global(*_module_name(arg))),
+    "GLOBAL": lambda m, arg: m.stack.append(_global(*_module_name(arg))),
     "STACK_GLOBAL": _stack_global,
     "BINPERSID": lambda m, _: m.stack.append(_storage(m.stack.pop())),
     "REDUCE": _reduce_op,
