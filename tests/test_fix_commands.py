@@ -9,7 +9,8 @@ as the user would run it, and it must succeed and leave an output on which the f
 Then every command printed over the whole corpus — the producer fixtures, the differential corpus
 (tests/engine/corpus.py), synth.py's drafters and the hurried user's drafters
 (tests/helpers/hurried.py) — is run as printed (tests/helpers/fixcommands.py): a command that
-refuses with the very finding it was printed for loops, and is a failure.
+refuses with the very finding it was printed for loops, and is a failure. The default run takes a
+fixed sample of the differential corpus (every ``STEP``-th variant); ``-m stress`` all of it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import struct
 import sys
 
 import pytest
+import stress
 import synth
 from conftest import CONFIGS, PRODUCERS, load_config, run_cli
 from helpers import fixcommands, hurried
@@ -144,6 +146,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent / "engine"))
 import corpus  # noqa: E402
 
 CHUNKS = 8  # the corpus in parts, so that xdist spreads it
+# the differential corpus's variants: every STEP-th in the default run (the fixtures, synth's and
+# the hurried user's drafters always), all of them under -m stress
+STEP = stress.count(1, 6)
 
 
 def _synth(root: pathlib.Path, name: str, dialect: str | None) -> str:
@@ -177,8 +182,9 @@ def _builders() -> list[tuple[str, object, str]]:
                 (f"synth-{name}-{dialect}", lambda r, n=name, d=dialect: _synth(r, n, d), wide)
             )
     out.append(("synth-mla", lambda r: _synth(r, "mla", None), wide))
-    for x in corpus.variants():
-        out.append((x.id, lambda root, x=x: corpus.write(x, str(root / "corpus" / x.id)), tgt))
+    for k, x in enumerate(corpus.variants()):
+        if k % STEP == 0:  # every STEP-th variant by default, all of them under -m stress
+            out.append((x.id, lambda root, x=x: corpus.write(x, str(root / "corpus" / x.id)), tgt))
     return out
 
 
@@ -191,6 +197,7 @@ def corpus_drafters(root: pathlib.Path, part: int | None = None) -> list[fixcomm
     return [fixcommands.Drafter(i, build(root), target) for i, build, target in bs]
 
 
+@pytest.mark.stress
 @pytest.mark.parametrize("part", range(CHUNKS))
 def test_every_printed_fix_command_succeeds_or_fails_for_another_reason(tmp_path, part):
     bad, n = fixcommands.violations(corpus_drafters(tmp_path, part), str(tmp_path / "out"))

@@ -11,7 +11,8 @@
 
 The corpus: the producer fixtures, the differential corpus (tests/engine/corpus.py), synth.py's
 drafters and the hurried user's (tests/helpers/hurried.py), each under plain check, ``--target``,
-``--engine E`` for both engines and the SpecForge training gate.
+``--engine E`` for both engines and the SpecForge training gate; the differential corpus sampled
+in the default run as test_fix_commands samples it (``STEP``), all of it under ``-m stress``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def _reports(ds):
                 yield d, options, rep
 
 
+@pytest.mark.stress
 @pytest.mark.parametrize("part", range(CHUNKS))
 def test_every_message_fits_and_every_severity_is_its_page_s(tmp_path, part):
     allowed = _severities()

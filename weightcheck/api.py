@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from weightcheck import _API
 from weightcheck.errors import WeightcheckError
-from weightcheck.progress import Progress
 from weightcheck.reports.pages import CleanReport, KeptEntry, RuleList
 from weightcheck.rules.base import Finding  # noqa: F401 (exported: weightcheck.Finding)
 
@@ -108,56 +106,21 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, **options) -> Conver
     return convert_run.run(ConvertRequest(src=src, out=out, **options))
 
 
-def evaluate(
-    drafters,
-    hidden_states: str | os.PathLike,
-    *,
-    target: str | os.PathLike | None = None,
-    steps: int = 3,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    device: str | None = None,
-    dtype: str | None = None,
-    baseline_tps: float | None = None,
-    cycle_ms: float | None = None,
-    draft_ms: float | None = None,
-    token: str | None = None,
-    progress: bool = False,
-) -> EvalResult:
+def evaluate(drafters, hidden_states: str | os.PathLike, **options) -> EvalResult:
     """``weightcheck eval``: how well each drafter (a spec, or a list of them) predicts the
     target on saved hidden states — per-step accuracy, the expected acceptance length ``tau`` of
     a ``steps``-token chain and the one ``walked`` cycle by cycle as an engine drafts, ranked;
-    with ``baseline_tps`` and ``cycle_ms`` the predicted tokens per second. ``limit``: the first
-    N samples; ``sample``: N drawn at random for ``seed``. ``device``: ``auto`` (None: a GPU
-    when torch sees one), ``cpu``, ``cuda`` or ``cuda:N``. Needs torch (``pip install
+    with ``baseline_tps`` and ``cycle_ms`` the predicted tokens per second. ``options``: the
+    fields of :class:`weightcheck.requests.EvalRequest` (``target``, ``steps``, ``limit``: the
+    first N samples; ``sample``: N drawn at random for ``seed``; ``device``: ``auto`` (None: a
+    GPU when torch sees one), ``cpu``, ``cuda`` or ``cuda:N``; ``dtype``, ``baseline_tps``,
+    ``cycle_ms``, ``draft_ms``, ``token``, ``progress``). Needs torch (``pip install
     "weightcheck[torch]"``). Ctrl-C raises ``EvalInterrupted`` (a KeyboardInterrupt) whose
     ``report`` covers what was evaluated."""
     from weightcheck.commands import eval as eval_mod
+    from weightcheck.requests import EvalRequest
 
-    if isinstance(drafters, (str, os.PathLike)):
-        drafters = [drafters]
-    bar = Progress("eval", stream=sys.stderr, unit="pos") if progress else None
-    try:
-        return eval_mod.run(
-            [str(d) for d in drafters],
-            str(hidden_states),
-            target=target,
-            steps=steps,
-            limit=limit,
-            sample=sample,
-            seed=seed,
-            device=device,
-            dtype=dtype,
-            token=token,
-            baseline_tps=baseline_tps,
-            cycle_ms=cycle_ms,
-            draft_ms=draft_ms,
-            progress=bar.step if bar is not None and bar.enabled else None,
-        )
-    finally:
-        if bar is not None:
-            bar.close()
+    return eval_mod.run(EvalRequest(drafters=drafters, hidden_states=hidden_states, **options))
 
 
 def clean(folder: str | os.PathLike = ".") -> CleanReport:

@@ -464,7 +464,7 @@ def clean(folder, fmt, as_json):
 @click.argument("drafters", nargs=-1, required=True, metavar="DRAFTER [DRAFTER ...]")
 @click.option(
     "--hidden-states",
-    "data",
+    "hidden_states",
     required=True,
     metavar="DATA",
     help="SpecForge offline hidden states (rows_*/data_<i>.ckpt[.gz]) or speculators' "
@@ -505,23 +505,7 @@ def clean(folder, fmt, as_json):
 @click.option("--draft-ms", type=float, default=None, help="Drafting time per cycle, in ms.")
 @token_option
 @output_options(*REPORTS)
-def eval_command(
-    drafters,
-    data,
-    target,
-    steps,
-    limit,
-    sample,
-    seed,
-    device,
-    dtype,
-    baseline_tps,
-    cycle_ms,
-    draft_ms,
-    token,
-    fmt,
-    as_json,
-):
+def eval_command(fmt, as_json, **options):
     """How well each DRAFTER predicts the target: per-step accuracy, the expected acceptance
     length and the one walked cycle by cycle as an engine drafts, from saved hidden states (needs
     torch; a GPU is used when present). Several drafters are ranked, in one pass over the data.
@@ -530,22 +514,8 @@ def eval_command(
 
     out = _output(fmt, as_json)
     try:
-        r = api.evaluate(
-            drafters,
-            data,
-            target=target,
-            steps=steps,
-            limit=limit,
-            sample=sample,
-            seed=seed,
-            device=device,
-            dtype=dtype,
-            baseline_tps=baseline_tps,
-            cycle_ms=cycle_ms,
-            draft_ms=draft_ms,
-            token=token,
-            progress=out.fmt != "json",
-        )
+        # the options: EvalRequest's fields (--hidden-states is hidden_states)
+        r = api.evaluate(**options, progress=out.fmt != "json")
     except EvalInterrupted as stop:
         _show(stop.report, out)
         d = stop.report.data

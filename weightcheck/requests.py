@@ -108,3 +108,27 @@ class ConvertRequest:
         self.src, self.out = _path(self.src), _path(self.out)
         for name in ("config_from", "lm_head_from", "vocab_from", "target", "verifier", "mapping"):
             setattr(self, name, _path(getattr(self, name)))
+
+
+@record(kw_only=True)
+class EvalRequest:
+    drafters: list[str]  # one or more drafters, each evaluated on the same data
+    hidden_states: str  # SpecForge's rows_*/data_<i>.ckpt[.gz] or speculators' hs_<i>.safetensors
+    target: str | None = None  # its lm_head, final norm and embedding, read by ranges
+    steps: int = 3  # the chain length K
+    limit: int | None = None  # the first N samples
+    sample: int | None = None  # N samples drawn at random for seed
+    seed: int = 0
+    device: str | None = None  # auto (None), cpu, cuda, cuda:N
+    dtype: str | None = None  # float32, bfloat16, float16 (None: the config's)
+    baseline_tps: float | None = None  # tok/s without speculation (with cycle_ms: the speed)
+    cycle_ms: float | None = None  # one verify cycle
+    draft_ms: float | None = None  # drafting per cycle
+    token: str | None = None
+    progress: bool = False  # a progress bar on a terminal's stderr
+
+    def __post_init__(self):
+        if isinstance(self.drafters, (str, os.PathLike)):
+            self.drafters = [self.drafters]
+        self.drafters = [os.fspath(d) for d in self.drafters]
+        self.hidden_states, self.target = _path(self.hidden_states), _path(self.target)

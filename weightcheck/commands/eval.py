@@ -6,10 +6,14 @@ read ahead)."""
 
 from __future__ import annotations
 
+import sys
+
 from weightcheck.errors import UsageError
 from weightcheck.eval.metric import break_even, predicted_tps
 from weightcheck.eval.run import Interrupted, evaluate, headline
+from weightcheck.progress import Progress
 from weightcheck.reports.eval import EvalInterrupted, EvalReport
+from weightcheck.requests import EvalRequest
 
 
 def check_speed(baseline_tps, cycle_ms, draft_ms) -> bool:
@@ -51,57 +55,46 @@ def _has_torch() -> bool:
         return False
 
 
-def run(
-    drafters: list[str],
-    data: str,
-    *,
-    target: str | None = None,
-    steps: int = 3,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    device: str | None = None,
-    dtype: str | None = None,
-    token: str | None = None,
-    baseline_tps: float | None = None,
-    cycle_ms: float | None = None,
-    draft_ms: float | None = None,
-    progress=None,
-) -> EvalReport:
-    """The options checked (before torch is imported or anything read), the drafters evaluated,
-    the speed arithmetic added: the report. Ctrl-C: :class:`EvalInterrupted` carrying the report
-    of what was evaluated (KeyboardInterrupt when nothing was)."""
-    if limit is not None and limit < 1:
-        raise UsageError(None, f"--limit {limit}: at least 1")
-    if sample is not None and sample < 1:
-        raise UsageError(None, f"--sample {sample}: at least 1")
-    if limit is not None and sample is not None:
+def run(req: EvalRequest) -> EvalReport:
+    """``eval`` as ``req`` asks it: the options checked (before torch is imported or anything
+    read), the drafters evaluated, the speed arithmetic added: the report. Ctrl-C:
+    :class:`EvalInterrupted` carrying the report of what was evaluated (KeyboardInterrupt when
+    nothing was)."""
+    if req.limit is not None and req.limit < 1:
+        raise UsageError(None, f"--limit {req.limit}: at least 1")
+    if req.sample is not None and req.sample < 1:
+        raise UsageError(None, f"--sample {req.sample}: at least 1")
+    if req.limit is not None and req.sample is not None:
         raise UsageError(None, "--limit and --sample: give one (the first N, or N at random)")
-    with_speed = check_speed(baseline_tps, cycle_ms, draft_ms)
+    speeds = (req.baseline_tps, req.cycle_ms, req.draft_ms)
+    with_speed = check_speed(*speeds)
     if not _has_torch():  # imported by evaluate, once the data's files are listed
         raise UsageError(
             None, "eval runs the drafter: it needs torch: pip install 'weightcheck[torch]'"
         )
-
+    bar = Progress("eval", stream=sys.stderr, unit="pos") if req.progress else None
     try:
         report = evaluate(
-            list(drafters),
-            str(data),
-            target=None if target is None else str(target),
-            steps=steps,
-            limit=limit,
-            sample=sample,
-            sample_seed=seed,
-            device=device,
-            dtype=dtype,
-            token=token,
-            progress=progress,
+            req.drafters,
+            req.hidden_states,
+            target=req.target,
+            steps=req.steps,
+            limit=req.limit,
+            sample=req.sample,
+            sample_seed=req.seed,
+            device=req.device,
+            dtype=req.dtype,
+            token=req.token,
+            progress=bar.step if bar is not None and bar.enabled else None,
         )
     except Interrupted as stop:
         report = stop.result
         if with_speed:
-            speed(report, baseline_tps, cycle_ms, draft_ms)
+            speed(report, *speeds)
         raise EvalInterrupted(EvalReport.from_dict(report)) from None
+    finally:
+        if bar is not None:
+            bar.close()
     if with_speed:
-        speed(report, baseline_tps, cycle_ms, draft_ms)
+        speed(report, *speeds)
     return EvalReport.from_dict(report)
