@@ -145,17 +145,21 @@ def _isolated_hf(tmp_path_factory, monkeypatch):
     yield
 
 
+def example_module(stem: str, name: str | None = None):
+    """examples/<stem>.py loaded as a module (the examples are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name or stem, ROOT / "examples" / f"{stem}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session")
 def examples_out(tmp_path_factory):
     """The bundled example drafters (examples/make_examples.py), written for the test session
     (examples/out is generated and not in the repository)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "make_examples", ROOT / "examples" / "make_examples.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = example_module("make_examples")
     out = tmp_path_factory.mktemp("examples-out")
     mod.main(str(out))
     return out

@@ -7,11 +7,10 @@ skipped without CUDA (CI has none: tests/test_eval_scale.py covers every path on
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
-from conftest import CONFIGS, ROOT, run_cli
+from conftest import CONFIGS, example_module, run_cli
 
 torch = pytest.importorskip("torch")
 
@@ -28,13 +27,6 @@ pytestmark = [
 TIE = 0.5
 
 
-def _module(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def ex(tmp_path_factory):
     """The scaled K2 drafter, a two-layer one, the MLA one; data built so that every step of a
@@ -46,12 +38,12 @@ def ex(tmp_path_factory):
     two = str(root / "two")
     synth.write_drafter(two, {**cfg, "num_hidden_layers": 2}, seed=4, layers=2)
     mla = str(root / "mla")
-    mla_cfg = _module("mex", ROOT / "examples" / "make_examples.py").MLA_CONFIG
+    mla_cfg = example_module("make_examples", "mex").MLA_CONFIG
     synth.write_drafter(mla, mla_cfg, seed=3)
-    made = _module("med", ROOT / "examples" / "make_eval_data.py").write_eval_example(
+    made = example_module("make_eval_data", "med").write_eval_example(
         k2, str(root / "data"), samples=24, seq=64, chain_steps=3, also=[two]
     )
-    made_mla = _module("med2", ROOT / "examples" / "make_eval_data.py").write_eval_example(
+    made_mla = example_module("make_eval_data", "med2").write_eval_example(
         mla, str(root / "data-mla"), samples=24, seq=64, chain_steps=3
     )
     return {"k2": k2, "two": two, "mla": mla, "data": made, "data_mla": made_mla}

@@ -7,12 +7,11 @@ The agreement with transformers' and vLLM's own MLA code is tests/test_eval_mla_
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
 import pytest
-from conftest import CONFIGS, ROOT, run_cli
+from conftest import CONFIGS, example_module, run_cli
 from helpers.bad_input import one_error_line
 
 torch = pytest.importorskip("torch")
@@ -20,14 +19,6 @@ torch = pytest.importorskip("torch")
 import synth  # noqa: E402
 
 SAMPLES, SEQ = 4, 24
-MLA_EXAMPLE = ROOT / "examples" / "make_examples.py"
-
-
-def _module(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +26,10 @@ def ex(tmp_path_factory):
     """The bundled example's MLA drafter (examples/make_examples.py MLA_CONFIG) and data built
     from it by examples/make_eval_data.py (its step-0 drafts accepted ~70% of the time)."""
     root = tmp_path_factory.mktemp("eval-mla")
-    cfg = _module("make_examples", MLA_EXAMPLE).MLA_CONFIG
+    cfg = example_module("make_examples", "make_examples").MLA_CONFIG
     mla = str(root / "kimi-k25-mla-drafter")
     synth.write_drafter(mla, cfg, seed=3)
-    made = _module("make_eval_data", ROOT / "examples" / "make_eval_data.py").write_eval_example(
+    made = example_module("make_eval_data", "make_eval_data").write_eval_example(
         mla, str(root / "data"), samples=SAMPLES, seq=SEQ
     )
     return {"root": root, "mla": mla, "cfg": cfg, **made}

@@ -6,7 +6,6 @@ bundled example counts the same on any CPU. The GPU's agreement with all this is
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import CONFIGS, ROOT, run_cli
+from conftest import CONFIGS, ROOT, example_module, run_cli
 from helpers.text import unwrapped
 
 torch = pytest.importorskip("torch")
@@ -24,13 +23,6 @@ import synth  # noqa: E402
 SAMPLES, SEQ = 22, 24
 
 
-def _module(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def ex(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval-scale")
@@ -38,7 +30,7 @@ def ex(tmp_path_factory):
     a, b = str(root / "a"), str(root / "b")
     synth.write_drafter(a, cfg, seed=1)
     synth.write_drafter(b, cfg, seed=2)
-    made = _module("med", ROOT / "examples" / "make_eval_data.py").write_eval_example(
+    made = example_module("make_eval_data", "med").write_eval_example(
         a, str(root / "data"), samples=SAMPLES, seq=SEQ, chain_steps=3, also=[b]
     )
     return {"root": root, "a": a, "b": b, "cfg": cfg, **made}
@@ -486,7 +478,7 @@ def test_the_readme_setup_says_what_writes_the_eval_example(tmp_path):
     readme = (ROOT / "README.md").read_text()
     setup = readme[readme.index("## Set-up") : readme.index("## Quickstart")]
     quick = readme[readme.index("## Quickstart") : readme.index("## Commands")]
-    line = _module("mex2", ROOT / "examples" / "make_examples.py").EVAL_SETUP
+    line = example_module("make_examples", "mex2").EVAL_SETUP
     assert "```bash\npip install . && python examples/make_examples.py" in setup  # no torch
     said = " ".join(quick[: quick.index("$ weightcheck")].split())
     assert f"(`eval` after `{line}`: its data needs torch)" in said
