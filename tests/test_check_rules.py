@@ -1009,7 +1009,7 @@ def test_missing_lm_head_with_untied_full_vocab(w):
     assert exit_code == 0
     (f,) = by_code(rep, "WC302")
     assert f["severity"] == WARNING and f["subject"] == "lm_head.weight"
-    assert "sglang keep(s) a random head" in said(f) and "vllm take(s) the target's" in said(f)
+    assert "sglang keeps a random head" in said(f) and "vllm takes the target's" in said(f)
     assert codes(rep) == {"WC302", "WC710"}  # no d2t/t2d expected for a full vocabulary
     _, vl = check(w.path("full"), "--engine", "vllm")
     assert "WC302" not in codes(vl)

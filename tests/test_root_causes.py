@@ -158,8 +158,8 @@ def test_a_missing_head_for_the_full_vocabulary_names_the_engine_it_hurts(tmp_pa
     src = hurried.headless(tmp_path / "h", full_vocab=True)
     code, rep = check(src)
     (f,) = by_code(rep, "WC302")
-    assert f["severity"] == "warning" and "sglang keep(s) a random head" in f["message"]
-    assert "vllm take(s) the target's" in f["message"]
+    assert f["severity"] == "warning" and "sglang keeps a random head" in f["message"]
+    assert "vllm takes the target's" in f["message"]
     assert rep["engines"]["vllm"]["says"].startswith("starts; the head is the target's;")
     assert "cut to" not in rep["engines"]["vllm"]["says"]
     _, v = check(src, "--engine", "vllm")

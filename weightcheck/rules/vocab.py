@@ -70,21 +70,28 @@ def lm_head_missing(ctx, finding):
     detail = "the untied draft head [Vd, H] is built and nothing loads into it"
     if fine:
         yield finding(
-            f"no lm_head.weight: {', '.join(hurt)} keep(s) a random head, {', '.join(fine)} "
-            "take(s) the target's; ship the head",
+            f"no lm_head.weight: {_verb(hurt, 'keeps')} a random head, {_verb(fine, 'takes')} "
+            "the target's; ship the head",
             "lm_head.weight",
             consequence=CONDITIONAL,
-            detail=f"{detail} in {', '.join(hurt)} (accept length ~1.00); {', '.join(fine)} "
-            "take(s) the target's full-vocabulary head, which serves a full draft vocabulary",
+            detail=f"{detail} in {', '.join(hurt)} (accept length ~1.00); {_verb(fine, 'takes')} "
+            "the target's full-vocabulary head, which serves a full draft vocabulary",
         )
         return
-    who = " and ".join(hurt) if hurt else "the engine"
+    who = _verb(hurt, "keeps") if hurt else "the engine keeps"
     yield finding(
-        f"no lm_head.weight, full draft vocabulary, untied: {who} keep(s) a random head; ship it",
+        f"no lm_head.weight, full draft vocabulary, untied: {who} a random head; ship it",
         "lm_head.weight",
         detail=f"{detail} (accept length ~1.00); `draft_vocab_size: null` makes SGLang take the "
         "target's head instead",
     )
+
+
+def _verb(engines: list[str], verb: str) -> str:
+    """'sglang keeps', 'sglang and vllm keep': engines as the subject of a verb."""
+    if len(engines) == 1:
+        return f"{engines[0]} {verb}"
+    return f"{' and '.join(engines)} {verb[:-1]}"
 
 
 def _random_head(view) -> bool:
