@@ -152,7 +152,9 @@ def judge(s: str, i: str, rec: dict, truth: dict, rp: dict) -> list[GRow]:
         if not rows and not rec.get("raises") and not rec.get("oracle_error"):
             c = tdiff.Case(f"{s}/{i}", s, "", "", "")
             for r in tdiff.compare(c, rp["facts"], rec):
-                rows.append(dict(kind="fact disagree", fact=r.fact, replay=r.replay, engine=r.trainer))
+                rows.append(
+                    dict(kind="fact disagree", fact=r.fact, replay=r.replay, engine=r.trainer)
+                )
     out = [GRow(i, s, **r) for r in rows]
     for r in out:
         r.open = gen_open.explain(r, rp.get("gate", rp), rec)
@@ -287,7 +289,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     sides = tuple(x for x in (a.engines + "," + a.trainers).split(",") if x)
     for s in sides:
-        if not os.access(differential.engine_python(s) if s in ENGINES else tdiff.trainer_python(s), os.X_OK):
+        if not os.access(
+            differential.engine_python(s) if s in ENGINES else tdiff.trainer_python(s), os.X_OK
+        ):
             print(f"no {s} interpreter (docs/engine-test.md)", file=sys.stderr)
             return 2
     specs = generate.specs(a.seed, a.count, a.start)

@@ -55,7 +55,10 @@ def _head(rec: dict, truth: dict) -> list[str]:
     if head == "lost":
         return ["the drafter has no trained head for its pruned vocabulary"]
     if head == "target_head" and (tied or state != "from_target"):
-        return ["head: trained with the target's head, served " + ("the embedding" if tied else str(state))]
+        return [
+            "head: trained with the target's head, served "
+            + ("the embedding" if tied else str(state))
+        ]
     if head == "target_embed" and not tied:
         return [f"head: trained tied to the embedding, served lm_head {state}"]
     return []
@@ -125,7 +128,11 @@ def fmt_findings(fs: list[dict]) -> str:
 
 def verdict_rows(engine: str, rec: dict, truth: dict, j: dict) -> list[dict]:
     """One row when the replay's verdict and the engine's consequence disagree (the rule)."""
-    cons = consequences(engine, rec, truth)
+    return verdict_from(consequences(engine, rec, truth), j)
+
+
+def verdict_from(cons: list[str], j: dict) -> list[dict]:
+    """The rule over the engine's consequences (recorded or judged now) and a replay."""
     errs = replay_errors(j)
     if errs is None:  # check refuses the input: an error verdict without findings
         if cons:
@@ -138,15 +145,18 @@ def verdict_rows(engine: str, rec: dict, truth: dict, j: dict) -> list[dict]:
     return []
 
 
-def fact_rows(vid: str, engine: str, rec: dict, j: dict) -> list[dict]:
-    """The fact-level comparison of tests/engine/differential.py (which tensor lands where)."""
+def fact_rows(vid: str, engine: str, rec: dict, j: dict, ef: dict | None = None) -> list[dict]:
+    """The fact-level comparison of tests/engine/differential.py (which tensor lands where);
+    ``ef``: the engine's facts as recorded (a fixture), else read from ``rec``."""
     rf = differential.replay_facts(j, engine)
-    ef = differential.engine_facts(rec, engine)
+    ef = ef if ef is not None else differential.engine_facts(rec, engine)
     rows = []
     for r in differential.compare(vid, engine, rf, ef):
         if r.fact == "view" and replay_errors(j) is None:
             continue  # check refused the input: the verdict row says so
-        rows.append(dict(kind=f"fact {r.category}", fact=r.fact, replay=r.replay, engine=r.engine_says))
+        rows.append(
+            dict(kind=f"fact {r.category}", fact=r.fact, replay=r.replay, engine=r.engine_says)
+        )
     return rows
 
 
@@ -167,9 +177,13 @@ def trainer_rows(rec: dict, j: dict) -> list[dict]:
     raises = rec.get("raises")
     errs = gate_errors(j)
     if errs is None:
-        return [] if raises else [dict(kind="false error", replay=replay_refusal(j), engine="loads")]
+        return (
+            [] if raises else [dict(kind="false error", replay=replay_refusal(j), engine="loads")]
+        )
     if raises and not errs:
-        return [dict(kind="false pass", replay="no training error", engine=f"raises: {raises}"[:240])]
+        return [
+            dict(kind="false pass", replay="no training error", engine=f"raises: {raises}"[:240])
+        ]
     if errs and not raises:
         return [dict(kind="false error", replay=fmt_findings(errs), engine="loads")]
     return []

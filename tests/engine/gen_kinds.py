@@ -184,9 +184,11 @@ AUX_PLACES = ("native", "nested", "top", "both", "both_diff", "none")
     },
 )
 def aux(g, p):
-    """Trained on the outputs of ``layers``; the ids written where ``place`` says (native: where
-    the producer writes them), in the producer's convention (``shift``: in the other one, as a
-    hand conversion leaves them); fc (and input_norm) as wide as the count."""
+    """Trained on the outputs of ``layers``, the ids written where ``place`` says (native: where
+    the producer writes them; none: nowhere, as a conversion that loses them), in the producer's
+    convention, or (``shift``) as the other convention writes them, which names other layers in
+    the producer's: the drafter is then taken as trained on those (the config is all a reader
+    has); fc (and input_norm) as wide as the count."""
     layers, home = p["layers"], g.truth["home"]
     other = "vllm" if home == "sglang" else "sglang"
     ids = _conv(layers, other if p["shift"] else home)
@@ -201,6 +203,9 @@ def aux(g, p):
     if p["place"] == "both_diff":  # the non-native place in the other convention
         where = "eagle_config.eagle_aux_hidden_state_layer_ids" if native == "top" else None
         cset(g.cfg, where or "eagle_aux_hidden_state_layer_ids", _conv(layers, other))
+    # what the drafter says it was trained on: its native ids in its producer's convention (a
+    # shifted list names other layers; the native place decides when both are written)
+    said = ids if home == "sglang" else [k - 1 for k in ids]
     n = len(layers)
     if p["num_aux"]:
         g.cfg["num_aux_hidden_states"] = n
@@ -211,7 +216,7 @@ def aux(g, p):
         inorm = g.find("input_norm.weight")
         if inorm is not None:
             _replace(g, inorm.role, new(inorm.name, dt, (n * H,), inorm.role, True, "aux", n))
-    g.truth["trained_layers"] = list(layers)
+    g.truth["trained_layers"] = said
 
 
 def _set_vd(g, value) -> None:
@@ -288,7 +293,9 @@ def tie(g, p):
     if p["head"] == "drop" and g.find("lm_head.weight") is not None:
         _replace(g, "lm_head.weight", None)
         tied = p["value"] in (True, "true")
-        g.truth["head"] = "lost" if g.truth["vd"] < V else ("target_embed" if tied else "target_head")
+        g.truth["head"] = (
+            "lost" if g.truth["vd"] < V else ("target_embed" if tied else "target_head")
+        )
 
 
 _LAYER_SHAPES = (
@@ -503,7 +510,9 @@ def dup(g, p):
     t = g.find(p["role"])
     if t is None:
         return
-    a, b = ("midlayer.", "layers.0.") if t.name.startswith("midlayer.") else ("layers.0.", "midlayer.")
+    a, b = (
+        ("midlayer.", "layers.0.") if t.name.startswith("midlayer.") else ("layers.0.", "midlayer.")
+    )
     if not t.name.startswith(a):
         return
     name = b + t.name[len(a) :]
@@ -642,8 +651,7 @@ def layout_files(g) -> tuple[list, dict | None]:
     n = g.shards["n"]
     per = -(-len(ts) // n)
     files = [
-        (f"model-{i + 1:05d}-of-{n:05d}.safetensors", ts[i * per : (i + 1) * per])
-        for i in range(n)
+        (f"model-{i + 1:05d}-of-{n:05d}.safetensors", ts[i * per : (i + 1) * per]) for i in range(n)
     ]
     files = [(f, x) for f, x in files if x]
     mode = g.shards["index"]
@@ -665,3 +673,12 @@ def layout_files(g) -> tuple[list, dict | None]:
         wmap["midlayer.self_attn.rotary_emb.inv_freq_old"] = files[0][0]
     return files, {"metadata": meta, "weight_map": dict(sorted(wmap.items()))}
 
+
+@kind("strip", 6, 0, lambda rng, b: None)
+def strip(g, p):
+    """The minimizer's: config keys (dotted paths) and tensors (by role) taken out, to shrink a
+    drafter to what its disagreement needs. Never drawn."""
+    for path in p.get("config", ()):
+        cunset(g.cfg, path)
+    gone = set(p.get("tensors", ()))
+    g.tensors = [t for t in g.tensors if t.role not in gone]

@@ -35,7 +35,7 @@ for _p in (HERE, TESTS, os.path.dirname(TESTS)):
 
 import corpus  # noqa: E402
 import gen_kinds  # noqa: E402
-from gen_kinds import GT, H, V  # noqa: E402
+from gen_kinds import GT, V  # noqa: E402
 
 L = 4  # the target's layers (tests/fixtures/producers/target-llama)
 LLAMA_BASES = ("sf", "sh", "st", "sc", "mo", "ma", "mf")
@@ -108,7 +108,7 @@ def sample(seed: int, n: int) -> dict:
     rng = random.Random(seed * 1_000_003 + n)
     base = rng.choices(list(BASE_WEIGHTS), weights=list(BASE_WEIGHTS.values()))[0]
     k = rng.choices(list(K_WEIGHTS), weights=list(K_WEIGHTS.values()))[0]
-    kinds = dict(gen_kinds.KINDS)
+    kinds = {n: k for n, k in gen_kinds.KINDS.items() if k.weight > 0}
     devs = []
     while len(devs) < k and kinds:
         names = sorted(kinds)

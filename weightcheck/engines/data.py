@@ -111,6 +111,32 @@ class Fail:
     cite: str
 
 
+# the types a transformers config class declares, as huggingface_hub's strict dataclasses check
+# them: an int is an int and not a bool (nor a float); a float is a float (not an int); `_or_null`
+# also takes null
+ClassType = Literal["int", "float", "bool", "str", "int_or_null", "float_or_null", "bool_or_null"]
+
+
+@record(frozen=True)
+class ClassField:
+    type: ClassType
+    default: Expr | None = None  # absent from the config: the class's default
+
+
+@record(frozen=True)
+class ConfigClass:
+    """[config_class]: the transformers config class the engine builds a flat draft config of
+    ``model_type`` with. A strict dataclass: each field it declares is type-checked when the
+    engine reads the config (a wrong type stops it at ``stage``), and an absent one takes the
+    class's default. A speculators-format config goes through the engine's adapter instead."""
+
+    name: str
+    model_type: str
+    fields: dict[str, ClassField]
+    cite: str
+    stage: Stage = "config"
+
+
 @record(frozen=True)
 class Rewrite:
     pattern: Regex
@@ -334,6 +360,7 @@ class Engine:
     speculators_adapter: SpeculatorsAdapter | None = None
     layers: Layers | None = None
     fails: tuple[Fail, ...] = ()
+    config_class: ConfigClass | None = None
 
 
 @record(frozen=True)
