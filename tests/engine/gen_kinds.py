@@ -184,28 +184,27 @@ AUX_PLACES = ("native", "nested", "top", "both", "both_diff", "none")
     },
 )
 def aux(g, p):
-    """Trained on the outputs of ``layers``, the ids written where ``place`` says (native: where
-    the producer writes them; none: nowhere, as a conversion that loses them), in the producer's
-    convention, or (``shift``) as the other convention writes them, which names other layers in
-    the producer's: the drafter is then taken as trained on those (the config is all a reader
-    has); fc (and input_norm) as wide as the count."""
+    """Trained on the outputs of ``layers``; the ids written where ``place`` says (native: where
+    the producer writes them; none: nowhere, as a conversion that loses them), each place in the
+    convention of the engine that reads it (eagle_config: SGLang's, id k = the output of layer k;
+    top level: vLLM's, k + 1), as a correct export writes them; ``both_diff``: both places in the
+    producer's convention (a half conversion: the other place is wrong). ``shift``: the ids in
+    the other convention (a hand edit): what they were trained on is then not knowable from the
+    checkpoint, and only the count is judged. fc (and input_norm) as wide as the count."""
     layers, home = p["layers"], g.truth["home"]
-    other = "vllm" if home == "sglang" else "sglang"
-    ids = _conv(layers, other if p["shift"] else home)
+    sg, vl = list(layers), [k + 1 for k in layers]
+    if p["shift"]:
+        sg, vl = vl, sg
     native = "top" if home == "vllm" else "nested"
     cunset(g.cfg, "eagle_config.eagle_aux_hidden_state_layer_ids")
     g.cfg.pop("eagle_aux_hidden_state_layer_ids", None)
-    place = {"native": native, "both_diff": "both"}.get(p["place"], p["place"])
-    if place in ("nested", "both"):
-        cset(g.cfg, "eagle_config.eagle_aux_hidden_state_layer_ids", ids)
-    if place in ("top", "both"):
-        g.cfg["eagle_aux_hidden_state_layer_ids"] = ids
-    if p["place"] == "both_diff":  # the non-native place in the other convention
-        where = "eagle_config.eagle_aux_hidden_state_layer_ids" if native == "top" else None
-        cset(g.cfg, where or "eagle_aux_hidden_state_layer_ids", _conv(layers, other))
-    # what the drafter says it was trained on: its native ids in its producer's convention (a
-    # shifted list names other layers; the native place decides when both are written)
-    said = ids if home == "sglang" else [k - 1 for k in ids]
+    place = {"native": native}.get(p["place"], p["place"])
+    if place == "both_diff":
+        sg = vl = sg if home == "sglang" else vl
+    if place in ("nested", "both", "both_diff"):
+        cset(g.cfg, "eagle_config.eagle_aux_hidden_state_layer_ids", sg)
+    if place in ("top", "both", "both_diff"):
+        g.cfg["eagle_aux_hidden_state_layer_ids"] = vl
     n = len(layers)
     if p["num_aux"]:
         g.cfg["num_aux_hidden_states"] = n
@@ -216,7 +215,9 @@ def aux(g, p):
         inorm = g.find("input_norm.weight")
         if inorm is not None:
             _replace(g, inorm.role, new(inorm.name, dt, (n * H,), inorm.role, True, "aux", n))
-    g.truth["trained_layers"] = said
+    g.truth["trained_layers"] = list(layers)
+    g.truth["ids_written"] = place != "none"
+    g.truth["capture_known"] = not p["shift"]
 
 
 def _set_vd(g, value) -> None:

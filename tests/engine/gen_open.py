@@ -6,7 +6,8 @@ minimized fixture); this module matches a row of tests/engine/gen_differential.p
 A class has ``id``, ``owner`` (the branch that fixes it), ``what``, ``sides`` (engines/trainers),
 ``kind`` (``false error``, ``false pass``, ``fact``), ``fixture`` and one of:
 
-* ``replay_errors``: ``[{"code": "WC101", "subject": REGEX}, ...]`` — a false error is explained
+* ``replay_errors``: ``[{"code": "WC101", "subject": REGEX, "message": REGEX}, ...]`` — a false
+  error is explained
   when every error finding of the replay matches a pattern of some open class of that side;
 * ``engine``: REGEX — a false pass is explained when every consequence matches some open class;
 * ``refusal``: REGEX — a false error where ``check`` refuses the input (exit 2);
@@ -64,7 +65,9 @@ def explain(row, j: dict, rec: dict) -> list[str]:
                 c["id"]
                 for c in cs
                 for p in c.get("replay_errors", ())
-                if f["code"] == p["code"] and _hit(p.get("subject"), f.get("subject"))
+                if f["code"] == p["code"]
+                and _hit(p.get("subject"), f.get("subject"))
+                and _hit(p.get("message"), f.get("message"))
             ]
             if not m:
                 return []

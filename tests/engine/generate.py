@@ -96,6 +96,14 @@ def start(base: str) -> G:
         "vd": vd,
         "head": "checkpoint",
         "layers": 1,
+        # whether the config names aux ids anywhere (speculators' convert loses them: null)
+        "ids_written": any(
+            isinstance(gen_kinds.cget(cfg, p), list)
+            for p in (
+                "eagle_config.eagle_aux_hidden_state_layer_ids",
+                "eagle_aux_hidden_state_layer_ids",
+            )
+        ),
     }
     return G(base, cfg, tensors, truth)
 

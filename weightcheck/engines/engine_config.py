@@ -183,6 +183,10 @@ class _Reader:
         if not item.paths and not item.length_of:
             self.values[fld], self.shown[fld] = None, {"value": None, "from": "not read"}
             return
+        if item.default is None and base.get(fld) is not None:  # the config class's default
+            self.values[fld] = base[fld]
+            self.shown[fld] = {"value": base[fld], "from": "absent: the config class's default"}
+            return
         if item.default is None:
             self.values[fld], self.shown[fld] = None, {"value": None, "from": "absent"}
             return

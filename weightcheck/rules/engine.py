@@ -228,9 +228,9 @@ def captured_count(ctx, finding):
     if type(n) is not int or len(v.captured_layers) == n:
         return
     ids = v.aux.get("ids")
-    if ids is None:  # the engine's defaults: WC407 says the drafter names no ids
-        return
-    said = f"ids {json.dumps(ids)}"
+    # with no ids it reads, the engine captures its defaults: for a shallow target they collapse
+    # to fewer states than fc reads, and the forward fails all the same (docs/differential.md R22)
+    said = f"ids {json.dumps(ids)}" if ids is not None else "no ids it reads: its default ids"
     yield finding(
         f"{v.engine} captures {len(v.captured_layers)} target state(s), the outputs of layers "
         f"{v.captured_layers} ({said}: sorted, repeats once, only layers its forward loop "
@@ -248,3 +248,18 @@ def live_disagrees(ctx, finding):
     )
     for x in lv["disagreements"]:
         yield finding(f"{said}: {x['says']}", x.get("tensor") or x.get("param"))
+
+
+@rule("WC714", needs="engine")
+def engine_narrows(ctx, finding):
+    v = ctx.engine_view
+    for landing in v.landings:
+        # routing.py: a tensor of another shape that the loader narrows or pads (parameters.py
+        # narrowed()) loads, its why giving both shapes
+        if landing.fate == "loaded" and landing.why.startswith("shape "):
+            yield finding(
+                f"{landing.name}: {v.engine} loads it into {landing.param} cut or padded to the "
+                "parameter: it serves other values than trained",
+                landing.name,
+                detail=landing.why,
+            )
