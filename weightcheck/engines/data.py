@@ -319,6 +319,10 @@ class SpeculatorsAdapter:
     # the layer config's values are set as attributes, never validated: a JSON boolean where an
     # integer is read is Python's 0 or 1
     bool_is_int: bool = False
+    # no defaults either: the fields whose absence stops the build (the model reads them as
+    # attributes), and the stage where a null one stops the engine
+    absent_fails: tuple[str, ...] = ()
+    null_fails: dict[str, Stage] = field(default_factory=dict)
 
 
 @record(frozen=True)

@@ -69,6 +69,24 @@ def _config_class(data: Engine, cfg: dict, spec: bool, reader) -> dict:
     return defaults
 
 
+def _adapter_attributes(adapter, cfg: dict, reader) -> None:
+    """The adapter sets the layer config as attributes, without a config class's defaults: a
+    field the model reads that is absent, or null where the engine computes with it, stops it."""
+    for k in adapter.absent_fails:
+        if k not in cfg:
+            why = (
+                f"`{k}` is absent from transformer_layer_config: the engine sets the layer config "
+                "as plain attributes, with no defaults, and building the draft reads it"
+            )
+            reader.fail(k, why, "build")
+    for k, stage in adapter.null_fails.items():
+        if k in cfg and cfg[k] is None:
+            why = (
+                f"`{k}` is null in transformer_layer_config: the engine computes with it and fails"
+            )
+            reader.fail(k, why, stage)
+
+
 def _layer_config(data: Engine, raw: dict, spec: bool) -> dict:
     """The dict the engine reads its fields from: the config itself, or for a speculators-format
     config its transformer_layer_config with the adapter's overrides written in."""
@@ -237,6 +255,8 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
     reader = _Reader(
         cfg, bool(spec and adapter is not None and adapter.bool_is_int and cfg is not raw)
     )
+    if cfg is not raw:  # a speculators config read through the engine's adapter
+        _adapter_attributes(adapter, cfg, reader)
     base = _config_class(data, cfg, spec, reader)
     base.update((k, v) for k, v in cfg.items() if isinstance(k, str))
     for item in data.config:
