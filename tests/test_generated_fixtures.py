@@ -47,7 +47,7 @@ def rows(case: str) -> list:
     path = str(FIXTURES / case / o["folder"])
     if side in gd.ENGINES:
         j = differential.replay(path, side)
-        found = gen_judge.verdict_from(rec["consequences"], j)
+        found = gen_judge.verdict_from(rec["consequences"], j, gen_judge.undecidable(o["truth"]))
         found += gen_judge.fact_rows(case, side, {}, j, ef=rec["facts"])
     else:
         j = gd.gate(path, side)

@@ -121,6 +121,15 @@ def _batch(targets: list[dict], cands: dict, say, tag: str) -> dict:
     return out
 
 
+def _sizes(n: int) -> list[int]:
+    """How many of n removable items to try together, largest first (halving)."""
+    out, m = [], n
+    while m >= 1:
+        out.append(m)
+        m //= 2
+    return sorted(set(out) | {max(1, n * 3 // 4)}, reverse=True)
+
+
 def minimize(targets: list[dict], say=print, rounds: int = 6) -> list[dict]:
     """``targets``: [{"key", "spec", "sig", "record"}]; each gets its smallest spec and the
     record of it. Per phase (drop deviations, then strip config keys and tensors): one batch
@@ -141,7 +150,7 @@ def minimize(targets: list[dict], say=print, rounds: int = 6) -> list[dict]:
             prefixes = {
                 t["key"]: [
                     _without(t["spec"], removable[t["key"]][:m])
-                    for m in range(len(removable[t["key"]]), 0, -1)
+                    for m in _sizes(len(removable[t["key"]]))
                 ]
                 for t in live
             }
