@@ -54,7 +54,12 @@ def training_config(ctx, finding):
 @rule("WC905", needs="training")
 def training_architecture(ctx, finding):
     g = ctx.training
-    sev = WARNING if g.allow_partial_init else None
+    # the trainer the config belongs to, replayed, decides: it builds the training config's
+    # architecture (SpecForge) or SRC's own (speculators' --from-pretrained) and loads SRC's
+    # tensors by name; when it loads SRC the config difference is what the run will train, not a
+    # failed start (the trainers' own init, the generative differential: docs/differential.md R24)
+    loads = g.replay is not None and not g.replay.raises
+    sev = WARNING if g.allow_partial_init or loads else None
     share = f"SRC initializes {_share(g)} of it"
     if g.architectures is not None:
         src, want = g.architectures
@@ -73,7 +78,11 @@ def training_architecture(ctx, finding):
         yield finding(
             f"config {fld}: {said}, {json_value(theirs)} in the training "
             "config: another architecture (compare says incompatible)"
-            + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
+            + (
+                f"; {g.replay.pretty} loads SRC all the same"
+                if loads
+                else ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)")
+            ),
             fld,
             severity=sev,
         )
