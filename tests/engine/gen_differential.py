@@ -128,13 +128,24 @@ def _start(sides, paths: dict, tmp: str, reuse: bool) -> dict:
     return procs
 
 
-def _records(s: str, proc, jsonl: str, paths: dict) -> dict:
-    """id -> record."""
-    if s in ENGINES:
-        recs = read_oracle_records(s, proc, jsonl, len(paths), "drafter", TIMEOUT)
-        return {i: recs[p] for i, p in paths.items()}
-    recs = read_oracle_records(s, proc, jsonl, len(paths), "id", TIMEOUT)
-    return {i: recs[f"{s}/{i}"] for i in paths}
+def _records(s: str, proc, jsonl: str, paths: dict, tmp: str, tries: int = 3) -> dict:
+    """id -> record. An oracle process that dies (the machine's memory is shared: the kernel may
+    kill it) is started again for the drafters it had not done, at most ``tries`` times."""
+    key = "drafter" if s in ENGINES else "id"
+    name = (lambda i: paths[i]) if s in ENGINES else (lambda i: f"{s}/{i}")
+    try:
+        recs = read_oracle_records(s, proc, jsonl, len(paths), key, TIMEOUT)
+    except RuntimeError:
+        if tries <= 1:
+            raise
+        recs = read_oracle_records(s, None, jsonl, len(paths), key, TIMEOUT)
+        left = {i: p for i, p in paths.items() if name(i) not in recs}
+        sub = os.path.join(tmp, f"retry{tries}")
+        os.makedirs(sub, exist_ok=True)
+        proc2, jsonl2, _ = _start((s,), left, sub, False)[s]
+        more = _records(s, proc2, jsonl2, left, sub, tries - 1)
+        return {i: (more[i] if i in left else recs[name(i)]) for i in paths}
+    return {i: recs[name(i)] for i in paths}
 
 
 def _replay(s: str, path: str, i: str) -> dict:
@@ -194,7 +205,7 @@ def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None
         rep.seconds["replay"] = round(time.time() - t1, 2)
         say(f"replay: {len(specs) * len(sides)} in {rep.seconds['replay']} s")
         for s, (proc, jsonl, ts) in procs.items():
-            for i, r in _records(s, proc, jsonl, rep.paths).items():
+            for i, r in _records(s, proc, jsonl, rep.paths, tmp).items():
                 rep.records[(s, i)] = r
             rep.seconds[f"oracle_{s}"] = round(time.time() - ts, 2)
             say(f"{s} oracle: {len(specs)} drafters, {rep.seconds[f'oracle_{s}']} s wall")

@@ -17,8 +17,15 @@ from weightcheck.rules.base import WARNING, TrainingGate, rule
 
 @rule("WC901", needs="training")
 def training_shapes(ctx, finding):
+    r = ctx.training.replay
+    loads = r is not None and not r.raises  # the trainer's own loader takes SRC (WC905's note)
     for c, mine, want in ctx.training.mismatch:
-        yield finding(f"{c}: {list(mine)} here, the training config builds {list(want)}", c)
+        yield finding(
+            f"{c}: {list(mine)} here, the training config builds {list(want)}"
+            + (f"; {r.pretty} loads SRC all the same" if loads else ""),
+            c,
+            severity=WARNING if loads else None,
+        )
 
 
 @rule("WC902", needs="training")
