@@ -297,6 +297,9 @@ def main(argv=None) -> int:
     ap.add_argument("--report", help="write rows, specs, records and replays here (JSON)")
     ap.add_argument("--minimize", action="store_true", help="shrink the disagreements")
     ap.add_argument("--fixtures", help="with --minimize: write the fixtures under this folder")
+    ap.add_argument(
+        "--strip", action="store_true", help="with --minimize: strip config keys and tensors too"
+    )
     a = ap.parse_args(argv)
     sides = tuple(x for x in (a.engines + "," + a.trainers).split(",") if x)
     for s in sides:
@@ -319,7 +322,7 @@ def main(argv=None) -> int:
     if a.minimize:
         import minimize
 
-        minimize.minimize_report(rep, a.fixtures, progress=say)
+        minimize.minimize_report(rep, a.fixtures, progress=say, strip=a.strip)
     return 1 if rep.disagreements else 0
 
 

@@ -1,7 +1,8 @@
 """The minimizer of the generative differential: shrinks a drafter that shows a disagreement (a
 row of tests/engine/gen_differential.py) to the smallest drafter that still shows it, and writes it
-as a regression fixture under tests/fixtures/generated/<id>/ (the drafter's folder beside
-``outcome.json``: the engine's or trainer's recorded outcome, the truth, the spec).
+as a regression fixture, tests/fixtures/generated/<id>/outcome.json: the spec the generator builds
+the drafter from (with the digests of its files), the truth, and the engine's or trainer's outcome
+as its oracle recorded it (a few KB; tests/test_generated_fixtures.py builds the drafter again).
 
 Delta debugging, batched: every round builds, for every drafter still shrinking, each candidate
 that drops one deviation of its spec, runs all candidates of the round through one oracle process
@@ -11,7 +12,8 @@ error codes for a false error, the engine's consequence class for a false pass, 
 both sides' values for a fact row). When no deviation can go (1-minimal), the same rounds strip
 config keys and then tensors one at a time (kind ``strip`` of tests/engine/gen_kinds.py).
 
-    python tests/engine/gen_differential.py --seed S --count N --minimize --fixtures DIR
+    python tests/engine/gen_differential.py --seed S --count N --minimize [--strip] --fixtures DIR
+    python tests/engine/minimize.py --rerecord [NAME ...]   # run the fixtures' oracles again
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import sys
 
 import differential
@@ -130,11 +131,13 @@ def _sizes(n: int) -> list[int]:
     return sorted(set(out) | {max(1, n * 3 // 4)}, reverse=True)
 
 
-def minimize(targets: list[dict], say=print, rounds: int = 6) -> list[dict]:
+def minimize(
+    targets: list[dict], say=print, rounds: int = 6, phases=("drop", "strip")
+) -> list[dict]:
     """``targets``: [{"key", "spec", "sig", "record"}]; each gets its smallest spec and the
     record of it. Per phase (drop deviations, then strip config keys and tensors): one batch
     tries every single removal, the next the largest prefix of the removable ones together."""
-    for phase in ("drop", "strip"):
+    for phase in phases:
         live = list(targets)
         for n in range(rounds):
             items = {t["key"]: _items(t["spec"], phase) for t in live}
@@ -179,16 +182,30 @@ def slug(sig: tuple) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
 
 
+def _digests(folder: str) -> dict:
+    import hashlib
+
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
 def write_fixture(t: dict, root: str, name: str | None = None) -> str:
-    """tests/fixtures/generated/<name>/: the drafter's folder and outcome.json."""
+    """tests/fixtures/generated/<name>/outcome.json: the spec (tests/engine/generate.py builds the
+    drafter from it, byte for byte: the digests of its files are kept to prove it), the truth,
+    and the engine's or trainer's outcome as its oracle recorded it."""
+    import tempfile
+
     side = t["sig"][0]
     name = name or slug(t["sig"])
     out = os.path.join(root, name)
-    if os.path.isdir(out):
-        shutil.rmtree(out)
     spec = {**t["spec"], "id": name}
     b = generate.build(spec)
-    folder = generate.write(b, os.path.dirname(out))  # root/<name>/<folder>
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = generate.write(b, tmp)
+        digests = _digests(folder)
     rec = t["record"]
     if side in gd.ENGINES:
         side_rec = {
@@ -198,30 +215,46 @@ def write_fixture(t: dict, root: str, name: str | None = None) -> str:
             "facts": differential.engine_facts(rec, side),
         }
     else:
-        side_rec = {
-            "raises": rec.get("raises"),
-            "params": rec.get("params"),
-            "fraction": rec.get("fraction"),
-            "by_chance": rec.get("by_chance"),
-        }
+        side_rec = {k: rec.get(k) for k in ("raises", "params", "fraction", "by_chance")}
     outcome = {
         "id": name,
         "side": side,
         "signature": list(t["sig"]),
-        "folder": os.path.basename(folder),
+        "folder": b.folder,
         "spec": spec,
         "describe": generate.describe(spec),
-        "truth": {k: v for k, v in b.truth.items()},
+        "files": digests,
+        "truth": b.truth,
         "recorded": side_rec,
         "found_as": t.get("found_as"),
     }
+    os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "outcome.json"), "w") as f:
         json.dump(outcome, f, indent=1, sort_keys=True)
         f.write("\n")
     return out
 
 
-def minimize_report(rep, fixtures: str | None, progress=print, per_signature: int = 1) -> list:
+def record_fixtures(items: list[dict], root: str, say=print) -> list[str]:
+    """Fixtures of given specs, without shrinking: ``items`` [{"name", "side", "spec"}]; one
+    oracle run per side for all of them."""
+    specs = [dict(it["spec"], id=it["name"]) for it in items]
+    sides = tuple(sorted({it["side"] for it in items}))
+    rep = gd.run_specs(specs, sides, progress=say)
+    out = []
+    for it in items:
+        sig = (it["side"], "recorded")
+        t = {"spec": dict(it["spec"], id=it["name"]), "sig": sig}
+        t["record"] = rep.records[(it["side"], it["name"])]
+        out.append(write_fixture(t, root, it["name"]))
+        rows = [r for r in rep.rows if r.id == it["name"] and r.side == it["side"]]
+        say(f"{it['name']}: {len(rows)} row(s) {[(r.kind, r.open) for r in rows]}")
+    return out
+
+
+def minimize_report(
+    rep, fixtures: str | None, progress=print, per_signature: int = 1, strip: bool = False
+) -> list:
     """Every signature of rep's rows (unexplained ones, and each open class's): minimized, and
     written under ``fixtures`` when given."""
     specs = {s["id"]: s for s in rep.specs}
@@ -237,7 +270,7 @@ def minimize_report(rep, fixtures: str | None, progress=print, per_signature: in
             {"key": key, "spec": dict(specs[r.id], id=key), "sig": sig, "found_as": r.id}
         )
         targets[-1]["record"] = rep.records[(r.side, r.id)]
-    minimize(targets, say=progress)
+    minimize(targets, say=progress, phases=("drop", "strip") if strip else ("drop",))
     for t in targets:
         progress(f"{t['found_as']} {t['sig']}: {generate.describe(t['spec'])}")
         if fixtures:
@@ -245,5 +278,28 @@ def minimize_report(rep, fixtures: str | None, progress=print, per_signature: in
     return targets
 
 
+def rerecord(root: str, names=None, say=print) -> list[str]:
+    """Run every fixture's spec (or those named) through its oracle again and write its
+    outcome.json anew: after a change of the generator or of an engine version."""
+    items = []
+    for name in sorted(os.listdir(root)):
+        p = os.path.join(root, name, "outcome.json")
+        if os.path.isfile(p) and (not names or name in names):
+            with open(p) as f:
+                o = json.load(f)
+            spec = {k: v for k, v in o["spec"].items() if k != "id"}
+            items.append({"name": name, "side": o["side"], "spec": spec})
+    return record_fixtures(items, root, say)
+
+
+def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--rerecord"]:
+        rerecord(FIXTURES, set(argv[1:]))
+        return 0
+    return gd.main(argv + ["--minimize"])
+
+
 if __name__ == "__main__":
-    sys.exit(gd.main(sys.argv[1:] + ["--minimize"]))
+    sys.exit(main())
