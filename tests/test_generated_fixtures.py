@@ -78,7 +78,7 @@ def rows(case: str, root) -> list:
                 )
     out = [gd.GRow(case, side, **r) for r in found]
     for r in out:
-        r.open = gen_open.explain(r, j, None)
+        r.open = gen_open.explain(r, j, None, gen_judge.undecidable(o["truth"]))
     return out
 
 

@@ -247,6 +247,12 @@ class TrainerLoad:
     builds_from_src: str | None = None  # the key SRC's config holds when it builds from that
     default_draft_vocab_size: int | None = None
     not_validated: tuple[str, ...] = ()
+    # SRC's transformer_layer_config becomes transformers' strict LlamaConfig: the fields it
+    # declares without None (null raises) and the class's defaults (an absent field takes them);
+    # the top-level fields the trainer's pydantic config class types without None
+    layer_not_null: tuple[str, ...] = ()
+    layer_defaults: dict[str, int] = field(default_factory=dict)
+    top_not_null: tuple[str, ...] = ()
     base_model_prefix: str | None = None
     default_target_layer_ids: tuple[Expr, ...] = ()
     says_embedding: str = ""  # WC902: what it does when SRC has no embedding
@@ -264,6 +270,7 @@ class TrainerLoad:
     cite_draft_vocab: str = ""
     cite_validation: str = ""
     cite_layer_types: str = ""
+    cite_layer_class: str = ""
     cite_base_model_prefix: str = ""
     cite_t2d: str = ""
     cite_target_layers: str = ""

@@ -42,8 +42,9 @@ def _hit(pattern: str | None, text) -> bool:
     return pattern is None or re.search(pattern, str(text or "")) is not None
 
 
-def explain(row, j: dict, rec: dict) -> list[str]:
-    """The open classes that explain ``row`` (a GRow), or [] when it is a disagreement."""
+def explain(row, j: dict, rec: dict, ignore: frozenset = frozenset()) -> list[str]:
+    """The open classes that explain ``row`` (a GRow), or [] when it is a disagreement; errors of
+    the codes in ``ignore`` (gen_judge.undecidable) need no class."""
     cs = [c for c in classes() if row.side in c["sides"]]
     if row.kind.startswith("fact"):
         return [
@@ -61,6 +62,8 @@ def explain(row, j: dict, rec: dict) -> list[str]:
     if row.kind == "false error":
         used = set()
         for f in _errors(j):
+            if f["code"] in ignore:
+                continue
             m = [
                 c["id"]
                 for c in cs

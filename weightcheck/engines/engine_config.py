@@ -87,7 +87,7 @@ def _adapter_attributes(adapter, cfg: dict, reader) -> None:
             reader.fail(k, why, stage)
 
 
-def _layer_config(data: Engine, raw: dict, spec: bool) -> dict:
+def layer_config(data: Engine, raw: dict, spec: bool) -> dict:
     """The dict the engine reads its fields from: the config itself, or for a speculators-format
     config its transformer_layer_config with the adapter's overrides written in."""
     adapter = data.speculators_adapter
@@ -250,7 +250,7 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
     directly, e.g. use_aux_norm): the names the data's conditions read. ``errors`` are
     (field, message); ``failures`` the same as Failure objects, with the stage."""
     spec = is_speculators_format(raw)
-    cfg = _layer_config(data, raw, spec)
+    cfg = layer_config(data, raw, spec)
     adapter = data.speculators_adapter
     reader = _Reader(
         cfg, bool(spec and adapter is not None and adapter.bool_is_int and cfg is not raw)

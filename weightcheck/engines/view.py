@@ -27,7 +27,7 @@ from dataclasses import field
 
 from weightcheck.engines.aux import captured, default_ids
 from weightcheck.engines.data import Engine, load, loader_for, newest, renamed
-from weightcheck.engines.engine_config import engine_config
+from weightcheck.engines.engine_config import engine_config, layer_config
 from weightcheck.engines.parameters import expected_parameters, parameter_states
 from weightcheck.engines.replay_types import STAGES, Failure, Landing, ParamState
 from weightcheck.engines.routing import route_names, unrouted
@@ -148,7 +148,10 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     states = parameter_states(drafter, data, vals, exp, landings, target)
     tied = not any(p.canonical == "lm_head.weight" for p in states)
     stops = _stops(drafter, data, spec, arch_ok, arch0, built_arch, landings)
-    aux = aux_layers(data, raw, vals)
+    # a speculators config reaches the engine through its adapter: the draft config is
+    # transformer_layer_config and the keys the adapter writes over it, eagle_config is gone
+    # (vLLM: the ids are the top-level ones or its defaults; docs/differential.md R26)
+    aux = aux_layers(data, layer_config(data, raw, spec) if adapter is not None else raw, vals)
     captured_ = None
     if target is not None:
         captured_ = captured_layers_of(aux, engine, version, target.model_type, target.num_layers)

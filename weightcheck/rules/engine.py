@@ -222,18 +222,25 @@ def shipped(ctx, finding):
 def captured_count(ctx, finding):
     v = ctx.engine_view
     t = ctx.target
-    if t is None or not v.starts or not v.architectures_ok or v.captured_layers is None:
-        return
-    n = (v.config.get("num_aux_hidden_states") or {}).get("value")
-    if type(n) is not int or len(v.captured_layers) == n:
+    if t is None or not v.starts or not v.architectures_ok or v.aux.get("captures") is False:
         return
     ids = v.aux.get("ids")
+    got = v.captured_layers
+    if got is None:  # nothing captured: ids none of which its forward loop reaches, or no
+        # convention for this target (then nothing is said)
+        known = aux.captured([0], v.engine, v.version, t.model_type, t.num_layers) is not None
+        if ids is None or not known or not all(type(i) is int for i in ids):
+            return
+        got = []
+    n = (v.config.get("num_aux_hidden_states") or {}).get("value")
+    if type(n) is not int or len(got) == n:
+        return
     # with no ids it reads, the engine captures its defaults: for a shallow target they collapse
     # to fewer states than fc reads, and the forward fails all the same (docs/differential.md R22)
     said = f"ids {json.dumps(ids)}" if ids is not None else "no ids it reads: its default ids"
     yield finding(
-        f"{v.engine} captures {len(v.captured_layers)} target state(s), the outputs of layers "
-        f"{v.captured_layers} ({said}: sorted, repeats once, only layers its forward loop "
+        f"{v.engine} captures {len(got)} target state(s), the outputs of layers "
+        f"{got} ({said}: sorted, repeats once, only layers its forward loop "
         f"reaches, for a {t.num_layers}-layer target), but fc is built for {n}: the first "
         "forward pass fails on fc's input width",
         "aux_layer_ids",

@@ -94,15 +94,16 @@ def _config_raises(tr, d, cfg, f):
                 f["cite_config"],
                 "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
-        return _speculators_config_invalid(d.source.config, f, tr.load.not_validated)
+        return _speculators_config_invalid(d.source.config, f, tr.load)
     return None
 
 
-def _speculators_config_invalid(cfg: dict, f, not_validated=()):
+def _speculators_config_invalid(cfg: dict, f, load):
     """speculators' config classes validate SRC's config as they build it: every field's type
-    (transformers' strict config dataclass, pydantic), layer_types one per layer, norm_before_fc
-    and fc_norm not both."""
-    bad = sorted(config_mod.normalize(cfg).mistyped - set(not_validated))
+    (transformers' strict config dataclass, pydantic; null where the class has no None), layer_types
+    one per layer (with the class's default layer count when none is given), norm_before_fc and
+    fc_norm not both."""
+    bad = sorted(config_mod.normalize(cfg).mistyped - set(load.not_validated))
     if bad:
         return (
             f"its config classes validate every field: {', '.join(bad)} of the wrong JSON type",
@@ -112,7 +113,20 @@ def _speculators_config_invalid(cfg: dict, f, not_validated=()):
         )
     tl = cfg.get("transformer_layer_config")
     tl = tl if isinstance(tl, dict) else {}
-    types, n = tl.get("layer_types"), tl.get("num_hidden_layers")
+    null = [k for k in load.top_not_null if k in cfg and cfg[k] is None]
+    null += [
+        f"transformer_layer_config.{k}" for k in load.layer_not_null if k in tl and tl[k] is None
+    ]
+    if null:
+        return (
+            f"its config classes validate every field: {', '.join(null)} is null where the class "
+            "takes no None",
+            "config",
+            f["cite_layer_class"],
+            None,
+        )
+    types = tl.get("layer_types")
+    n = tl.get("num_hidden_layers", load.layer_defaults.get("num_hidden_layers"))
     if isinstance(types, list) and type(n) is int and len(types) != n:
         return (
             f"num_hidden_layers ({n}) must equal the number of layer_types ({len(types)}): "
