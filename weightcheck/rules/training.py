@@ -17,15 +17,8 @@ from weightcheck.rules.base import WARNING, TrainingGate, rule
 
 @rule("WC901", needs="training")
 def training_shapes(ctx, finding):
-    r = ctx.training.replay
-    loads = r is not None and not r.raises  # the trainer's own loader takes SRC (WC905's note)
     for c, mine, want in ctx.training.mismatch:
-        yield finding(
-            f"{c}: {list(mine)} here, the training config builds {list(want)}"
-            + (f"; {r.pretty} loads SRC all the same" if loads else ""),
-            c,
-            severity=WARNING if loads else None,
-        )
+        yield finding(f"{c}: {list(mine)} here, the training config builds {list(want)}", c)
 
 
 @rule("WC902", needs="training")
@@ -61,12 +54,7 @@ def training_config(ctx, finding):
 @rule("WC905", needs="training")
 def training_architecture(ctx, finding):
     g = ctx.training
-    # the trainer the config belongs to, replayed, decides: it builds the training config's
-    # architecture (SpecForge) or SRC's own (speculators' --from-pretrained) and loads SRC's
-    # tensors by name; when it loads SRC the config difference is what the run will train, not a
-    # failed start (the trainers' own init, the generative differential: docs/differential.md R24)
-    loads = g.replay is not None and not g.replay.raises
-    sev = WARNING if g.allow_partial_init or loads else None
+    sev = WARNING if g.allow_partial_init else None
     share = f"SRC initializes {_share(g)} of it"
     if g.architectures is not None:
         src, want = g.architectures
@@ -85,11 +73,7 @@ def training_architecture(ctx, finding):
         yield finding(
             f"config {fld}: {said}, {json_value(theirs)} in the training "
             "config: another architecture (compare says incompatible)"
-            + (
-                f"; {g.replay.pretty} loads SRC all the same"
-                if loads
-                else ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)")
-            ),
+            + ("" if g.allow_partial_init else " (--allow-partial-init if you mean it)"),
             fld,
             severity=sev,
         )
