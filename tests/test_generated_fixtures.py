@@ -78,7 +78,8 @@ def rows(case: str, root) -> list:
                 )
     out = [gd.GRow(case, side, **r) for r in found]
     for r in out:
-        r.open = gen_open.explain(r, j, None, gen_judge.undecidable(o["truth"]))
+        only = gen_judge.TRAINING_CODES if side in gd.TRAINERS else None
+        r.open = gen_open.explain(r, j, None, gen_judge.undecidable(o["truth"]), only)
     return out
 
 

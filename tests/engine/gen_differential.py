@@ -168,7 +168,8 @@ def judge(s: str, i: str, rec: dict, truth: dict, rp: dict) -> list[GRow]:
                 )
     out = [GRow(i, s, **r) for r in rows]
     for r in out:
-        r.open = gen_open.explain(r, rp.get("gate", rp), rec, gen_judge.undecidable(truth))
+        only = gen_judge.TRAINING_CODES if s in TRAINERS else None
+        r.open = gen_open.explain(r, rp.get("gate", rp), rec, gen_judge.undecidable(truth), only)
     return out
 
 

@@ -42,9 +42,10 @@ def _hit(pattern: str | None, text) -> bool:
     return pattern is None or re.search(pattern, str(text or "")) is not None
 
 
-def explain(row, j: dict, rec: dict, ignore: frozenset = frozenset()) -> list[str]:
+def explain(row, j: dict, rec: dict, ignore: frozenset = frozenset(), only=None) -> list[str]:
     """The open classes that explain ``row`` (a GRow), or [] when it is a disagreement; errors of
-    the codes in ``ignore`` (gen_judge.undecidable) need no class."""
+    the codes in ``ignore`` (gen_judge.undecidable), or not matching the regex ``only`` (a
+    trainer's row: the training gate's own codes), need no class."""
     cs = [c for c in classes() if row.side in c["sides"]]
     if row.kind.startswith("fact"):
         return [
@@ -62,7 +63,7 @@ def explain(row, j: dict, rec: dict, ignore: frozenset = frozenset()) -> list[st
     if row.kind == "false error":
         used = set()
         for f in _errors(j):
-            if f["code"] in ignore:
+            if f["code"] in ignore or (only is not None and not only.match(f["code"])):
                 continue
             m = [
                 c["id"]
