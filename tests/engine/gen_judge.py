@@ -18,6 +18,7 @@ the replay's ``check --json``. For the trainers: the trainer raises iff the trai
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Callable
 
@@ -165,7 +166,11 @@ def verdict_from(cons: list[str], j: dict, ignore: frozenset = frozenset()) -> l
 def fact_rows(vid: str, engine: str, rec: dict, j: dict, ef: dict | None = None) -> list[dict]:
     """The fact-level comparison of tests/engine/differential.py (which tensor lands where);
     ``ef``: the engine's facts as recorded (a fixture), else read from ``rec``."""
-    rf = differential.replay_facts(j, engine)
+    rf = (
+        differential.replay_facts(j, engine, rec.get("runner"))  # a replay that names runners
+        if "runner" in inspect.signature(differential.replay_facts).parameters
+        else differential.replay_facts(j, engine)
+    )
     ef = ef if ef is not None else differential.engine_facts(rec, engine)
     rows = []
     for r in differential.compare(vid, engine, rf, ef):
