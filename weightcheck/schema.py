@@ -249,10 +249,13 @@ class TrainerLoad:
     not_validated: tuple[str, ...] = ()
     # SRC's transformer_layer_config becomes transformers' strict LlamaConfig: the fields it
     # declares without None (null raises) and the class's defaults (an absent field takes them);
-    # the top-level fields the trainer's pydantic config class types without None
+    # the top-level fields the trainer's pydantic config class validates, by type (lax: it
+    # coerces "128" and 128.0 to 128, "true" to True; the `_or_null` ones take null)
     layer_not_null: tuple[str, ...] = ()
     layer_defaults: dict[str, int] = field(default_factory=dict)
-    top_not_null: tuple[str, ...] = ()
+    top_types: dict[
+        str, Literal["int", "int_or_null", "bool", "bool_or_null", "int_list_or_null"]
+    ] = field(default_factory=dict)
     base_model_prefix: str | None = None
     default_target_layer_ids: tuple[Expr, ...] = ()
     says_embedding: str = ""  # WC902: what it does when SRC has no embedding
