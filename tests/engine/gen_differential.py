@@ -160,7 +160,8 @@ def judge(s: str, i: str, rec: dict, truth: dict, rp: dict) -> list[GRow]:
         rows = gen_judge.verdict_rows(s, rec, truth, rp) + gen_judge.fact_rows(i, s, rec, rp)
     else:
         rows = gen_judge.trainer_rows(rec, rp["gate"])
-        if not rows and not rec.get("raises") and not rec.get("oracle_error"):
+        chance = gen_judge.t2d_by_chance(rec, rp["facts"].get("raises"))
+        if not rows and not chance and not rec.get("raises") and not rec.get("oracle_error"):
             c = tdiff.Case(f"{s}/{i}", s, "", "", "")
             for r in tdiff.compare(c, rp["facts"], rec):
                 rows.append(
