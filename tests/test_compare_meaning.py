@@ -26,7 +26,8 @@ def llama_cfg():
 
 
 def _convert(src, out, to, target=TARGET):
-    r = run_cli("convert", src, out, "--to", to, "--target", target, "--json")
+    more = ["--target", target] if target is not None else []
+    r = run_cli("convert", src, out, "--to", to, *more, "--json")
     if r.exit_code == 2 and "cannot convert" in r.stderr:
         return None  # e.g. norm_before_residual: true cannot be expressed for SGLang
     assert r.exit_code == 0, r
@@ -42,7 +43,11 @@ def _strict(a, b):
 @pytest.mark.parametrize("to", LAYOUTS)
 def test_a_drafter_and_its_conversion_pass_strict(tmp_path, name, to):
     src = PRODUCERS / name
-    out = _convert(src, tmp_path / "out", to)
+    # speculators-convert lost its aux ids: with the 4-layer target known, the engines' default
+    # ids capture 2 states for an fc of 3 and convert's gate refuses to write it (WC712;
+    # docs/differential.md R22); the comparison of the layouts needs no target
+    target = None if name == "speculators-convert" else TARGET
+    out = _convert(src, tmp_path / "out", to, target)
     if out is None:
         pytest.skip(f"convert --to {to} refuses {name} (by design)")
     code, j = _strict(src, out)

@@ -18,6 +18,7 @@ from helpers.builders import (
     edit,
     mla_drafter,
     said,
+    target_copy,
     tensor_map,
 )
 
@@ -73,27 +74,36 @@ def test_an_engine_that_cannot_build_the_config_is_said_in_plain_check(tmp_path)
 
 # --- items 2 and 13: other captured layers are an error for that engine --------------------------
 def test_other_captured_layers_with_the_target_known_are_an_error_for_that_engine(tmp_path):
-    """ids [0, 2, 3] (SpecForge, SGLang's convention) for a 4-layer target: vLLM captures other
-    layers — an error with `--engine vllm`; SGLang cannot reach id 3 — an error with `--engine
-    sglang`; no engine serves it cleanly, so plain check has both as errors and exits 1."""
+    """ids [0, 2, 3] (SpecForge, SGLang's convention) only in eagle_config. vLLM's default (V2)
+    runner reads none there and captures the target's default ids: on an 8-layer target [2, 4, 5],
+    other layers than trained — an error with `--engine vllm`, a warning naming vLLM in plain
+    check (SGLang serves it). On the 4-layer target those defaults collapse to two states and
+    SGLang cannot reach id 3: both fail the first forward (WC712), plain check exits 1."""
+    target8 = target_copy(tmp_path / "target8", num_hidden_layers=8)
     src = edit(SF, tmp_path / "x", cfg=_ids([0, 2, 3]))
-    code, vl = check(src, "--engine", "vllm", "--target", TARGET)
+    code, vl = check(src, "--engine", "vllm", "--target", target8)
     assert code == 1 and by_code(vl, "WC708")[0]["severity"] == "error"
+    assert "trained on layers [0, 2, 3]" in by_code(vl, "WC708")[0]["message"]
+    code, plain = check(src, "--target", target8)
+    assert code == 0 and by_code(plain, "WC708")[0]["severity"] == "warning"
     code, plain = check(src, "--target", TARGET)
-    assert code == 1
-    assert by_code(plain, "WC708")[0]["severity"] == "error"
+    assert code == 1 and {e for e in plain["engines"] if not plain["engines"][e]["serves"]} == {
+        "sglang",
+        "vllm",
+    }
     assert by_code(plain, "WC712")[0]["severity"] == "error"
-    assert "trained on layers [0, 2, 3]" in by_code(plain, "WC708")[0]["message"]
 
 
-def test_other_captured_layers_are_a_warning_naming_the_engine_when_the_other_serves_it():
-    """SpecForge's [0, 1, 2]: SGLang captures the trained layers, vLLM others: in plain check a
-    warning naming vLLM (SGLang serves it), exit 0; with --engine vllm an error."""
-    code, plain = check(SF, "--target", TARGET)
+def test_other_captured_layers_are_a_warning_naming_the_engine_when_the_other_serves_it(tmp_path):
+    """SpecForge's [0, 1, 2] on an 8-layer target: SGLang captures the trained layers, vLLM's
+    default runner its defaults: in plain check a warning naming vLLM (SGLang serves it), exit 0;
+    with --engine vllm an error."""
+    target8 = target_copy(tmp_path / "target8", num_hidden_layers=8)
+    code, plain = check(SF, "--target", target8)
     assert code == 0
     (f,) = by_code(plain, "WC708")
     assert f["severity"] == "warning" and f["message"].startswith("vllm (V2 runner, the default)")
-    assert check(SF, "--engine", "vllm", "--target", TARGET)[0] == 1
+    assert check(SF, "--engine", "vllm", "--target", target8)[0] == 1
 
 
 # --- item 3: the training gate and compare answer the founding question alike -------------------

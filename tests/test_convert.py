@@ -214,7 +214,13 @@ def test_every_fixture_to_every_destination(tmp_path, fixture, to):
     engine = ENGINE_OF[to]
     assert errors_of(check(out, engine)) == []
     rep = check(out, engine, TARGET)
-    assert rep["ok"], errors_of(rep)
+    if fixture == "speculators-convert":
+        # its aux ids were lost (README): for the 4-layer target the engine's default ids collapse
+        # to 2 captured states for an fc built for 3, and the first forward fails (WC712; the
+        # vLLM oracle's sc.asis captures [0, 1]: docs/differential.md R22)
+        assert {code for code, _ in errors_of(rep)} == {"WC712"}, errors_of(rep)
+    else:
+        assert rep["ok"], errors_of(rep)
     # ... and captures the layers the producer trained on
     assert rep["engine"]["aux_layers"]["captures_output_of_layers"] == captured(
         src, TRAINED_WITH[fixture], TARGET

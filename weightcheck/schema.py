@@ -313,6 +313,15 @@ class TrainerLoad:
     builds_from_src: str | None = None  # the key SRC's config holds when it builds from that
     default_draft_vocab_size: int | None = None
     not_validated: tuple[str, ...] = ()
+    # SRC's transformer_layer_config becomes transformers' strict LlamaConfig: the fields it
+    # declares without None (null raises) and the class's defaults (an absent field takes them);
+    # the top-level fields the trainer's pydantic config class validates, by type (lax: it
+    # coerces "128" and 128.0 to 128, "true" to True; the `_or_null` ones take null)
+    layer_not_null: tuple[str, ...] = ()
+    layer_defaults: dict[str, int] = field(default_factory=dict)
+    top_types: dict[
+        str, Literal["int", "int_or_null", "bool", "bool_or_null", "int_list_or_null"]
+    ] = field(default_factory=dict)
     base_model_prefix: str | None = None
     default_target_layer_ids: tuple[Expr, ...] = ()
     says_embedding: str = ""  # WC902: what it does when SRC has no embedding
@@ -330,6 +339,7 @@ class TrainerLoad:
     cite_draft_vocab: str = ""
     cite_validation: str = ""
     cite_layer_types: str = ""
+    cite_layer_class: str = ""
     cite_base_model_prefix: str = ""
     cite_t2d: str = ""
     cite_target_layers: str = ""

@@ -109,6 +109,32 @@ class Fail:
     cite: str
 
 
+# the types a transformers config class declares, as huggingface_hub's strict dataclasses check
+# them: an int is an int and not a bool (nor a float); a float is a float (not an int); `_or_null`
+# also takes null
+ClassType = Literal["int", "float", "bool", "str", "int_or_null", "float_or_null", "bool_or_null"]
+
+
+@record(frozen=True)
+class ClassField:
+    type: ClassType
+    default: Expr | None = None  # absent from the config: the class's default
+
+
+@record(frozen=True)
+class ConfigClass:
+    """[config_class]: the transformers config class the engine builds a flat draft config of
+    ``model_type`` with. A strict dataclass: each field it declares is type-checked when the
+    engine reads the config (a wrong type stops it at ``stage``), and an absent one takes the
+    class's default. A speculators-format config goes through the engine's adapter instead."""
+
+    name: str
+    model_type: str
+    fields: dict[str, ClassField]
+    cite: str
+    stage: Stage = "config"
+
+
 @record(frozen=True)
 class Rewrite:
     """[[names.rewrite]]: a spelling of the name table (mappings/names.toml) the loader renames,
@@ -292,6 +318,10 @@ class SpeculatorsAdapter:
     # the layer config's values are set as attributes, never validated: a JSON boolean where an
     # integer is read is Python's 0 or 1
     bool_is_int: bool = False
+    # no defaults either: the fields whose absence stops the build (the model reads them as
+    # attributes), and the stage where a null one stops the engine
+    absent_fails: tuple[str, ...] = ()
+    null_fails: dict[str, Stage] = field(default_factory=dict)
 
 
 @record(frozen=True)
@@ -335,6 +365,7 @@ class Engine:
     fails: tuple[Fail, ...] = ()
     # the engine's decisions from the model path (its first file only: before any loader)
     model_path: tuple[ModelPath, ...] = ()
+    config_class: ConfigClass | None = None
 
 
 @record(frozen=True)

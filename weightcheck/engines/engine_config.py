@@ -27,7 +27,67 @@ def _type_ok(kind: str | None, v) -> bool:
     return True
 
 
-def _layer_config(data: Engine, raw: dict, spec: bool) -> dict:
+_CLASS_TYPES = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, float),
+    "bool": lambda v: isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+}
+_CLASS_WORDS = {"int": "an int", "float": "a float", "bool": "a bool", "str": "a str"}
+
+
+def _class_problem(kind: str, v) -> str | None:
+    """What huggingface_hub's strict dataclass check says of ``v`` for a field of ``kind``
+    (None: it passes)."""
+    base = kind.removesuffix("_or_null")
+    if v is None:
+        return None if kind.endswith("_or_null") else f"{_CLASS_WORDS[base]}, not null"
+    if _CLASS_TYPES[base](v):
+        return None
+    return f"{_CLASS_WORDS[base]}{' or null' if base != kind else ''}, not {json.dumps(v)}"
+
+
+def _config_class(data: Engine, cfg: dict, spec: bool, reader) -> dict:
+    """The fields the engine's config class gives an absent key (its defaults); each declared
+    field of the wrong type stops the engine (``reader.fail``)."""
+    klass = data.config_class
+    if klass is None or spec or cfg.get("model_type") != klass.model_type:
+        return {}
+    defaults = {}
+    for name, f in klass.fields.items():
+        if name not in cfg:
+            if f.default is not None:
+                defaults[name] = expr.evaluate(f.default, {})
+            continue
+        problem = _class_problem(f.type, cfg[name])
+        if problem:
+            why = (
+                f"`{name}` must be {problem}: transformers' {klass.name} checks the type of "
+                "every field it declares when the config is read (a strict dataclass)"
+            )
+            reader.fail(name, why, klass.stage, klass.cite)
+    return defaults
+
+
+def _adapter_attributes(adapter, cfg: dict, reader) -> None:
+    """The adapter sets the layer config as attributes, without a config class's defaults: a
+    field the model reads that is absent, or null where the engine computes with it, stops it."""
+    for k in adapter.absent_fails:
+        if k not in cfg:
+            why = (
+                f"`{k}` is absent from transformer_layer_config: the engine sets the layer config "
+                "as plain attributes, with no defaults, and building the draft reads it"
+            )
+            reader.fail(k, why, "build")
+    for k, stage in adapter.null_fails.items():
+        if k in cfg and cfg[k] is None:
+            why = (
+                f"`{k}` is null in transformer_layer_config: the engine computes with it and fails"
+            )
+            reader.fail(k, why, stage)
+
+
+def layer_config(data: Engine, raw: dict, spec: bool) -> dict:
     """The dict the engine reads its fields from: the config itself, or for a speculators-format
     config its transformer_layer_config with the adapter's overrides written in."""
     adapter = data.speculators_adapter
@@ -62,11 +122,11 @@ class _Reader:
             return int(v)
         return v
 
-    def fail(self, fld, msg, stage):
-        if (fld, msg) in self.errors:  # an object that is not one, read for several fields
+    def fail(self, fld, msg, stage, cite=""):
+        if any(f == fld for f, _ in self.errors):  # one field, one failure (the first found)
             return
         self.errors.append((fld, msg))
-        self.failures.append(Failure(stage, msg, fld))
+        self.failures.append(Failure(stage, msg, fld, cite))
 
     def read_field(self, item: ConfigField, target, base: dict) -> None:
         fld = item.field
@@ -141,6 +201,10 @@ class _Reader:
         if not item.paths and not item.length_of:
             self.values[fld], self.shown[fld] = None, {"value": None, "from": "not read"}
             return
+        if item.default is None and base.get(fld) is not None:  # the config class's default
+            self.values[fld] = base[fld]
+            self.shown[fld] = {"value": base[fld], "from": "absent: the config class's default"}
+            return
         if item.default is None:
             self.values[fld], self.shown[fld] = None, {"value": None, "from": "absent"}
             return
@@ -186,12 +250,15 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
     directly, e.g. use_aux_norm): the names the data's conditions read. ``errors`` are
     (field, message); ``failures`` the same as Failure objects, with the stage."""
     spec = is_speculators_format(raw)
-    cfg = _layer_config(data, raw, spec)
+    cfg = layer_config(data, raw, spec)
     adapter = data.speculators_adapter
     reader = _Reader(
         cfg, bool(spec and adapter is not None and adapter.bool_is_int and cfg is not raw)
     )
-    base = {k: v for k, v in cfg.items() if isinstance(k, str)}
+    if cfg is not raw:  # a speculators config read through the engine's adapter
+        _adapter_attributes(adapter, cfg, reader)
+    base = _config_class(data, cfg, spec, reader)
+    base.update((k, v) for k, v in cfg.items() if isinstance(k, str))
     for item in data.config:
         if applies(item, version):
             reader.read_field(item, target, base)

@@ -35,7 +35,7 @@ from weightcheck.engines.aux import (
 )
 from weightcheck.engines.data import Engine, load, loader_for, newest, renamed
 from weightcheck.engines.data import runners as data_runners
-from weightcheck.engines.engine_config import engine_config
+from weightcheck.engines.engine_config import engine_config, layer_config
 from weightcheck.engines.parameters import expected_parameters, parameter_states
 from weightcheck.engines.replay_types import BUFFER, STAGES, Failure, Landing, ParamState
 from weightcheck.engines.routing import route_names, unrouted
@@ -203,7 +203,12 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     )
     stops = _stops(drafter, data, spec, arch_ok, arch0, built_arch, landings)
     stops += _negative(exp) if arch_ok else []
-    aux = aux_layers(data, raw, vals, engine)
+    # a speculators config reaches the engine through its adapter: the draft config is
+    # transformer_layer_config and the keys the adapter writes over it, eagle_config is gone
+    # (vLLM: the ids are the top-level ones or its defaults; docs/differential.md R26)
+    aux = aux_layers(
+        data, layer_config(data, raw, spec) if adapter is not None else raw, vals, engine
+    )
     captured_ = forward = None
     if target is not None:
         mt, L = target.model_type, target.num_layers
@@ -347,27 +352,33 @@ def aux_layers(data: Engine, raw: dict, vals: dict | None = None, engine: str = 
 
 def capture_failures(aux: dict, vals: dict, engine, version, model_type, L, got) -> list:
     """The Failures (stage "forward") of the target's first forward on the ids the default runner
-    reads (the family's convention, mappings/engines/<engine>.toml): an id that makes it raise
-    (vLLM's DeepSeek path with id 0), or captured states fewer or more than fc is built for
-    (SGLang's packer raises; otherwise fc's input width is wrong)."""
+    reads (the family's convention, mappings/engines/<engine>.toml), or on the target's default
+    ids when it reads none: an id that makes it raise (vLLM's DeepSeek path with id 0), or
+    captured states fewer or more than fc is built for (SGLang's packer raises; otherwise fc's
+    input width is wrong). The defaults collapse to fewer states on a target of fewer than 8
+    layers (docs/differential.md R22); ids none of which the loop reaches capture nothing (R28)."""
     ids = aux.get("ids")
     conv = convention_for(engine, version, model_type)
-    if aux.get("captures") is False or not ids or conv is None:
-        # none read: the target's default ids, the engine's own choice (WC407, WC708, WC710 say
-        # what they capture; they collide only for a target of fewer than 8 layers)
+    if aux.get("captures") is False or conv is None:
         return []
-    crash = capture_failure(ids, engine, version, model_type, L)
+    used = ids if ids is not None else (default_ids(L) if L else None)
+    if not used:
+        return []
+    crash = capture_failure(used, engine, version, model_type, L) if ids is not None else None
     if crash:
         return [Failure("forward", crash, "aux_layer_ids", conv.cite)]
     n = vals.get("num_aux_hidden_states")
-    if got is None or type(n) is not int or len(got) == n:
+    count = len(got) if got is not None else 0
+    if type(n) is not int or count == n:
         return []
-    lost = never_captured(ids, engine, version, model_type, L)
-    why = (
-        f"ids {json.dumps(ids)} capture {len(got)} state(s) (outputs of layers {got}), fc takes {n}"
+    lost = never_captured(used, engine, version, model_type, L)
+    said = (
+        f"ids {json.dumps(ids)}"
+        if ids is not None
+        else (f"no ids it reads: the target's default ids {json.dumps(used)}")
     )
-    if lost:
-        why += f"; never reached: {lost}"
+    why = f"{said} capture {count} state(s)" + (f" (outputs of layers {got})" if got else "")
+    why += f", fc takes {n}" + (f"; never reached: {lost}" if lost else "")
     return [Failure("forward", why, "aux_layer_ids", conv.cite)]
 
 

@@ -372,3 +372,18 @@ def live_disagrees(ctx, finding):
             x.get("tensor") or x.get("param"),
             detail=f"{said}: {x['says']}",
         )
+
+
+@rule("WC714", needs="engine")
+def engine_narrows(ctx, finding):
+    v = ctx.engine_view
+    for landing in v.landings:
+        # routing.py: a tensor of another shape that the loader narrows or pads (parameters.py
+        # narrowed()) loads, its why giving both shapes
+        if landing.fate == "loaded" and landing.why.startswith("shape "):
+            yield finding(
+                f"{v.engine} cuts or pads it to its parameter: it serves other values than "
+                "trained; correct the config",
+                landing.name,
+                detail=f"loaded into {landing.param}: {landing.why}",
+            )

@@ -182,6 +182,16 @@ def _built_from(tr: Trainer, d, training_cfg: dict) -> dict:
     return training_cfg
 
 
+def _with_class_defaults(tr: Trainer, cfg: dict) -> dict:
+    """The config with the fields its layer config class fills in when absent (speculators:
+    transformers' LlamaConfig defaults for transformer_layer_config)."""
+    tl = cfg.get("transformer_layer_config")
+    if not tr.load.layer_defaults or not isinstance(tl, dict):
+        return cfg
+    missing = {k: v for k, v in tr.load.layer_defaults.items() if k not in tl}
+    return {**cfg, "transformer_layer_config": {**tl, **missing}} if missing else cfg
+
+
 def _symbols(cfg: dict) -> dict:
     norm = config_mod.normalize(cfg)
     s = norm.symbols()
@@ -247,7 +257,7 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
     for the architecture ``training_cfg`` builds; ``target`` (model/target.py Target, config
     only is enough) and ``training_vocab`` (model/vocab.py VocabMap) where given."""
     tr = load(trainer)
-    built = _built_from(tr, d, training_cfg)
+    built = _with_class_defaults(tr, _built_from(tr, d, training_cfg))
     sym = _symbols(built)
     if built is not training_cfg and "draft_vocab_size" not in built:
         # read at the top level only: the config class's default otherwise

@@ -94,15 +94,25 @@ def _config_raises(tr, d, cfg, f):
                 f["cite_config"],
                 "weightcheck convert SRC OUT --to speculators --verifier TARGET first",
             )
-        return _speculators_config_invalid(d.source.config, f, tr.load.not_validated)
+        return _speculators_config_invalid(d.source.config, f, tr.load)
     return None
 
 
-def _speculators_config_invalid(cfg: dict, f, not_validated=()):
-    """speculators' config classes validate SRC's config as they build it: every field's type
-    (transformers' strict config dataclass, pydantic), layer_types one per layer, norm_before_fc
-    and fc_norm not both."""
-    bad = sorted(config_mod.normalize(cfg).mistyped - set(not_validated))
+def _speculators_config_invalid(cfg: dict, f, load):
+    """speculators' config classes validate SRC's config as they build it: transformer_layer_config
+    is transformers' strict dataclass (a field of the wrong JSON type or null where the class takes
+    no None raises; layer_types one per layer, the class's default layer count when none is
+    given), the top level is pydantic's, lax ("128" is 128); norm_before_fc and fc_norm not both."""
+    tl = cfg.get("transformer_layer_config")
+    tl = tl if isinstance(tl, dict) else {}
+    skip = set(load.not_validated)
+    bad = [f"transformer_layer_config.{k}" for k, v in tl.items() if _strict_problem(k, v)]
+    bad += [
+        k
+        for k, kind in load.top_types.items()
+        if k in cfg and cfg[k] is not None and not _lax_ok(kind, cfg[k])
+    ]
+    bad = [b for b in bad if b.rsplit(".", 1)[-1] not in skip]
     if bad:
         return (
             f"its config classes validate every field: {', '.join(bad)} of the wrong JSON type",
@@ -110,9 +120,20 @@ def _speculators_config_invalid(cfg: dict, f, not_validated=()):
             f["cite_validation"],
             None,
         )
-    tl = cfg.get("transformer_layer_config")
-    tl = tl if isinstance(tl, dict) else {}
-    types, n = tl.get("layer_types"), tl.get("num_hidden_layers")
+    null = [k for k, kind in load.top_types.items() if k in cfg and not _lax_ok(kind, cfg[k])]
+    null += [
+        f"transformer_layer_config.{k}" for k in load.layer_not_null if k in tl and tl[k] is None
+    ]
+    if null:
+        return (
+            f"its config classes validate every field: {', '.join(null)} is null where the class "
+            "takes no None",
+            "config",
+            f["cite_layer_class"],
+            None,
+        )
+    types = tl.get("layer_types")
+    n = tl.get("num_hidden_layers", load.layer_defaults.get("num_hidden_layers"))
     if isinstance(types, list) and type(n) is int and len(types) != n:
         return (
             f"num_hidden_layers ({n}) must equal the number of layer_types ({len(types)}): "
@@ -121,7 +142,7 @@ def _speculators_config_invalid(cfg: dict, f, not_validated=()):
             f["cite_layer_types"],
             f"write {n} layer_types in transformer_layer_config",
         )
-    if cfg.get("norm_before_fc") is True and cfg.get("fc_norm") is True:
+    if _lax_true(cfg.get("norm_before_fc")) and _lax_true(cfg.get("fc_norm")):
         return (
             "norm_before_fc and fc_norm are both true: its config class refuses them together",
             "config",
@@ -129,6 +150,46 @@ def _speculators_config_invalid(cfg: dict, f, not_validated=()):
             None,
         )
     return None
+
+
+_LAX_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_LAX_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+def _lax_true(v) -> bool:
+    return v is True or v == 1 or (isinstance(v, str) and v.strip().lower() in _LAX_TRUE)
+
+
+def _lax_int(v) -> bool:
+    if isinstance(v, (bool, int)):
+        return True
+    if isinstance(v, float):
+        return v.is_integer()
+    return isinstance(v, str) and v.strip().lstrip("+-").isdigit()
+
+
+def _lax_ok(kind: str, v) -> bool:
+    """pydantic's lax validation of ``v`` for a field of ``kind`` (run in the speculators venv:
+    "128", 128.0 and True are ints; "true", "yes", 1 are bools; null only for ``_or_null``)."""
+    if v is None:
+        return kind.endswith("_or_null")
+    base = kind.removesuffix("_or_null")
+    if base == "int":
+        return _lax_int(v)
+    if base == "bool":
+        return (
+            isinstance(v, bool)
+            or v in (0, 1)
+            or (isinstance(v, str) and v.strip().lower() in _LAX_TRUE | _LAX_FALSE)
+        )
+    return isinstance(v, list) and all(_lax_int(x) for x in v)
+
+
+def _strict_problem(key: str, v) -> bool:
+    """transformers' strict dataclass check of a transformer_layer_config field, by the JSON type
+    mappings/config.toml gives it (a null is layer_not_null's check)."""
+    path = f"transformer_layer_config.{key}"
+    return v is not None and config_mod.path_type_problem(path, v) is not None
 
 
 def _files_raise(tr, d, r, f):

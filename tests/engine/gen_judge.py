@@ -1,0 +1,229 @@
+"""The judgement of the generative differential (docs/differential.md, "The generative
+differential"): what an engine's own loader did with a generated drafter, as consequences, against
+the drafter's truth (tests/engine/generate.py), and what weightcheck's replay said.
+
+The rule (issue 31, "What to build" 1): ``check --engine E`` has an ERROR finding iff engine E
+crashes or refuses the drafter, leaves a parameter at its initial value, or feeds the drafter other
+values than it was trained on (another capture, another map or head, other values). A drafter the
+engine loads with every parameter right gets no error (warnings and info allowed).
+
+:func:`consequences` reads one oracle record (tests/engine/sglang_oracle.py, vllm_oracle.py: the
+shared schema of docs/engine-test.md) with the truth; the capture is judged by the functions in
+``CAPTURE_JUDGES`` (the default compares the layers the oracle saw captured on the Llama target
+with the layers the drafter was trained on; a judge that knows another target family's capture
+path, e.g. a capture oracle, is added with :func:`add_capture_judge`). :func:`replay_errors` reads
+the replay's ``check --json``. For the trainers: the trainer raises iff the training gate
+(``check --training-config``) has an error finding of its own (WC9xx).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Callable
+
+import differential
+
+V = 512
+
+
+def _capture_default(engine: str, rec: dict, truth: dict) -> list[str]:
+    """The layers the engine captured (the oracle's dummy forward on the real target) against the
+    layers the drafter was trained on, in the order fc reads them."""
+    cfg = rec.get("config") or {}
+    got, want = cfg.get("captured_layers"), truth["trained_layers"]
+    if got == want:
+        return []
+    if got is None or len(got) != len(want):
+        return [f"captures {got}, {len(want)} states trained: the first forward fails on fc"]
+    if truth.get("capture_known") is False:  # ids written by hand in another convention
+        return []
+    if cfg.get("aux_layer_ids_from") == "default" and not truth.get("ids_written", True):
+        # the drafter names no ids: right only if it was trained on the engine's defaults, a
+        # condition no reader of the checkpoint can settle (a warning must name it, not an error)
+        return []
+    return [f"captures the outputs of layers {got}, trained on {want}"]
+
+
+CAPTURE_JUDGES: list[Callable] = [_capture_default]
+
+
+def add_capture_judge(fn: Callable, replace_default: bool = True) -> None:
+    """``fn(engine, record, truth) -> [consequence, ...]``: e.g. a capture oracle's verdict for a
+    target family whose capture path the Llama target does not exercise."""
+    if replace_default and _capture_default in CAPTURE_JUDGES:
+        CAPTURE_JUDGES.remove(_capture_default)
+    CAPTURE_JUDGES.append(fn)
+
+
+def _head(rec: dict, truth: dict) -> list[str]:
+    head = truth.get("head", "checkpoint")
+    params = rec["params"]
+    tied = "lm_head.weight" not in params
+    state = (params.get("lm_head.weight") or {}).get("state")
+    if head == "lost":
+        return ["the drafter has no trained head for its pruned vocabulary"]
+    if head == "target_head" and (tied or state != "from_target"):
+        return [
+            "head: trained with the target's head, served "
+            + ("the embedding" if tied else str(state))
+        ]
+    if head == "target_embed" and not tied:
+        return [f"head: trained tied to the embedding, served lm_head {state}"]
+    return []
+
+
+def _map(engine: str, rec: dict, truth: dict) -> list[str]:
+    if truth.get("map_stale"):
+        return ["d2t is not the map the head was trained with"]
+    if truth["vd"] >= V:
+        return []
+    used = [
+        k
+        for k, e in rec["keys"].items()
+        if {"hot_token_id", "draft_id_to_target_id"} & set(e.get("params") or [])
+    ]
+    if not used and "draft_id_to_target_id" not in rec["params"]:
+        return [f"no d2t map for a {truth['vd']}-row head: draft ids read as target ids"]
+    return []
+
+
+def consequences(engine: str, rec: dict, truth: dict) -> list[str]:
+    """What about this load makes the served drafter wrong; [] when every parameter is right."""
+    if rec.get("oracle_error"):
+        return [f"oracle error: {rec['oracle_error']}"]
+    if not rec["started"]:
+        return [f"fails at {rec['stage']}: {(rec.get('error') or '')[:160]}"]
+    out = []
+    for name, p in sorted(rec["params"].items()):
+        if p["state"] in ("init", "partial"):
+            out.append(f"{name}: {p['state']}")
+        elif p["state"] == "loaded" and p.get("equals_checkpoint") is False:
+            out.append(f"{name}: other values than the checkpoint's")
+    roles = truth["roles"]
+    for key in truth["trained"]:
+        fate = (rec["keys"].get(key) or {}).get("fate")
+        if fate in ("dropped", "warned", "not_reached", None):
+            out.append(f"{key}: trained, not used ({fate or 'never read'})")
+    order = list(((rec.get("sglang") or {}).get("key_order")) or rec["keys"])
+    for param, key in differential._winners(engine, rec, order).items():
+        if roles.get(key, "").startswith("stale:"):
+            out.append(f"{param}: the stale copy {key} wins")
+    out += _head(rec, truth) + _map(engine, rec, truth)
+    for judge in CAPTURE_JUDGES:
+        out += judge(engine, rec, truth)
+    return out
+
+
+# --- the replay's side -----------------------------------------------------------------------------
+
+
+def replay_errors(j: dict) -> list[dict] | None:
+    """The replay's error findings; None when check could not run (exit 2 / a crash)."""
+    if "_cli_failed" in j or j.get("schema") == "weightcheck.error/1":
+        return None
+    return [f for f in j.get("findings", []) if f.get("severity") == "error"]
+
+
+def replay_refusal(j: dict) -> str:
+    if "_cli_failed" in j:
+        return f"check exits {j['_cli_failed']}: {' '.join(j.get('_stderr') or [])}"[:200]
+    return f"check exits {j.get('exit_status')}: {j.get('error')}"[:200]
+
+
+def fmt_findings(fs: list[dict]) -> str:
+    return "; ".join(f"{f['code']} {f.get('subject') or ''}: {f['message'][:90]}" for f in fs)
+
+
+def verdict_rows(engine: str, rec: dict, truth: dict, j: dict) -> list[dict]:
+    """One row when the replay's verdict and the engine's consequence disagree (the rule)."""
+    return verdict_from(consequences(engine, rec, truth), j, undecidable(truth))
+
+
+def undecidable(truth: dict) -> frozenset:
+    """Codes whose error the truth can neither demand nor forbid: with aux ids written by hand in
+    another convention, what the drafter was trained on is not in the checkpoint (the replay
+    reads the ids at face value, WC708)."""
+    return frozenset({"WC708"}) if truth.get("capture_known") is False else frozenset()
+
+
+def verdict_from(cons: list[str], j: dict, ignore: frozenset = frozenset()) -> list[dict]:
+    """The rule over the engine's consequences (recorded or judged now) and a replay; errors of
+    the codes in ``ignore`` count for neither side."""
+    errs = replay_errors(j)
+    errs = errs if errs is None else [f for f in errs if f["code"] not in ignore]
+    if errs is None:  # check refuses the input: an error verdict without findings
+        if cons:
+            return []
+        return [dict(kind="false error", replay=replay_refusal(j), engine="serves it right")]
+    if cons and not errs:
+        return [dict(kind="false pass", replay="no error", engine=" | ".join(cons))]
+    if errs and not cons:
+        return [dict(kind="false error", replay=fmt_findings(errs), engine="serves it right")]
+    return []
+
+
+def fact_rows(vid: str, engine: str, rec: dict, j: dict, ef: dict | None = None) -> list[dict]:
+    """The fact-level comparison of tests/engine/differential.py (which tensor lands where);
+    ``ef``: the engine's facts as recorded (a fixture), else read from ``rec``."""
+    rf = (
+        differential.replay_facts(j, engine, rec.get("runner"))  # a replay that names runners
+        if "runner" in inspect.signature(differential.replay_facts).parameters
+        else differential.replay_facts(j, engine)
+    )
+    ef = ef if ef is not None else differential.engine_facts(rec, engine)
+    rows = []
+    for r in differential.compare(vid, engine, rf, ef):
+        if r.fact == "view" and replay_errors(j) is None:
+            continue  # check refused the input: the verdict row says so
+        rows.append(
+            dict(kind=f"fact {r.category}", fact=r.fact, replay=r.replay, engine=r.engine_says)
+        )
+    return rows
+
+
+# --- the trainers ----------------------------------------------------------------------------------
+
+TRAINING_CODES = re.compile(r"^WC9\d\d$")
+
+
+def gate_errors(j: dict) -> list[dict] | None:
+    errs = replay_errors(j)
+    return None if errs is None else [f for f in errs if TRAINING_CODES.match(f["code"])]
+
+
+def trainer_rows(rec: dict, j: dict) -> list[dict]:
+    """The trainer raises iff the training gate has an error finding of its own."""
+    if rec.get("oracle_error"):
+        return [dict(kind="oracle", replay="-", engine=f"oracle error: {rec['oracle_error']}")]
+    raises = rec.get("raises")
+    errs = gate_errors(j)
+    if errs is None:
+        return (
+            [] if raises else [dict(kind="false error", replay=replay_refusal(j), engine="loads")]
+        )
+    if raises and not errs:
+        return [
+            dict(kind="false pass", replay="no training error", engine=f"raises: {raises}"[:240])
+        ]
+    if errs and not raises:
+        if _t2d_by_chance(rec, errs):
+            return []
+        return [dict(kind="false error", replay=fmt_findings(errs), engine="loads")]
+    return []
+
+
+def t2d_by_chance(rec: dict, raises: str | None) -> bool:
+    """The trainer loaded with a t2d it never wrote where the replay says it raises on it."""
+    never = "t2d" in (rec.get("uninitialized") or [])
+    return never and not rec.get("raises") and "t2d was never set" in (raises or "")
+
+
+def _t2d_by_chance(rec: dict, errs: list[dict]) -> bool:
+    """speculators with a t2d it never wrote (SRC has none under its names): load_verifier_weights
+    takes the head's rows at whatever that memory holds, and raises or not by chance (in one
+    oracle process, a freed t2d of an earlier drafter of the same size makes it load). The
+    replay's "raises" is then no false error (docs/differential.md, limits)."""
+    never = "t2d" in (rec.get("uninitialized") or [])
+    said = [f for f in errs if f["code"] == "WC908" and "t2d was never set" in f["message"]]
+    return never and bool(said) and len(said) == len(errs)
