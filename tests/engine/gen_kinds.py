@@ -521,7 +521,18 @@ def dtype_cfg(g, p):
             g.cfg[k] = p["value"]
 
 
-INDEX_MODES = ("none", "ok", "stale_total", "no_total", "extra_meta", "missing_file", "extra_entry")
+INDEX_MODES = (
+    "none",
+    "ok",
+    "stale_total",
+    "no_total",
+    "extra_meta",
+    "missing_file",
+    "extra_entry",
+    "wrong_shard",
+    "unlisted",
+    "dup_tensor",
+)
 
 
 @kind(
@@ -530,12 +541,13 @@ INDEX_MODES = ("none", "ok", "stale_total", "no_total", "extra_meta", "missing_f
     4,
     lambda rng, b: {
         "n": rng.choice((2, 3)),
-        "index": rng.choices(INDEX_MODES, weights=(1, 3, 3, 1, 2, 1, 1))[0],
+        "index": rng.choices(INDEX_MODES, weights=(1, 3, 3, 1, 2, 1, 1, 1, 1, 1))[0],
     },
 )
 def shards(g, p):
     """Several shard files, with an index that is right, has a stale or no total_size, carries
-    extra metadata, omits one file's tensors, or lists a tensor no file has."""
+    extra metadata, omits one file's tensors, lists a tensor no file has, names the wrong shard
+    for one, leaves one out of a file it names; or one tensor written into two shards."""
     g.shards = dict(p)
 
 

@@ -142,4 +142,10 @@ def layout_files(g) -> tuple[list, dict | None]:
         wmap = {k: v for k, v in wmap.items() if v != last}
     elif mode == "extra_entry":
         wmap["midlayer.self_attn.rotary_emb.inv_freq_old"] = files[0][0]
+    elif mode == "wrong_shard" and len(files) > 1:  # an entry naming another shard it names
+        wmap[files[0][1][0].name] = files[-1][0]
+    elif mode == "unlisted" and len(files[0][1]) > 1:  # left out; its file named by the others
+        wmap.pop(files[0][1][0].name)
+    elif mode == "dup_tensor" and len(files) > 1:  # one tensor written into two shards
+        files[-1] = (files[-1][0], files[-1][1] + [files[0][1][0]])
     return files, {"metadata": meta, "weight_map": dict(sorted(wmap.items()))}

@@ -34,44 +34,70 @@ def trained_convention(dialect: str | None) -> str | None:
         return None
 
 
-def written_ids(cfg: dict) -> list | None:
-    """The aux ids a config writes, wherever it writes them (eagle_config first)."""
+def _ids_ok(ids) -> bool:
+    return isinstance(ids, list) and bool(ids) and all(type(x) is int for x in ids)
+
+
+def written_places(cfg: dict) -> list[tuple[str, list]]:
+    """``[(place, ids)]`` for each place the config writes aux ids in (``eagle_config``: the
+    nested ``eagle_config.eagle_aux_hidden_state_layer_ids``; ``top``: the top-level key), the
+    drafter's own place first: a speculators-format config's is the top level (speculators writes
+    its ids there and nowhere else), every other config's eagle_config (SpecForge and ModelOpt
+    write them there; docs/differential.md R32)."""
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    for ids in (
-        ec.get("eagle_aux_hidden_state_layer_ids"),
-        cfg.get("eagle_aux_hidden_state_layer_ids"),
-    ):
-        if isinstance(ids, list) and ids and all(type(x) is int for x in ids):
-            return ids
-    return None
+    out = [
+        (place, ids)
+        for place, ids in (
+            ("eagle_config", ec.get("eagle_aux_hidden_state_layer_ids")),
+            ("top", cfg.get("eagle_aux_hidden_state_layer_ids")),
+        )
+        if _ids_ok(ids)
+    ]
+    if is_speculators_format(cfg):
+        out.sort(key=lambda p: p[0] != "top")
+    return out
+
+
+def written_ids(cfg: dict) -> list | None:
+    """The aux ids the drafter's config writes in its own place (:func:`written_places`)."""
+    places = written_places(cfg)
+    return places[0][1] if places else None
+
+
+def place_convention(place: str, ids: list, num_layers: int | None = None) -> str:
+    """The convention ids written in ``place`` are in: each place in the convention of the engine
+    that reads it — eagle_config is where SGLang reads them (id k = the output of layer k), the
+    top level where vLLM and speculators do (k = the output of layer k-1). With the target's
+    layer count known, ids that end at it are layer *boundaries* wherever they are written: id L
+    can only mean the output of the last layer (see :func:`config_convention`)."""
+    if place == "top" or (num_layers and ids and max(ids) == num_layers):
+        return "vllm"
+    return "sglang"
 
 
 def config_convention(cfg: dict, dialect: str | None = None, num_layers: int | None = None) -> str:
-    """speculators drafters are trained on vLLM-captured hidden states; SpecForge and ModelOpt on
-    SGLang's (they nest the ids in eagle_config). Ids only at the top level are vLLM's (our own
-    ``convert --to vllm`` output of a ModelOpt drafter keeps ModelOpt's eagle_config keys).
+    """The convention of the ids a config writes in its own place (:func:`written_places`):
+    eagle_config ids are SGLang's (SpecForge and ModelOpt nest them there, trained on SGLang's
+    captures), top-level ids vLLM's (speculators, trained on vLLM's; and our own ``convert --to
+    vllm`` output of a ModelOpt drafter, which keeps ModelOpt's eagle_config keys). A config that
+    writes both is read in its own place: a speculators config at the top level, any other in
+    eagle_config. So a config that spells each place in its reader's convention (eagle_config
+    ``[-1, 0, 1]``, top level ``[0, 1, 2]``: the same layers) is read the same way whichever
+    place is taken. Without ids: vLLM's for a speculators-format config, SGLang's otherwise.
 
     With the target's layer count known, ids that end at it are layer *boundaries*, whatever the
     layout or the dialect: id L can only mean the output of the last layer, which is what the
     boundary convention (vLLM's: id k = the output of layer k-1, id L captured after the loop)
-    says and the engines' data record (SGLang's gpt_oss: ``k-1 if max(ids) == L``). The same
-    config is then read the same way in every layout.
+    says and the engines' data record (SGLang's gpt_oss: ``k-1 if max(ids) == L``).
 
     The config decides, never the tensor names: a SpecForge config over `layers.0.*` names (or a
     ModelOpt export, whose names are speculators') keeps its ids where SGLang reads them, in
-    SGLang's convention; every speculators save writes a speculators-format config. (``dialect``
-    is kept for callers; the names' dialect no longer decides.)"""
-    ids = written_ids(cfg)
-    if num_layers and ids is not None and max(ids) == num_layers:
-        return "vllm"
-    if is_speculators_format(cfg):
-        return "vllm"
-    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    if isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list) and not isinstance(
-        ec.get("eagle_aux_hidden_state_layer_ids"), list
-    ):
-        return "vllm"
-    return "sglang"
+    SGLang's convention. (``dialect`` is kept for callers; the names' dialect no longer
+    decides.)"""
+    places = written_places(cfg)
+    if places:
+        return place_convention(*places[0], num_layers)
+    return "vllm" if is_speculators_format(cfg) else "sglang"
 
 
 def _conventions(engine: str, version: str, model_type: str) -> Convention | None:

@@ -154,6 +154,26 @@ class EngineView:
         }
 
 
+def unread_landings(source) -> list:
+    """The tensors of a weight file the shard index names nothing of: the engine never opens it
+    (sglang 0.5.23 / vllm 0.32.0 model_loader/weight_utils.py filter_duplicate_safetensors_files;
+    docs/differential.md R31). Skipped, not dropped: what it costs is said of the parameters
+    that then load nothing (WC204, WC704), and the file by WC210."""
+    return [
+        Landing(
+            n,
+            None,
+            None,
+            None,
+            "skipped",
+            f"in {r.file}, a file the shard index names nothing of: never opened",
+            "sglang==0.5.23 / vllm==0.32.0 model_loader/weight_utils.py "
+            "filter_duplicate_safetensors_files",
+        )
+        for n, r in sorted(getattr(source, "unread", {}).items())
+    ]
+
+
 def code(subject: str) -> str:
     """A subject as a sentence names it: a field or tensor name as it is, a condition of the
     engine's data (``rope_factor is None``: Python the engine runs) in backquotes."""
@@ -189,6 +209,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         landings = route_names(drafter.tensors, data, version, vals, exp)
     else:
         landings = unrouted(drafter.tensors, arch0)
+    landings += unread_landings(drafter.source)
     states = parameter_states(drafter, data, vals, exp, landings, target)
     tied = not any(p.canonical == "lm_head.weight" for p in states)
     head = next((p for p in states if p.canonical == "lm_head.weight"), None)

@@ -150,6 +150,9 @@ def aux_ids(ctx, finding):
             detail="the engines capture one state per id and build fc for num_aux_hidden_states",
         )
     L = ctx.target.num_layers if ctx.target is not None else None
+    # the ids in the drafter's own place, in that place's convention (aux.written_places: a
+    # config may spell both places, each in its reader's convention; docs/differential.md R32)
+    ids = aux.written_ids(ctx.drafter.config or {}) or ids
     # the lowest id a convention has: SGLang's -1 is the embeddings' output (it captures the
     # input of layer 0), vLLM's 0 is (docs/engines.md §aux layers)
     lowest = 0 if aux.convention_of(ctx.drafter, L) == "vllm" else -1

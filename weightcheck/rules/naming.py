@@ -121,7 +121,8 @@ def _loads_prefixed(ctx, engine: str, prefix: str) -> bool:
         view = ctx.engine_view
     else:
         view = replay(ctx.drafter, engine)
-    lands = [x for x in view.landings if x.name.startswith(prefix)]
+    buffers = ctx.drafter.naming.buffers  # dropped by every engine, nothing lost (WC105)
+    lands = [x for x in view.landings if x.name.startswith(prefix) and x.name not in buffers]
     return (
         bool(lands)
         and view.starts

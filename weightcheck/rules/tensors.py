@@ -205,13 +205,40 @@ _NAMED = {
     "index-missing-tensor": r" maps (\S+) to ",
     "index-wrong-shard": r" maps (\S+) to ",
     "index-unlisted-tensor": r" holds (\S+), which ",
+    "index-unread-file": r" no tensor of (\S+), which ",
 }
 _INDEX = {
     "index-duplicate-tensor": "{name} is in two weight files; keep one copy",
-    "index-missing-tensor": "the index maps {name} to a shard without it; regenerate the index",
-    "index-wrong-shard": "the index maps {name} to the wrong shard; regenerate the index",
-    "index-unlisted-tensor": "the index does not list {name}; regenerate the index",
-    "index-total-size": "the index's total_size is stale; no engine reads total_size, nothing served changes",
+    "index-missing-tensor": "the index maps {name} to a shard without it; harmless: regenerate it",
+    "index-wrong-shard": "the index maps {name} to the wrong shard; harmless: regenerate it",
+    "index-unlisted-tensor": "the index does not list {name}; its file loads anyway: regenerate it",
+    "index-unread-file": "the index names nothing in {name}: no engine opens it; regenerate the "
+    "index",
+    "index-total-size": "the index's total_size is stale; no engine reads total_size, nothing "
+    "served changes",
+}
+# what the engines do with each (sglang 0.5.23 / vllm 0.32.0 model_loader/weight_utils.py
+# filter_duplicate_safetensors_files keeps the folder's files the weight_map names, then every
+# tensor of those files is handed to load_weights; the map's entries are read for nothing else)
+_WHY = {
+    "index-missing-tensor": "the engines read the index only for which files to open, then every "
+    "tensor those files hold: an entry no shard holds is never looked up",
+    "index-wrong-shard": "the engines read the index only for which files to open, then every "
+    "tensor those files hold: the tensor's own file is among them and it loads",
+    "index-unlisted-tensor": "the engines read the index only for which files to open, then every "
+    "tensor those files hold: this one loads like the others",
+    "index-unread-file": "the engines open only the files the weight_map names: none of this "
+    "file's tensors is loaded; right only if the drafter needs none of them (a parameter that "
+    "needs one is reported as missing)",
+    "index-total-size": "neither engine reads total_size (files are chosen by weight_map)",
+}
+_CONSEQUENCE = {
+    "index-duplicate-tensor": CONDITIONAL,  # loads: the engines keep the later copy
+    "index-missing-tensor": UNCHANGED,
+    "index-wrong-shard": UNCHANGED,
+    "index-unlisted-tensor": UNCHANGED,
+    "index-unread-file": CONDITIONAL,
+    "index-total-size": UNCHANGED,
 }
 
 
@@ -225,23 +252,13 @@ def index_drift(ctx, finding):
             continue
         name = re.search(_NAMED[kind], said) if kind in _NAMED else None
         message = _INDEX[kind].format(name=name.group(1) if name else "a tensor")
-        detail = f"{said}{how}"
-        if kind == "index-duplicate-tensor":  # loads: the engines keep the later copy
-            yield finding(
-                message,
-                ctx.drafter.source.index_file,
-                consequence=CONDITIONAL,
-                detail=said,
-            )
-        elif kind == "index-total-size":  # no engine reads it: nothing served changes
-            yield finding(
-                message,
-                ctx.drafter.source.index_file,
-                consequence=UNCHANGED,
-                detail=f"{said}; neither engine reads total_size (files are chosen by weight_map)",
-            )
-        else:
-            yield finding(message, ctx.drafter.source.index_file, detail=detail)
+        why = f"; {_WHY[kind]}" if kind in _WHY else ""
+        yield finding(
+            message,
+            ctx.drafter.source.index_file,
+            consequence=_CONSEQUENCE[kind],
+            detail=f"{said}{why}{how}",
+        )
 
 
 def swapped_pairs(ctx) -> list[tuple[str, str]]:

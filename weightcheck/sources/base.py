@@ -94,6 +94,10 @@ class Source:
     # how the engine will be given this source (its model path: a folder as typed, a Hub id),
     # when not as given here (check --served-as): SGLang picks a config parser from it
     served_as: str | None = None
+    # tensors of weight files in the folder that a safetensors index names no tensor of: the
+    # engines open only the files the index names (SGLang and vLLM filter_duplicate_safetensors_
+    # files), so these are never read; kept apart from ``tensors`` (docs/differential.md R31)
+    unread: dict[str, TensorRecord] = field(default_factory=dict)
 
     def engine_path(self) -> str:
         """The model path as the engine sees it: ``--served-as`` when given, else a Hub id, else
@@ -207,7 +211,12 @@ def finish_index(
 
 
 def check_index_against_headers(src: Source, weight_map: dict[str, str], where: str) -> None:
-    """Record (not raise) drift between an index and the shards' own headers."""
+    """Record (not raise) drift between an index and the shards' own headers. The engines read
+    only which FILES the index names and then every tensor those files hold (sglang 0.5.23 /
+    vllm 0.32.0 model_loader/weight_utils.py filter_duplicate_safetensors_files, then
+    safetensors_weights_iterator): an entry naming another shard, or no shard holding it, and a
+    tensor the map leaves out of a file it names change nothing loaded (docs/differential.md
+    R30); a file it names no tensor of is never opened (``Source.unread``, R31)."""
     for name, fname in weight_map.items():
         rec = src.tensors.get(name)
         if rec is None:
@@ -223,6 +232,15 @@ def check_index_against_headers(src: Source, weight_map: dict[str, str], where: 
             src.notes.append(
                 f"index-unlisted-tensor: {rec.file} holds {name}, which {where} does not list"
             )
+    files: dict[str, list[str]] = {}
+    for name, rec in src.unread.items():
+        files.setdefault(rec.file, []).append(name)
+    for fname, names in sorted(files.items()):
+        src.notes.append(
+            f"index-unread-file: {where} names no tensor of {fname}, which holds "
+            f"{len(names)} tensor(s) ({', '.join(sorted(names)[:4])}"
+            f"{', ...' if len(names) > 4 else ''}): the engines never open it"
+        )
     total = (
         (src.index or {}).get("metadata", {}).get("total_size")
         if isinstance((src.index or {}).get("metadata"), dict)

@@ -9,6 +9,7 @@ from weightcheck.sources import layout
 from weightcheck.sources.base import (
     MAX_INDEX_BYTES,
     Source,
+    TensorRecord,
     WeightFile,
     add_safetensors_file,
     finish_index,
@@ -210,5 +211,30 @@ def open_local(
         else:
             wf = WeightFile(name=f, format="pickle", local_path=full, size=os.path.getsize(full))
             add_pickled_file(src, wf)
+    if index_name and only is None and index_name.endswith(".safetensors.index.json"):
+        _unread(src, root, set(fnames))
     finish_index(src, weight_map, index_name, only)
     return src
+
+
+def _unread(src: Source, root: str, named: set) -> None:
+    """The tensors of the folder's other .safetensors files: the engines list the folder's
+    ``*.safetensors`` and keep those the index names (sglang 0.5.23 / vllm 0.32.0
+    model_loader/weight_utils.py filter_duplicate_safetensors_files), so these are never read."""
+    for f in sorted(_files(root)):
+        if not f.endswith(".safetensors") or f in named:
+            continue
+        try:
+            header = read_local_header(os.path.join(root, f))
+        except WeightcheckError:
+            continue  # a file no engine opens need not be readable either
+        for t in header.tensors.values():
+            src.unread[t.name] = TensorRecord(
+                t.name,
+                t.dtype,
+                t.shape,
+                t.nbytes,
+                f,
+                header.data_start + t.begin,
+                header.data_start + t.end,
+            )
