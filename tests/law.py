@@ -13,8 +13,10 @@ and the CLI runner) and returns its violations as lines, ``[]`` when the law hol
      but for the codes the rule data marks layout-specific (``layout_specific`` in
      mappings/rules.toml);
   D  ``compare A B`` incompatible on an architecture field (or the architectures differ) means
-     ``check A --training-config B`` has a training error, and a training error means such a
-     difference or a tensor whose shape differs (A contradicting its own config);
+     ``check A --training-config B`` names it (WC905): a training error, unless the trainer B
+     belongs to loads A all the same (replayed: it raises on nothing), then a warning naming that
+     trainer and no training error; and a training error means such a difference or a tensor
+     whose shape differs (A contradicting its own config);
   E  with ``--target``, an engine that fails to build or leaves a parameter random is an error
      for that engine, and so are other captured layers than trained (WC708) or another count
      (WC712);
@@ -194,8 +196,11 @@ def same_in_every_layout(outs: dict, target=None) -> list[str]:
 
 # --- D ------------------------------------------------------------------------------------------
 def compare_is_training(a, b) -> list[str]:
-    """``compare A B`` incompatible on an architecture field <=> ``check A --training-config B``
-    has a training error (WC9xx)."""
+    """``compare A B`` incompatible on an architecture field (or the architectures) <=> the gate
+    ``check A --training-config B`` names the difference (WC905): as a training error (WC9xx)
+    when no trainer is replayed or the trainer B belongs to raises on A, as a warning naming that
+    trainer when it loads A all the same (it fine-tunes one architecture from A: SpecForge the
+    training config's, speculators A's own; the severity is the consequence, docs/rules.md)."""
     cfg = os.path.join(str(b), "config.json")
     if not os.path.isfile(cfg) or not os.path.isfile(os.path.join(str(a), "config.json")):
         return []
@@ -221,7 +226,25 @@ def compare_is_training(a, b) -> list[str]:
         f["code"].startswith("WC9") and f["severity"] == "error" and f["code"] not in skip
         for f in flat(chk["findings"])
     )
+    trainer = (chk.get("training") or {}).get("trainer")
+    loads = trainer is not None and not trainer["raises"]
     why = [d["field"] for d in cmp["config_differences"] if d["category"] == "architecture"]
+    if arch and loads:
+        named = [
+            f
+            for f in flat(chk["findings"])
+            if f["code"] == "WC905"
+            and f["severity"] == "warning"
+            and _names(f["message"], trainer["name"])
+        ]
+        if not named:
+            return [
+                f"D compare: incompatible on {why or 'the architectures'}; {trainer['name']} "
+                "loads A all the same, and no WC905 warning names it"
+            ]
+        if training_error:
+            return [f"D {trainer['name']} loads A all the same, the gate has a training error"]
+        return []
     if arch and not training_error:
         return [f"D compare: incompatible on {why or 'the architectures'}; the gate: no error"]
     # the converse: a training error is an architecture difference, or a shape of a tensor A

@@ -179,7 +179,10 @@ def outcome(s: str, rec: dict, truth: dict) -> str:
         return "raises" if rec.get("raises") else "loads"
     if not rec.get("started"):
         return f"fails at {rec.get('stage')}"
-    return "wrong" if gen_judge.consequences(s, rec, truth) else "right"
+    cons = gen_judge.consequences(s, rec, truth)
+    if cons and len(gen_judge.conditional(cons)) == len(cons):
+        return "right only under a condition"
+    return "wrong" if cons else "right"
 
 
 def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None) -> Report:

@@ -206,9 +206,9 @@ def _state(p: Parameter, got: list, exp: Expected, ctx: _Context) -> ParamState:
         state, note = "random", p.note or "nothing loads into it; it keeps its initial values"
     else:
         state, note = "optional-absent", p.note
-    winner = _winner(ctx.drafter, got) if len(got) > 1 else None
+    kept = winner(ctx.drafter, got) if len(got) > 1 else None
     return ParamState(
-        p.param, p.canonical, p.required, state, got, note, p.cite, exp.shapes.get(p.param), winner
+        p.param, p.canonical, p.required, state, got, note, p.cite, exp.shapes.get(p.param), kept
     )
 
 
@@ -241,16 +241,16 @@ def _d2t_states(drafter, data: Engine, vals: dict, landings) -> list:
         ]
         state = "loaded" if got else ("random" if p.required else "optional-absent")
         note = "" if got else (p.note or "absent: draft ids are used as target ids")
-        winner = _winner(drafter, got) if len(got) > 1 else None
+        kept = winner(drafter, got) if len(got) > 1 else None
         out.append(
             ParamState(
-                p.param, "d2t", p.required, state, got, note, p.cite, shape_of(p, vals, 0), winner
+                p.param, "d2t", p.required, state, got, note, p.cite, shape_of(p, vals, 0), kept
             )
         )
     return out
 
 
-def _winner(drafter, names: list) -> str | None:
+def winner(drafter, names: list) -> str | None:
     """Of several tensors loaded into one parameter slice, the one whose values stay: both engines
     load files in order and names sorted within a file, the last write wins."""
     files = {}

@@ -69,3 +69,35 @@ def equal_as(src_a, a, src_b, b, dtype: str | None) -> bool | None:
         if not np.array_equal(x, y):
             return False
     return True
+
+
+def same_raw(src_a, a, src_b, b) -> bool:
+    """Tensors of one dtype and shape hold the same bytes (any dtype: an integer map, a bool
+    mask); read in chunks of at most 1 MB."""
+    if a.nbytes != b.nbytes:
+        return False
+    for i in range(0, a.nbytes, WHOLE):
+        j = min(a.nbytes, i + WHOLE)
+        if read_range(src_a, a.name, i, j) != read_range(src_b, b.name, i, j):
+            return False
+    return True
+
+
+def copies_equal(src, copies: list, keep, dtypes=(None,)) -> bool | None:
+    """Whether every tensor of ``copies`` (one canonical tensor given several times, WC103) holds
+    the values of ``keep`` (the copy the engines keep) once cast to each of ``dtypes`` (the dtypes
+    the engines build in; None: ``keep``'s). None when they cannot be compared (a dtype of no
+    known kind with another dtype or shape, a read that fails)."""
+    try:
+        for t in copies:
+            if t is keep:
+                continue
+            for dt in dtypes:
+                eq = equal_as(src, t, src, keep, dt)
+                if eq is None and t.dtype == keep.dtype and tuple(t.shape) == tuple(keep.shape):
+                    eq = same_raw(src, t, src, keep)
+                if not eq:
+                    return eq
+    except Exception:  # a read failing must not fail a check: the copies are not compared
+        return None
+    return True

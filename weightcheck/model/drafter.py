@@ -67,9 +67,15 @@ class Drafter:
         return self.naming.dialect
 
     def by_canonical(self) -> dict[str, Tensor]:
-        out = {}
+        """Canonical name -> the tensor; of several for one canonical tensor (WC103), the one the
+        engines keep: both load files in order and names sorted within a file, the last write
+        stays (engines/parameters.py winner)."""
+        out: dict[str, Tensor] = {}
         for t in self.tensors:
-            if t.canonical is not None and t.canonical not in out:
+            if t.canonical is None:
+                continue
+            had = out.get(t.canonical)
+            if had is None or (t.file or "", t.name) > (had.file or "", had.name):
                 out[t.canonical] = t
         return out
 

@@ -244,6 +244,9 @@ class TrainerReport:
     version: str
     source_kind: str  # pretrained | training_state
     raises: str | None  # why it raises before training starts
+    # the config it builds its model from: the training config, or SRC's own (the training
+    # config is then never read)
+    built_from: Literal["training", "src"]
     fix: str | None
     cite: str | None
     parameters: dict[str, Literal["src", "target", "init", "data"]]  # where each one comes from

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from weightcheck.engines.data import ENGINES
+from weightcheck.engines.parameters import winner
 from weightcheck.engines.view import view as replay
-from weightcheck.rules.base import CONDITIONAL, UNTRAINED, rule
+from weightcheck.rules.base import CONDITIONAL, UNCHANGED, UNTRAINED, rule
 
 
 @rule("WC101")
@@ -58,13 +59,49 @@ def _dropped(view, name: str) -> bool:
 
 @rule("WC103")
 def duplicates(ctx, finding):
+    """Two tensors for one canonical tensor: both engines load both into one parameter, files in
+    order and names sorted within a file, and the last write stays (engines/parameters.py
+    winner). Equal values (in the dtype each engine builds): nothing served changes (info).
+    Different ones: the served model is the trained one only if the copy that stays is (a
+    warning naming it); which copy was trained is not in the checkpoint."""
     for c, names in ctx.drafter.naming.duplicates.items():
+        keeps = winner(ctx.drafter, names)
+        listed = ", ".join(names)
+        same = copies_equal(ctx, names)
+        if same:
+            yield finding(
+                f"{c} is given {len(names)} times with equal values; nothing served changes, "
+                "keep one copy",
+                c,
+                consequence=UNCHANGED,
+                fix=ctx.fix_command(ctx.engine or "sglang"),
+                detail=f"{listed} all load into one parameter and the last loaded ({keeps}) "
+                "stays; their values are equal in the dtype each engine builds, so the served "
+                "weights are the same whichever stays.",
+            )
+            continue
+        differ = "differ" if same is False else "could not be compared"
         yield finding(
-            f"{c} is given {len(names)} times; keep the trained copy and drop the others",
+            f"{c} is given {len(names)} times and the copies {differ}; the engines keep "
+            f"{keeps}: is it the trained one?",
             c,
-            detail=f"{', '.join(names)} all load into one parameter and the later in file order "
-            "wins; `weightcheck compare` against the training checkpoint tells which bytes match.",
+            detail=f"{listed} all load into one parameter and the last loaded ({keeps}: files in "
+            "order, names sorted within a file) stays: the served model is the trained one only "
+            "if that copy is. `weightcheck compare` against the training checkpoint tells which "
+            "bytes match; drop the other copy from the export.",
         )
+
+
+def copies_equal(ctx, names: list[str]) -> bool | None:
+    """Whether every copy holds the values of the one the engines keep, in the dtype each engine
+    builds in (engines/same_bytes.py: whole tensors up to 1 MB, else rows spread over them)."""
+    from weightcheck.engines import same_bytes
+
+    by_name = {t.name: t for t in ctx.drafter.tensors}
+    keep = by_name[winner(ctx.drafter, names)]
+    dtypes = tuple({getattr(v, "dtype", None) for v in ctx.views().values()}) or (None,)
+    copies = [by_name[n] for n in names]
+    return same_bytes.copies_equal(ctx.drafter.source, copies, keep, dtypes)
 
 
 @rule("WC104")

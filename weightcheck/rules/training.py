@@ -19,7 +19,18 @@ from weightcheck.rules.base import CONDITIONAL, TrainingGate, rule
 
 @rule("WC901", needs="training")
 def training_shapes(ctx, finding):
+    r = loads_all_the_same(ctx.training)
     for c, mine, want in ctx.training.mismatch:
+        if r is not None:  # the trainer builds another shape, or not that tensor: it loads SRC
+            yield finding(
+                f"{c}: {list(mine)} here, the training config builds {list(want)}; "
+                f"{r.pretty} loads SRC all the same",
+                c,
+                consequence=CONDITIONAL,
+                detail=f"{trains(r)}: right only if that is the model you mean to fine-tune; "
+                "`weightcheck compare SRC REF` lists the architecture fields that differ",
+            )
+            continue
         yield finding(
             f"{c}: {list(mine)} here, the training config builds {list(want)}; train SRC's shape",
             c,
@@ -73,18 +84,23 @@ def training_config(ctx, finding):
 @rule("WC905", needs="training")
 def training_architecture(ctx, finding):
     g = ctx.training
-    # --allow-partial-init: the partial warm start is what the user asked for
-    kind = CONDITIONAL if g.allow_partial_init else None
+    # the trainer the config belongs to loads SRC all the same (its replay does not raise): the
+    # fine-tune is right only if the architecture it trains is the one meant (a warning naming
+    # it); --allow-partial-init: the partial warm start is what the user asked for
+    r = loads_all_the_same(g)
+    kind = CONDITIONAL if g.allow_partial_init or r is not None else None
     share = f"SRC initializes {_share(g)} of it"
     ask = "" if g.allow_partial_init else " (--allow-partial-init if you mean it)"
+    then = f"; {trains(r)}: right only if that is the model you mean to fine-tune" if r else ""
     if g.architectures is not None:
         src, want = g.architectures
         yield finding(
-            f"SRC is another architecture than the training config builds; train SRC's{ask}",
+            "SRC is another architecture than the training config builds; "
+            + (f"{r.pretty} loads it all the same" if r else f"train SRC's{ask}"),
             "architectures",
             consequence=kind,
             detail=f"SRC is a {src or 'drafter of no known architecture'}, the training config "
-            f"builds a {want}: {share}; from scratch: {_scratch(g)}",
+            f"builds a {want}: {share}; from scratch: {_scratch(g)}{then}",
         )
     for fld, mine, theirs in g.arch_fields:
         bad = ctx.normalized.unknown_because.get(fld)
@@ -92,12 +108,51 @@ def training_architecture(ctx, finding):
             f"unusable in SRC (WC212: {bad} is mistyped)" if bad else f"{json_value(mine)} in SRC"
         )
         yield finding(
-            f"config {fld} makes another architecture than SRC's; train SRC's{ask}",
+            f"config {fld} makes another architecture than SRC's; "
+            + (f"{r.pretty} {_what(r)}" if r else f"train SRC's{ask}"),
             fld,
             consequence=kind,
             detail=f"{said}, {json_value(theirs)} in the training config: compare says "
-            "incompatible",
+            f"incompatible{then}",
         )
+
+
+def loads_all_the_same(g: TrainingGate):
+    """The trainer's replay when the trainer the training config belongs to starts training from
+    SRC (it raises on nothing): an architecture the training config describes otherwise is then
+    no failed start but a question of which model is fine-tuned (WC905, WC901 warnings). None when
+    no trainer is replayed, or it raises."""
+    r = g.replay
+    return r if r is not None and not r.raises else None
+
+
+def _what(r) -> str:
+    return (
+        "trains SRC's own (it never reads this config)"
+        if r.built_from == "src"
+        else "trains this config's, loaded from SRC"
+    )
+
+
+def trains(r) -> str:
+    """Which architecture the trainer fine-tunes, and why (its cited line)."""
+    cite = f" ({r.cite_built_from})" if r.cite_built_from else ""
+    if r.built_from == "src":
+        what = (
+            f"{r.pretty} builds its model from SRC's own config.json and never reads the "
+            f"training config{cite}: the fine-tune is SRC's architecture"
+        )
+    else:
+        what = (
+            f"{r.pretty} builds its model from the training config and never reads SRC's "
+            f"config.json{cite}, loading SRC's tensors by name: the fine-tune is the training "
+            "config's architecture"
+        )
+    unused = [n for n in r.unexpected if n not in ("d2t", "t2d")]
+    if unused:
+        more = f" and {len(unused) - 3} more" if len(unused) > 3 else ""
+        what += f"; SRC's {', '.join(unused[:3])}{more} are not in its model (not used)"
+    return what
 
 
 @rule("WC906", needs="training")

@@ -26,7 +26,7 @@ from weightcheck.model.drafter import from_source, load_drafter
 from weightcheck.model.target import load_target
 from weightcheck.record import record
 from weightcheck.sources.base import read_json_file
-from weightcheck.trainers.raises import first_raise, holds
+from weightcheck.trainers.raises import first_raise, holds, lax_values
 
 __all__ = [
     "Trainer",
@@ -120,6 +120,11 @@ class Replay:
     pretty: str = ""
     says_embedding: str = ""  # "SpecForge takes the target's embedding ..." ([load] says_*)
     says_without_map: str = ""
+    # the config the trainer built its model from: "training" (the training config; SRC's own is
+    # never read: SpecForge) or "src" (SRC's config.json; the training config is never read:
+    # speculators --from-pretrained), with the line that says so
+    built_from: str = "training"
+    cite_built_from: str = ""
 
     def count(self, origin: str) -> int:
         return sum(
@@ -143,6 +148,7 @@ class Replay:
             "version": self.version,
             "source_kind": self.source_kind,
             "raises": self.raises,
+            "built_from": self.built_from,
             "fix": self.fix,
             "cite": self.cite,
             "parameters": dict(sorted(self.params.items())),
@@ -257,8 +263,10 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
     for the architecture ``training_cfg`` builds; ``target`` (model/target.py Target, config
     only is enough) and ``training_vocab`` (model/vocab.py VocabMap) where given."""
     tr = load(trainer)
-    built = _with_class_defaults(tr, _built_from(tr, d, training_cfg))
-    sym = _symbols(built)
+    own = _built_from(tr, d, training_cfg)
+    built = _with_class_defaults(tr, own)
+    # the values its config class builds the model with (pydantic's lax coercion: "128" is 128)
+    sym = _symbols(lax_values(tr.load.top_types, built) if tr.load.top_types else built)
     if built is not training_cfg and "draft_vocab_size" not in built:
         # read at the top level only: the config class's default otherwise
         sym["Vd"] = tr.load.default_draft_vocab_size or sym.get("Vd")
@@ -276,6 +284,8 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         pretty=tr.pretty,
         says_embedding=f"{_PRETTY[tr.name]} {ld.says_embedding}",
         says_without_map=f"{_PRETTY[tr.name]} {ld.says_without_map}",
+        built_from="training" if own is training_cfg else "src",
+        cite_built_from=ld.cite_builds_from,
     )
     src = _as_loaded(ld.base_model_prefix, {t.name: t for t in d.tensors}, model)
     r.unexpected = [n for n in src if n not in model]

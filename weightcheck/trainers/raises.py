@@ -185,6 +185,27 @@ def _lax_ok(kind: str, v) -> bool:
     return isinstance(v, list) and all(_lax_int(x) for x in v)
 
 
+def lax_values(top_types: dict, cfg: dict) -> dict:
+    """``cfg`` with the top-level fields pydantic validates (``top_types``) as it coerces them in
+    lax mode: "128" and 128.0 are 128, "true"/"yes"/1 are True (the values the trainer's model is
+    built with); a value it would refuse stays as written (first_raise says so)."""
+    out = dict(cfg)
+    for k, kind in top_types.items():
+        v = cfg.get(k)
+        if v is None or not _lax_ok(kind, v):
+            continue
+        base = kind.removesuffix("_or_null")
+        if base == "int" and not isinstance(v, bool) and type(v) is not int:
+            out[k] = int(float(v)) if isinstance(v, float) else int(v.strip())
+        elif base == "int" and isinstance(v, bool):
+            out[k] = int(v)
+        elif base == "bool" and not isinstance(v, bool):
+            out[k] = _lax_true(v)
+        elif base == "int_list":
+            out[k] = [int(float(x)) if isinstance(x, float) else int(x) for x in v]
+    return out
+
+
 def _strict_problem(key: str, v) -> bool:
     """transformers' strict dataclass check of a transformer_layer_config field, by the JSON type
     mappings/config.toml gives it (a null is layer_not_null's check)."""

@@ -151,9 +151,16 @@ def refuse_unplannable(src: Drafter, to: str) -> None:
             f"explains (first: {src.naming.unknown[0]}): add a "
             "dialect file with --mapping",
         )
-    if src.naming.duplicates:
-        c, names = next(iter(src.naming.duplicates.items()))
-        raise WeightcheckError(src.source.spec, f"{c} is given twice ({', '.join(names)})")
+    for c, names in src.naming.duplicates.items():
+        # equal copies: OUT holds the one the engines keep, nothing served changes (WC103 info);
+        # copies that differ: which was trained is not in the checkpoint
+        if _copies_equal(src, c, names) is not True:
+            raise WeightcheckError(
+                src.source.spec,
+                f"{c} is given {len(names)} times ({', '.join(names)}) and the copies differ: "
+                "drop the one that was not trained (`weightcheck compare` against the training "
+                "checkpoint tells which), then convert",
+            )
     if not replays(src.architecture, to):
         inv = load(to).engine.inventory
         raise WeightcheckError(
@@ -163,11 +170,26 @@ def refuse_unplannable(src: Drafter, to: str) -> None:
         )
 
 
+def _copies_equal(src: Drafter, c: str, names: list[str]) -> bool | None:
+    from weightcheck.engines import same_bytes
+
+    by_name = {t.name: t for t in src.tensors}
+    keep = src.by_canonical()[c]
+    return same_bytes.copies_equal(src.source, [by_name[n] for n in names], keep)
+
+
 def name_table_notes(p: Plan) -> None:
     """What the name table (mappings/names.toml) decided: a non-parameter buffer left out (both
     engines drop it), a legacy spelling written under its canonical name."""
     for n in p.src.naming.buffers:
         p.notes.append(f"{n} left out: a non-parameter buffer, not a weight (both engines drop it)")
+    for c, names in p.src.naming.duplicates.items():
+        keep = p.src.by_canonical()[c].name
+        for n in names:
+            if n != keep:
+                p.notes.append(
+                    f"{n} left out: the same values as {keep}, the copy the engines keep"
+                )
     legacy = p.src.naming.legacy
     if legacy:
         said = ", ".join(f"{n} -> {p.src.naming.canonical[n]}" for n in legacy)
