@@ -124,7 +124,9 @@ def t_mixed_dialect(w):
 def t_duplicate_canonical(w):
     src = w.clean()
     t = tensor_map(src)["midlayer.mlp.down_proj.weight"]
-    return edit(src, w.path("x"), add=[_down(t, "layers.0.mlp.down_proj.weight")]), []
+    # a copy of other values (equal copies are info: nothing served changes)
+    other = OutTensor("layers.0.mlp.down_proj.weight", t.dtype, t.shape, bytes(reversed(t.data)))
+    return edit(src, w.path("x"), add=[other]), []
 
 
 @trigger("WC104", "draft_model.")

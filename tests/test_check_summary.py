@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from conftest import PRODUCERS, ROOT, run_cli
+from helpers.builders import target_copy
 from helpers.text import unwrapped
 
 from weightcheck import api
@@ -48,13 +49,14 @@ def test_one_engine_failing_is_named_and_gated_on(built):
     assert r.ok and r.conclusion.startswith("fails in sglang 0.5.23 (WC401, WC701); serves in")
 
 
-def test_with_the_target_a_wrong_capture_is_named(built):
+def test_with_the_target_a_wrong_capture_is_named(built, tmp_path):
     """ModelOpt's ids, only in eagle_config: vLLM's default (V2) runner reads none there and
     captures the target's default layers, other layers than trained (WC708) once the target is
-    known; plain check names it, never 'check out'."""
+    known; plain check names it, never 'check out'. An 8-layer target: on the 4-layer one the
+    default ids [2, 2, 1] collapse and the first forward fails (WC712, another finding)."""
     plain = api.check(built["mo.asis"])
     assert plain.conclusion == ALL_CLEAR and plain.engines["vllm"].serves
-    r = api.check(built["mo.asis"], target=TARGET)
+    r = api.check(built["mo.asis"], target=str(target_copy(tmp_path / "t8", num_hidden_layers=8)))
     assert not r.engines["vllm"].serves and "WC708" in r.engines["vllm"].findings.codes
     assert "fails in vllm 0.33.0 (WC708" in r.conclusion and "check out" not in r.conclusion
     assert r.conclusion.endswith("use --engine vllm to gate on it")

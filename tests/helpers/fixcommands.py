@@ -150,7 +150,7 @@ def run_one(
 # one of these fails for another reason than the one it fixes, unless it is that rule's own fix
 REFUSALS = (
     (r"tensor name\(s\) no dialect explains", "WC101"),
-    (r" is given twice \(", "WC103"),
+    (r" is given (twice|\d+ times) \(", "WC103"),
     (r"^cannot convert to \w+: ", "WC706"),
     (r"holds \w+ drafters only", "WC701"),
     (r"no config\.json", "WC201"),

@@ -80,10 +80,9 @@ def duplicates(ctx, finding):
                 "weights are the same whichever stays.",
             )
             continue
-        differ = "differ" if same is False else "could not be compared"
+        differ = "differ" if same is False else "not comparable"
         yield finding(
-            f"{c} is given {len(names)} times and the copies {differ}; the engines keep "
-            f"{keeps}: is it the trained one?",
+            f"{c}: {len(names)} copies, {differ}; the engines keep {keeps}: the trained one?",
             c,
             detail=f"{listed} all load into one parameter and the last loaded ({keeps}: files in "
             "order, names sorted within a file) stays: the served model is the trained one only "

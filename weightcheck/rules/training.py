@@ -108,7 +108,7 @@ def training_architecture(ctx, finding):
             f"unusable in SRC (WC212: {bad} is mistyped)" if bad else f"{json_value(mine)} in SRC"
         )
         yield finding(
-            f"config {fld} makes another architecture than SRC's; "
+            f"config {fld}: another architecture than SRC's; "
             + (f"{r.pretty} {_what(r)}" if r else f"train SRC's{ask}"),
             fld,
             consequence=kind,

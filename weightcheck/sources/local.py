@@ -224,8 +224,8 @@ def _unread(src: Source, root: str, named: set) -> None:
     for f in sorted(_files(root)):
         if not f.endswith(".safetensors") or f in named:
             continue
-        try:
-            header = read_local_header(os.path.join(root, f))
+        try:  # never a link leading out of the folder: it is not the checkpoint's
+            header = read_local_header(_member_path(root, f, os.path.join(root, f)))
         except WeightcheckError:
             continue  # a file no engine opens need not be readable either
         for t in header.tensors.values():
