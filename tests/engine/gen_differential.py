@@ -148,6 +148,51 @@ def _records(s: str, proc, jsonl: str, paths: dict, tmp: str, tries: int = 3) ->
     return {i: recs[name(i)] for i in paths}
 
 
+def _target_layers() -> int:
+    with open(os.path.join(corpus.TARGET, "config.json")) as f:
+        return json.load(f)["num_hidden_layers"]
+
+
+def _start_capture(paths: dict):
+    """The capture oracle (tests/engine/capture_oracle.py) for every drafter's config, in vLLM's
+    venv, run while the replays run: where vLLM's V2 runner (the default on GPU, the one the
+    replay's verdict follows) reads the ids and what the target's forward then captures. The
+    vLLM oracle runs on CPU, i.e. the V1 runner; its capture is compared with the capture
+    oracle's V1 answer (docs/differential.md, "The judgement")."""
+    import threading
+
+    import capture_oracle
+
+    ids, cases = [], []
+    for i, p in paths.items():
+        cfg_path = os.path.join(p, "config.json")
+        if not os.path.isfile(cfg_path):
+            continue
+        with open(cfg_path) as f:
+            cfg = json.load(f)
+        ids.append(i)
+        cases.append({"family": "llama", "num_layers": _target_layers(), "config": cfg})
+    box: dict = {}
+
+    def work():
+        try:
+            box["out"] = capture_oracle.run(cases, engines=("vllm",), timeout=TIMEOUT)
+        except Exception as e:  # noqa: BLE001 - said as each drafter's oracle error
+            box["error"] = f"{type(e).__name__}: {e}"[:300]
+
+    th = threading.Thread(target=work, daemon=True)
+    th.start()
+    return th, (ids, box), time.time()
+
+
+def _capture_results(capture, paths: dict) -> dict:
+    th, (ids, box), _ = capture
+    th.join()
+    if "error" in box:
+        return {i: {"error": box["error"]} for i in paths}
+    return dict(zip(ids, box["out"]))
+
+
 def _replay(s: str, path: str, i: str) -> dict:
     if s in ENGINES:
         return differential.replay(path, s)
@@ -158,6 +203,7 @@ def _replay(s: str, path: str, i: str) -> dict:
 def judge(s: str, i: str, rec: dict, truth: dict, rp: dict) -> list[GRow]:
     if s in ENGINES:
         rows = gen_judge.verdict_rows(s, rec, truth, rp) + gen_judge.fact_rows(i, s, rec, rp)
+        rows += gen_judge.capture_oracle_rows(s, rec)
     else:
         rows = gen_judge.trainer_rows(rec, rp["gate"])
         chance = gen_judge.t2d_by_chance(rec, rp["facts"].get("raises"))
@@ -203,6 +249,7 @@ def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None
         rep.seconds["write"] = round(time.time() - t0, 2)
         say(f"{len(specs)} drafters written in {rep.seconds['write']} s")
         procs = _start(sides, rep.paths, tmp, reuse)
+        capture = _start_capture(rep.paths) if "vllm" in sides else None
         t1 = time.time()
         for s in sides:
             for i, p in rep.paths.items():
@@ -214,6 +261,10 @@ def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None
                 rep.records[(s, i)] = r
             rep.seconds[f"oracle_{s}"] = round(time.time() - ts, 2)
             say(f"{s} oracle: {len(specs)} drafters, {rep.seconds[f'oracle_{s}']} s wall")
+        if capture is not None:
+            for i, r in _capture_results(capture, rep.paths).items():
+                rep.records[("vllm", i)]["capture_oracle"] = r
+            rep.seconds["capture_oracle"] = round(time.time() - capture[2], 2)
         for s in sides:
             for i in rep.paths:
                 rec, truth = rep.records[(s, i)], rep.truths[i]
