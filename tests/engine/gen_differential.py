@@ -148,9 +148,23 @@ def _records(s: str, proc, jsonl: str, paths: dict, tmp: str, tries: int = 3) ->
     return {i: recs[name(i)] for i in paths}
 
 
-def _target_layers() -> int:
+def _target_case() -> dict:
+    """The target the vLLM oracle loads (corpus.TARGET), as the capture oracle's case fields."""
     with open(os.path.join(corpus.TARGET, "config.json")) as f:
-        return json.load(f)["num_hidden_layers"]
+        t = json.load(f)
+    family = "llama" if t.get("model_type") == "llama" else t.get("model_type")
+    return {"family": family, "num_layers": t["num_hidden_layers"]}
+
+
+def _drafter_config(path: str) -> dict | None:
+    """The drafter's config.json as a dict, or None where vLLM cannot read one (no file, not
+    JSON, not an object): vLLM then fails at config and no capture is judged."""
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
 
 
 def _start_capture(paths: dict):
@@ -163,15 +177,13 @@ def _start_capture(paths: dict):
 
     import capture_oracle
 
+    target = _target_case()
     ids, cases = [], []
     for i, p in paths.items():
-        cfg_path = os.path.join(p, "config.json")
-        if not os.path.isfile(cfg_path):
-            continue
-        with open(cfg_path) as f:
-            cfg = json.load(f)
-        ids.append(i)
-        cases.append({"family": "llama", "num_layers": _target_layers(), "config": cfg})
+        cfg = _drafter_config(p)
+        if cfg is not None:
+            ids.append(i)
+            cases.append({**target, "config": cfg})
     box: dict = {}
 
     def work():

@@ -45,8 +45,10 @@ def runner_capture(engine: str, rec: dict) -> tuple:
         return None, False, f"capture oracle: {co.get('error')}"
     v2 = co["vllm-V2"]
     slots = _slots(v2)
+    if v2.get("stage") == "config":  # V2's id reading or setter raised before any forward
+        return slots, False, f"V2: fails before the forward: {v2['error']}"[:240]
     if v2.get("error"):
-        return slots, v2.get("ids") is None, f"V2: the target's forward fails: {v2['error']}"
+        return slots, v2.get("ids") is None, f"V2: the target's forward fails: {v2['error']}"[:240]
     if slots and None in slots:
         return slots, v2.get("ids") is None, f"V2: aux slots {slots} never written (garbage)"
     return slots, v2.get("ids") is None, None
