@@ -11,15 +11,19 @@ Per drafter and engine, two kinds of rows (tests/engine/gen_judge.py):
 * the verdict: ``false pass`` (the engine crashes, refuses, leaves a parameter at init or feeds
   other values than trained, and the replay has no error) or ``false error`` (the replay has an
   error, the engine serves the drafter right);
-* the facts of tests/engine/differential.py (which tensor lands where, what is captured).
+* the facts of tests/engine/differential.py (which tensor lands where, what is captured), for
+  the runner the oracle ran (vLLM on CPU: V1);
+* for vLLM, ``oracle`` when the capture oracle (tests/engine/capture_oracle.py, run for every
+  drafter's config: the verdict takes V2's capture from it, V2 being vLLM's default runner)
+  answers for V1 other layers than the vLLM oracle saw captured, or cannot answer.
 
 Per drafter and trainer: the trainer raises iff the training gate has an error (WC9xx), and the
 parameter facts of tests/engine/trainer_differential.py.
 
-A row matched by an open class of tests/engine/gen_open.json (a disagreement another branch fixes)
-is listed as ``open: <class>``; the others are the disagreements. ``--minimize`` shrinks every
-unexplained row (and one drafter per open class) to its smallest drafter and writes it as a
-regression fixture (tests/engine/minimize.py).
+A row matched by an open class of tests/fixtures/generated/open.json (a disagreement another
+branch fixes) is listed as ``open: <class>``; the others are the disagreements. ``--minimize``
+shrinks every unexplained row (and one drafter per open class) to its smallest drafter and writes
+it as a regression fixture (tests/engine/minimize.py).
 """
 
 from __future__ import annotations
