@@ -8,7 +8,7 @@ from weightcheck import expr
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.rules.base import CONDITIONAL, UNCHANGED, rule
-from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
+from weightcheck.storage.header import CONFIG_DTYPES
 
 
 @rule("WC201")
@@ -155,10 +155,7 @@ def config_incomplete(ctx, finding):
 
 @rule("WC208")
 def dtype_mixed(ctx, finding):
-    kinds = {}
-    for t in ctx.drafter.tensors:  # a non-parameter buffer (float32 RoPE table) is never loaded
-        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers:
-            kinds.setdefault(t.dtype, []).append(t.name)
+    kinds = ctx.weights_by_dtype()
     if len(kinds) > 1:
         desc = ", ".join(f"{k} ({len(v)})" for k, v in sorted(kinds.items()))
         major = max(sorted(kinds), key=lambda k: len(kinds[k]))
@@ -175,11 +172,7 @@ def dtype_mixed(ctx, finding):
 @rule("WC209")
 def dtype_config(ctx, finding):
     declared = CONFIG_DTYPES.get(str(ctx.normalized.get("dtype") or "").lower())
-    floats = {
-        t.dtype
-        for t in ctx.drafter.tensors
-        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers
-    }
+    floats = set(ctx.weights_by_dtype())
     if declared and floats and floats != {declared}:
         built = ctx.built_dtypes()
         yield finding(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from weightcheck.model import vocab
-from weightcheck.rules.base import CONDITIONAL, MISFED, rule
+from weightcheck.rules.base import CONDITIONAL, MISFED, UNCHANGED, rule
+from weightcheck.storage.header import INT_FORMATS
 
 
 def _vocab(ctx):
@@ -182,8 +183,21 @@ def d2t_shape(ctx, finding):
         return
     _, vd = _vocab(ctx)
     why = "the engines load d2t into an int64 buffer of draft_vocab_size entries"
-    if t.dtype != "I64":
-        yield finding(f"{t.name} is {t.dtype}; write it as int64", t.name, detail=why)
+    if t.dtype in INT_FORMATS and t.dtype != "I64":  # the values load as stored, widened
+        yield finding(
+            f"{t.name} is {t.dtype}; the engines widen it to int64 at load, nothing served changes",
+            t.name,
+            consequence=UNCHANGED,
+            detail="vLLM copies it into its int64 draft_id_to_target_id parameter; SGLang adds "
+            "an int64 arange to it (the sum is int64): the map served is the one stored",
+        )
+    elif t.dtype != "I64":
+        yield finding(
+            f"{t.name} is {t.dtype}; write it as int64",
+            t.name,
+            detail=f"{why}: SGLang keeps a {t.dtype} map (d2t + arange) and fails at the first "
+            "draft step indexing with it; vLLM truncates each entry into its int64 parameter",
+        )
     if len(t.shape) != 1:
         yield finding(
             f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); write it as a vector",

@@ -1,0 +1,76 @@
+"""d2t in another dtype than int64, as hand-made or old exports store it. Both engines load an
+integer d2t as the values stored (vLLM copies it into its int64 ``draft_id_to_target_id``
+parameter, SGLang adds an int64 ``arange`` to it), so WC304 is info there and the map is read
+like an int64 one (its range and agreement checks run on it); a d2t of floats is an error (SGLang
+keeps a float map and fails indexing with it). A map is no weight: WC208/WC209 leave it out."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from conftest import PRODUCERS, run_cli
+from helpers.builders import edit, tensor_map
+
+from weightcheck.storage.header import int_values
+from weightcheck.storage.writer import OutTensor
+
+SRC = PRODUCERS / "specforge-hf"
+FMT = {"I32": "i", "I16": "h", "U32": "I", "F32": "f"}
+
+
+def _d2t_as(tmp_path, dtype: str, shift: int = 0):
+    d2t = tensor_map(SRC)["d2t"]
+    vals = [v + shift for v in struct.unpack(f"<{d2t.shape[0]}q", d2t.data)]
+    raw = struct.pack(f"<{len(vals)}{FMT[dtype]}", *vals)
+    out = tmp_path / f"d2t-{dtype}-{shift}"
+    edit(SRC, out, drop=["d2t"], add=[OutTensor("d2t", dtype, d2t.shape, raw)])
+    return out, vals
+
+
+def _findings(src, *args):
+    done = run_cli("check", src, "--json", *args)
+    return done.exit_code, done.json["findings"]
+
+
+@pytest.mark.parametrize("dtype", ["I32", "I16", "U32"])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_an_integer_d2t_is_info(tmp_path, dtype, engine):
+    src, _ = _d2t_as(tmp_path, dtype)
+    code, found = _findings(src, "--engine", engine)
+    (wc304,) = [f for f in found if f["code"] == "WC304"]
+    assert (
+        wc304["severity"] == "info" and f"d2t is {dtype}; the engines widen it" in wc304["message"]
+    )
+    assert code == 0, [(f["code"], f["severity"]) for f in found if f["severity"] == "error"]
+    assert not [f for f in found if f["code"] in ("WC208", "WC209")]
+
+
+def test_an_integer_d2t_is_read_for_the_range_check(tmp_path):
+    """The map's values are read whatever integer dtype holds them: an entry past vocab_size is
+    WC306 in an I32 map as in an I64 one."""
+    src, vals = _d2t_as(tmp_path, "I32", shift=10_000)
+    _, found = _findings(src)
+    assert [f for f in found if f["code"] == "WC306" and f["severity"] == "error"], found
+
+
+def test_a_float_d2t_is_an_error_and_no_weight(tmp_path):
+    src, _ = _d2t_as(tmp_path, "F32")
+    code, found = _findings(src, "--engine", "sglang")
+    (wc304,) = [f for f in found if f["code"] == "WC304"]
+    assert wc304["severity"] == "error" and wc304["message"] == "d2t is F32; write it as int64"
+    assert code == 1
+    assert not [f for f in found if f["code"] in ("WC208", "WC209")], found
+
+
+def test_int_values_reads_every_integer_dtype():
+    for dtype, fmt in {
+        "I8": "b",
+        "U8": "B",
+        "I16": "h",
+        "U16": "H",
+        "I32": "i",
+        "I64": "q",
+    }.items():
+        assert int_values(struct.pack(f"<3{fmt}", 1, 2, 3), dtype) == [1, 2, 3], dtype
+    assert int_values(b"\0" * 8, "F32") is None and int_values(b"\0", "BOOL") is None
