@@ -97,10 +97,11 @@ def unexpected(ctx, finding):
                 else "the architecture has no such tensor"
             )
             yield finding(
-                f"{t.name}: not built ({why}); set the flag as trained, or drop it",
+                f"{t.name}: not built ({why}); set the flag it was trained with",
                 t.name,
-                detail="the engines build no parameter for it and ignore it: the drafter runs "
-                "without it",
+                detail="the trainers save this tensor only when the flag builds its module, so it "
+                "was trained; the engines build no parameter for it and serve the drafter without "
+                "it (SGLang drops it, vLLM drops it or stops at load)",
             )
 
 
@@ -233,7 +234,7 @@ _WHY = {
     "index-total-size": "neither engine reads total_size (files are chosen by weight_map)",
 }
 _CONSEQUENCE = {
-    "index-duplicate-tensor": CONDITIONAL,  # loads: the engines keep the later copy
+    "index-duplicate-tensor": CONDITIONAL,  # by the copies' values: _two_files
     "index-missing-tensor": UNCHANGED,
     "index-wrong-shard": UNCHANGED,
     "index-unlisted-tensor": UNCHANGED,
@@ -252,6 +253,9 @@ def index_drift(ctx, finding):
             continue
         name = re.search(_NAMED[kind], said) if kind in _NAMED else None
         message = _INDEX[kind].format(name=name.group(1) if name else "a tensor")
+        if kind == "index-duplicate-tensor":  # loads: the engines keep the later file's copy
+            yield _two_files(ctx, finding, name.group(1) if name else None, message, said)
+            continue
         why = f"; {_WHY[kind]}" if kind in _WHY else ""
         yield finding(
             message,
@@ -259,6 +263,31 @@ def index_drift(ctx, finding):
             consequence=_CONSEQUENCE[kind],
             detail=f"{said}{why}{how}",
         )
+
+
+def _two_files(ctx, finding, name: str | None, message: str, said: str):
+    """A tensor in two weight files: both engines load both, the later file's copy stays. Equal
+    values (in the dtype each engine builds): nothing served changes (info); else the served
+    model is right only if the later copy is the trained one (a warning naming it)."""
+    from weightcheck.engines import same_bytes
+
+    src = ctx.drafter.source
+    dtypes = tuple({getattr(v, "dtype", None) for v in ctx.views().values()}) or (None,)
+    same = same_bytes.shadowed_equal(src, name, dtypes) if name in src.tensors else None
+    if same:
+        return finding(
+            f"{name} is in two weight files with equal values; nothing served changes, keep one",
+            src.index_file,
+            consequence=UNCHANGED,
+            detail=f"{said}; the copies hold equal values in the dtype each engine builds",
+        )
+    differ = "the copies differ" if same is False else "the copies could not be compared"
+    return finding(
+        f"{message}: {differ}, the engines keep the later file's",
+        src.index_file,
+        consequence=CONDITIONAL,
+        detail=f"{said}: the served model is the trained one only if that copy is",
+    )
 
 
 def swapped_pairs(ctx) -> list[tuple[str, str]]:
