@@ -91,6 +91,9 @@ def unexpected(ctx, finding):
     for c, t in ctx.drafter.by_canonical().items():
         if c not in inv.tensors:
             tmpl = inv.architecture.template_for(c)
+            if c in _MAPS:
+                yield _full_vocab_map(ctx, finding, c, t)
+                continue
             why = (
                 f"`{tmpl.when}` is false"
                 if tmpl and tmpl.when
@@ -99,10 +102,40 @@ def unexpected(ctx, finding):
             yield finding(
                 f"{t.name}: not built ({why}); set the flag it was trained with",
                 t.name,
-                detail="the trainers save this tensor only when the flag builds its module, so it "
-                "was trained; the engines build no parameter for it and serve the drafter without "
-                "it (SGLang drops it, vLLM drops it or stops at load)",
+                detail="the trainers build this module only under its flag and save only what "
+                "they built, so it was trained; the engines build no parameter for it and serve "
+                "the drafter without it (SGLang drops it, vLLM drops it or stops at load)",
             )
+
+
+# the vocabulary maps: no module, written whatever the widths by SpecForge's export (t2d and d2t
+# are required serving keys) and SafeAILab's EAGLE-3 trainer; the trainers' full-vocabulary map
+# is the identity (used tokens sorted: d2t all zero, t2d all set)
+_MAPS = ("d2t", "t2d")
+
+
+def _full_vocab_map(ctx, finding, c: str, t):
+    """d2t/t2d in a drafter whose draft vocabulary is the target's (Vd = V). Both engines skip
+    t2d by name; SGLang reads d2t as the map whatever the widths (the identity when all zero),
+    vLLM builds no parameter for it then and refuses it (WC703, an error under --engine vllm)."""
+    d2t, _ = ctx.vocab_maps()
+    if c == "t2d" or (d2t is not None and not any(d2t)):
+        return finding(
+            f"{t.name}: an identity map in a full-vocabulary drafter (none is needed); vLLM "
+            "refuses d2t: drop it",
+            t.name,
+            consequence=UNCHANGED,
+            detail="draft_vocab_size = vocab_size: no map is built; both engines skip t2d, SGLang "
+            "reads an all-zero d2t as the identity, vLLM stops at load on d2t (WC703)",
+        )
+    return finding(
+        f"{t.name}: a map that is not the identity in a full-vocabulary drafter; only SGLang "
+        "applies it",
+        t.name,
+        consequence=CONDITIONAL,
+        detail="draft_vocab_size = vocab_size: SGLang remaps the drafter's ids through d2t (right "
+        "only if it was trained with this map), vLLM stops at load on d2t (WC703)",
+    )
 
 
 @rule("WC206")
