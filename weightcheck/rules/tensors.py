@@ -287,7 +287,7 @@ def index_drift(ctx, finding):
         name = re.search(_NAMED[kind], said) if kind in _NAMED else None
         message = _INDEX[kind].format(name=name.group(1) if name else "a tensor")
         if kind == "index-duplicate-tensor":  # loads: the engines keep the later file's copy
-            yield _two_files(ctx, finding, name.group(1) if name else None, message, said)
+            yield _two_files(ctx, finding, name.group(1) if name else None, said)
             continue
         why = f"; {_WHY[kind]}" if kind in _WHY else ""
         yield finding(
@@ -298,7 +298,7 @@ def index_drift(ctx, finding):
         )
 
 
-def _two_files(ctx, finding, name: str | None, message: str, said: str):
+def _two_files(ctx, finding, name: str | None, said: str):
     """A tensor in two weight files: both engines load both, the later file's copy stays. Equal
     values (in the dtype each engine builds): nothing served changes (info); else the served
     model is right only if the later copy is the trained one (a warning naming it)."""
@@ -314,12 +314,17 @@ def _two_files(ctx, finding, name: str | None, message: str, said: str):
             consequence=UNCHANGED,
             detail=f"{said}; the copies hold equal values in the dtype each engine builds",
         )
-    differ = "the copies differ" if same is False else "the copies could not be compared"
+    differ = "differs between" if same is False else "is not comparable across"
+    kept = src.tensors[name].file if name in src.tensors else "the later file"
+    message = f"{name} {differ} two weight files; engines serve {kept}'s, keep the trained copy"
+    if len(message) > 120:
+        message = f"{name} {differ} two weight files; engines serve the later file's copy"
     return finding(
-        f"{message}: {differ}, the engines keep the later file's",
+        message,
         src.index_file,
         consequence=CONDITIONAL,
-        detail=f"{said}: the served model is the trained one only if that copy is",
+        detail=f"{said}: the served model is the trained one only if that copy is; convert "
+        "refuses copies that differ",
     )
 
 
