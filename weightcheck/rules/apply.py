@@ -27,11 +27,9 @@ from weightcheck.record import record
 from weightcheck.requests import CheckRequest
 from weightcheck.rules import (
     CONDITIONAL,
-    CRASH,
     ERROR,
     INFO,
     SEVERITY_ORDER,
-    UNCHANGED,
     WARNING,
     Context,
     Finding,
@@ -152,7 +150,7 @@ def apply(ctx: Context, skip: frozenset = frozenset()) -> list[Finding]:
             out.extend(ctx._memo[r.code])
         else:
             out.extend(r(ctx))
-    out = [type_consequence(ctx, f) for f in out if not computed_from_mistyped(ctx, f)]
+    out = [f for f in out if not computed_from_mistyped(ctx, f)]
     if ctx.drafter.looks_like_target:  # one fact, one answer: WC203 (model/drafter.py decides it)
         out = [f for f in out if f.code in STILL_SAID_OF_A_TARGET]
     return out
@@ -284,27 +282,6 @@ def computed_from_mistyped(ctx: Context, f: Finding) -> bool:
 
 # what a config value of the wrong JSON type does where the engine sets it unvalidated (the
 # replay's type_fates, engines/engine_config.py): the consequence of WC212 under that engine
-_TYPE_CONSEQUENCE = {"accepted": UNCHANGED, "unread": UNCHANGED}
-
-
-def type_consequence(ctx: Context, f: Finding) -> Finding:
-    """WC212 under --engine E, by what E does with the field's value (mappings/engines/E.toml
-    [[speculators_adapter.wrong_type]]; mappings/rules.toml [[rule.WC212.consequence.case]]): a
-    crash where E fails on it (at config, build, load, or its first forward: an error), nothing
-    served changes where E computes with it as the number it is or never reads it (info). Every
-    other engine, and plain check's own run, keep the page's consequence."""
-    v = ctx.engine_view
-    if f.code != "WC212" or v is None or f.subject not in v.type_fates:
-        return f
-    w = v.type_fates[f.subject]
-    where = {"forward": "starts, then its first forward fails", "load": "fails at load"}
-    said = {"accepted": "starts and computes with the value", "unread": "starts"}
-    how = said.get(w.stage) or where.get(w.stage) or f"fails at {w.stage}"
-    detail = f"{v.engine} {v.version} {how}: {w.why}" + (f" ({w.cite})" if w.cite else "")
-    sev = severity_of(_TYPE_CONSEQUENCE.get(w.stage, CRASH))
-    return dataclasses.replace(f, severity=sev, detail=detail)
-
-
 def vocab_gate(d: Drafter, training_map):
     """--training-vocab: SRC's map (d2t, or the identity) against the training run's."""
     mine = vocab.from_drafter(d)

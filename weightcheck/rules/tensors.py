@@ -7,7 +7,7 @@ import re
 from weightcheck import expr
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.rules.base import CONDITIONAL, UNCHANGED, rule
+from weightcheck.rules.base import CONDITIONAL, CRASH, UNCHANGED, rule
 from weightcheck.storage.header import CONFIG_DTYPES
 
 
@@ -361,14 +361,40 @@ def _short(canonical: str) -> str:
 def config_type(ctx, finding):
     if ctx.drafter.source.config is None:
         return
+    v = ctx.engine_view
     for fld, msg in ctx.normalized.problems:
-        if fld in ctx.normalized.mistyped:
+        if fld not in ctx.normalized.mistyped:
+            continue
+        w = v.type_fates.get(fld) if v is not None else None
+        if w is None:  # every other engine, and plain check's own run: the page's consequence
             yield finding(
                 msg,
                 fld,
                 detail="the engines' config classes compute with the value and stop at start-up "
                 "(or read `true` as 1); nothing is computed with it here either",
             )
+            continue
+        # what this engine does with the field's value (mappings/engines/E.toml
+        # [[speculators_adapter.wrong_type]]): a crash where it fails on it (at config, build,
+        # load or its first forward), nothing served changes where it computes with the value as
+        # the number it is or never reads it
+        how = _TYPE_STAGE.get(w.stage) or f"fails at {w.stage}"
+        t = ctx.tensor(w.tensor) if w.stage == "load" and w.tensor else None
+        how += f" on {t.name}" if t is not None else ""  # its own WC703 is listed under this
+        yield finding(
+            msg,
+            fld,
+            consequence=UNCHANGED if w.stage in ("accepted", "unread") else CRASH,
+            detail=f"{v.engine} {v.version} {how}: {w.why}" + (f" ({w.cite})" if w.cite else ""),
+        )
+
+
+_TYPE_STAGE = {
+    "accepted": "starts and computes with the value",
+    "unread": "starts",
+    "forward": "starts, then its first forward fails",
+    "load": "fails at load",
+}
 
 
 def transposed(ctx) -> list[str]:
