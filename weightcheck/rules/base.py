@@ -68,6 +68,17 @@ def severity_of(consequence: Consequence) -> Severity:
     return _SEVERITY[consequence]
 
 
+def engines_do(engines: list[str], verb: str) -> str:
+    """'sglang keeps', 'sglang and vllm keep': engines as the subject of a verb (given in its
+    third-person singular form)."""
+    return f"{' and '.join(engines)} {agree(engines, verb)}"
+
+
+def agree(engines: list[str], verb: str) -> str:
+    """The verb (third-person singular: 'fails') agreeing with one engine or several."""
+    return verb if len(engines) == 1 else verb[:-1]
+
+
 @record(frozen=True)
 class Finding:
     code: str

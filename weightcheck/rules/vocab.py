@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from weightcheck.model import vocab
-from weightcheck.rules.base import CONDITIONAL, MISFED, UNCHANGED, rule
+from weightcheck.rules.base import CONDITIONAL, MISFED, UNCHANGED, engines_do, rule
 from weightcheck.storage.header import INT_FORMATS
 
 
@@ -71,28 +71,21 @@ def lm_head_missing(ctx, finding):
     detail = "the untied draft head [Vd, H] is built and nothing loads into it"
     if fine:
         yield finding(
-            f"no lm_head.weight: {_verb(hurt, 'keeps')} a random head, {_verb(fine, 'takes')} "
+            f"no lm_head.weight: {engines_do(hurt, 'keeps')} a random head, {engines_do(fine, 'takes')} "
             "the target's; ship the head",
             "lm_head.weight",
             consequence=CONDITIONAL,
-            detail=f"{detail} in {', '.join(hurt)} (accept length ~1.00); {_verb(fine, 'takes')} "
+            detail=f"{detail} in {', '.join(hurt)} (accept length ~1.00); {engines_do(fine, 'takes')} "
             "the target's full-vocabulary head, which serves a full draft vocabulary",
         )
         return
-    who = _verb(hurt, "keeps") if hurt else "the engine keeps"
+    who = engines_do(hurt, "keeps") if hurt else "the engine keeps"
     yield finding(
         f"no lm_head.weight, full draft vocabulary, untied: {who} a random head; ship it",
         "lm_head.weight",
         detail=f"{detail} (accept length ~1.00); `draft_vocab_size: null` makes SGLang take the "
         "target's head instead",
     )
-
-
-def _verb(engines: list[str], verb: str) -> str:
-    """'sglang keeps', 'sglang and vllm keep': engines as the subject of a verb."""
-    if len(engines) == 1:
-        return f"{engines[0]} {verb}"
-    return f"{' and '.join(engines)} {verb[:-1]}"
 
 
 def _random_head(view) -> bool:
@@ -158,12 +151,12 @@ def tied(ctx, finding):
         return
     detail = (
         f"lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H] (draft_vocab_size {vd}, "
-        f"vocab_size {v}): {', '.join(ties)} tie(s) the drafter's head"
+        f"vocab_size {v}): {engines_do(ties, 'ties')} the drafter's head"
     )
     if untied:  # some engine serves it correctly: a warning that says which does not
         yield finding(
-            f"tie_word_embeddings is true with a reduced draft vocabulary: {', '.join(ties)} "
-            "tie(s) the head; set it to false",
+            f"tie_word_embeddings is true with a reduced draft vocabulary: "
+            f"{engines_do(ties, 'ties')} the head; set it to false",
             "tie_word_embeddings",
             consequence=CONDITIONAL,
             detail=f"{detail}; {', '.join(untied)} never ties the drafter's head",
