@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from weightcheck.model import vocab
 from weightcheck.rules.base import CONDITIONAL, MISFED, UNCHANGED, engines_do, rule
-from weightcheck.storage.header import INT_FORMATS
+from weightcheck.storage.header import INT_FORMATS, float_values
 
 
 def _vocab(ctx):
@@ -185,12 +187,7 @@ def d2t_shape(ctx, finding):
             "an int64 arange to it (the sum is int64): the map served is the one stored",
         )
     elif t.dtype != "I64":
-        yield finding(
-            f"{t.name} is {t.dtype}; write it as int64",
-            t.name,
-            detail=f"{why}: SGLang keeps a {t.dtype} map (d2t + arange) and fails at the first "
-            "draft step indexing with it; vLLM truncates each entry into its int64 parameter",
-        )
+        yield _float_map(ctx, finding, t, why)
     if len(t.shape) != 1:
         yield finding(
             f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); write it as a vector",
@@ -203,6 +200,51 @@ def d2t_shape(ctx, finding):
             t.name,
             detail=why,
         )
+
+
+def _float_map(ctx, finding, t, why: str):
+    """A d2t of floats: SGLang keeps a float map (d2t + an int64 arange is float) and fails at
+    the first draft step indexing with it (a crash); vLLM copies it into its int64 parameter,
+    truncating each entry: the map served is the one stored when every entry is whole. Plain
+    check: a warning naming SGLang when vLLM serves it so."""
+    from weightcheck.sources.tensors import read_small
+
+    try:
+        vals = float_values(read_small(ctx.drafter.source, t.name), t.dtype)
+    except (ValueError, OSError):  # too large to read, or unreadable: not compared
+        vals = None
+    whole = vals is not None and all(math.isfinite(v) and v == int(v) for v in vals)
+    fix = f"{t.name} is {t.dtype}; write it as int64"
+    sglang = (
+        f"SGLang keeps a {t.dtype} map (d2t + arange) and fails at the first draft step "
+        "indexing with it"
+    )
+    vllm = "vLLM copies it into its int64 draft_id_to_target_id parameter (copy_ truncates)"
+    if ctx.engine == "vllm" and whole:
+        return finding(
+            f"{t.name} is {t.dtype} of whole values; vllm casts it to int64 at load, nothing "
+            "served changes",
+            t.name,
+            consequence=UNCHANGED,
+            detail=f"{vllm}: every entry is a whole number, so the map served is the one stored",
+        )
+    if ctx.engine == "vllm":
+        return finding(
+            fix,
+            t.name,
+            consequence=MISFED,
+            detail=f"{why}: {vllm}, and "
+            + ("some entries are not whole numbers" if vals is not None else "it was not read"),
+        )
+    if ctx.engine is None and whole and "vllm" in ctx.views():
+        return finding(
+            f"{t.name} is {t.dtype}; sglang fails on a float map (vllm casts it): write it as "
+            "int64",
+            t.name,
+            consequence=CONDITIONAL,
+            detail=f"{sglang}; {vllm}: every entry is whole, so vLLM serves the map stored",
+        )
+    return finding(fix, t.name, detail=f"{why}: {sglang}; {vllm}")
 
 
 @rule("WC305")
