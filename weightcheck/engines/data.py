@@ -180,6 +180,10 @@ class Special:
     becomes: str
     cite: str
     when: Expr | None = None
+    # dtypes of the tensor the special code fails on (SGLang's d2t + an int64 arange: torch does
+    # not promote uint16/32/64), and why: the load stops
+    refuses_dtypes: tuple[str, ...] = ()
+    refuses_why: str = ""
 
 
 @record(frozen=True)

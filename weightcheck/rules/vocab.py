@@ -179,13 +179,7 @@ def d2t_shape(ctx, finding):
     _, vd = _vocab(ctx)
     why = "the engines load d2t into an int64 buffer of draft_vocab_size entries"
     if t.dtype in INT_FORMATS and t.dtype != "I64":  # the values load as stored, widened
-        yield finding(
-            f"{t.name} is {t.dtype}; the engines widen it to int64 at load, nothing served changes",
-            t.name,
-            consequence=UNCHANGED,
-            detail="vLLM copies it into its int64 draft_id_to_target_id parameter; SGLang adds "
-            "an int64 arange to it (the sum is int64): the map served is the one stored",
-        )
+        yield _int_map(ctx, finding, t)
     elif t.dtype != "I64":
         yield _float_map(ctx, finding, t, why)
     if len(t.shape) != 1:
@@ -200,6 +194,33 @@ def d2t_shape(ctx, finding):
             t.name,
             detail=why,
         )
+
+
+def _int_map(ctx, finding, t):
+    """A d2t of another integer dtype: vLLM copies it into its int64 parameter, SGLang adds an
+    int64 arange to it: the map served is the one stored, but for the dtypes an engine's code
+    fails on (SGLang: uint16/32/64, which torch does not promote; the replay's d2t landing says,
+    mappings/engines/sglang.toml [[names.special]] refuses_dtypes)."""
+    fails, serves = ctx.hurts(
+        lambda v: any(x.canonical == "d2t" and x.fate == "error" for x in v.landings)
+    )
+    if not fails:
+        return finding(
+            f"{t.name} is {t.dtype}; {engines_do(serves, 'widens')} it to int64 at load, nothing "
+            "served changes",
+            t.name,
+            consequence=UNCHANGED,
+            detail="vLLM copies it into its int64 draft_id_to_target_id parameter; SGLang adds "
+            "an int64 arange to it (the sum is int64): the map served is the one stored",
+        )
+    return finding(
+        f"{t.name} is {t.dtype}; {engines_do(fails, 'fails')} to load it: write it as int64",
+        t.name,
+        consequence=CONDITIONAL if serves else None,
+        detail="SGLang adds an int64 arange to d2t and torch does not promote uint16/32/64 to "
+        "int64: the load stops"
+        + (f"; {engines_do(serves, 'casts')} it and serves the map stored" if serves else ""),
+    )
 
 
 def _float_map(ctx, finding, t, why: str):
