@@ -62,7 +62,9 @@ def rows(case: str, root) -> list:
     if side in gd.ENGINES:
         j = differential.replay(path, side)
         found = gen_judge.verdict_from(rec["consequences"], j, gen_judge.undecidable(o["truth"]))
-        found += gen_judge.fact_rows(case, side, {}, j, ef=rec["facts"])
+        # the facts are the oracle's runner's (vLLM on CPU: V1), the verdict the default one's
+        runner = {"runner": rec.get("runner", "V1" if side == "vllm" else None)}
+        found += gen_judge.fact_rows(case, side, runner, j, ef=rec["facts"])
     else:
         j = gd.gate(path, side)
         trainer = {"raises": rec["raises"], "params": rec["params"] or {}}

@@ -11,15 +11,19 @@ Per drafter and engine, two kinds of rows (tests/engine/gen_judge.py):
 * the verdict: ``false pass`` (the engine crashes, refuses, leaves a parameter at init or feeds
   other values than trained, and the replay has no error) or ``false error`` (the replay has an
   error, the engine serves the drafter right);
-* the facts of tests/engine/differential.py (which tensor lands where, what is captured).
+* the facts of tests/engine/differential.py (which tensor lands where, what is captured), for
+  the runner the oracle ran (vLLM on CPU: V1);
+* for vLLM, ``oracle`` when the capture oracle (tests/engine/capture_oracle.py, run for every
+  drafter's config: the verdict takes V2's capture from it, V2 being vLLM's default runner)
+  answers for V1 other layers than the vLLM oracle saw captured, or cannot answer.
 
 Per drafter and trainer: the trainer raises iff the training gate has an error (WC9xx), and the
 parameter facts of tests/engine/trainer_differential.py.
 
-A row matched by an open class of tests/engine/gen_open.json (a disagreement another branch fixes)
-is listed as ``open: <class>``; the others are the disagreements. ``--minimize`` shrinks every
-unexplained row (and one drafter per open class) to its smallest drafter and writes it as a
-regression fixture (tests/engine/minimize.py).
+A row matched by an open class of tests/fixtures/generated/open.json (a disagreement another
+branch fixes) is listed as ``open: <class>``; the others are the disagreements. ``--minimize``
+shrinks every unexplained row (and one drafter per open class) to its smallest drafter and writes
+it as a regression fixture (tests/engine/minimize.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +50,7 @@ import gen_judge  # noqa: E402
 import gen_open  # noqa: E402
 import generate  # noqa: E402
 import trainer_differential as tdiff  # noqa: E402
-from helpers.engine import read_oracle_records  # noqa: E402
+from helpers.engine import read_oracle_records, side_env, side_python_path  # noqa: E402
 
 ENGINES = ("sglang", "vllm")
 TRAINERS = ("specforge", "speculators")
@@ -148,9 +153,81 @@ def _records(s: str, proc, jsonl: str, paths: dict, tmp: str, tries: int = 3) ->
     return {i: recs[name(i)] for i in paths}
 
 
+def _target_case() -> dict:
+    """The target the vLLM oracle loads (corpus.TARGET), as the capture oracle's case fields."""
+    with open(os.path.join(corpus.TARGET, "config.json")) as f:
+        t = json.load(f)
+    family = "llama" if t.get("model_type") == "llama" else t.get("model_type")
+    return {"family": family, "num_layers": t["num_hidden_layers"]}
+
+
+def _drafter_config(path: str) -> dict | None:
+    """The drafter's config.json as a dict, or None where vLLM cannot read one (no file, not
+    JSON, not an object): vLLM then fails at config and no capture is judged."""
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def _start_capture(paths: dict, tmp: str):
+    """The capture oracle (tests/engine/capture_oracle.py) for every drafter's config, one
+    process in vLLM's venv, run while the replays run: where vLLM's V2 runner (the default on
+    GPU, the one the replay's verdict follows) reads the ids and what the target's forward then
+    captures. The vLLM oracle runs on CPU, i.e. the V1 runner; its capture is compared with the
+    capture oracle's V1 answer (docs/differential.md, "The judgement")."""
+    target = _target_case()
+    ids, cases = [], []
+    for i, p in paths.items():
+        cfg = _drafter_config(p)
+        if cfg is not None:
+            ids.append(i)
+            cases.append({**target, "config": cfg})
+    base = os.path.join(tmp, "capture")
+    env = dict(side_env(), TMPDIR=base + ".tmp")  # its config folders go with the run's folder
+    os.makedirs(env["TMPDIR"], exist_ok=True)
+    with open(base + ".cases.json", "w") as f:
+        json.dump(cases, f)
+    with open(base + ".cases.json") as cin, open(base + ".json", "w") as out:
+        with open(base + ".stderr", "w") as err:
+            proc = subprocess.Popen(
+                [side_python_path("vllm"), os.path.join(HERE, "capture_oracle.py"), "vllm"],
+                stdin=cin,
+                stdout=out,
+                stderr=err,
+                env=env,
+                cwd=HERE,
+                start_new_session=True,
+            )
+    return proc, ids, base, time.time()
+
+
+def _capture_results(capture, paths: dict) -> dict:
+    """id -> the capture oracle's answer ({"vllm-V1": R, "vllm-V2": R}), or {"error": why} for
+    every drafter when the process failed."""
+    proc, ids, base, _ = capture
+    try:
+        rc = proc.wait(timeout=TIMEOUT)
+    except Exception:  # noqa: BLE001 - a timeout: said as each drafter's oracle error
+        proc.kill()
+        rc = "timeout"
+    try:
+        with open(base + ".json") as f:
+            out = json.load(f) if rc == 0 else None
+    except ValueError:
+        out = None
+    if out is None or len(out) != len(ids):
+        with open(base + ".stderr") as f:
+            why = f"capture oracle (vllm) exit {rc}: {f.read()[-300:]}"
+        return {i: {"error": why} for i in paths}
+    return dict(zip(ids, out))
+
+
 def _replay(s: str, path: str, i: str) -> dict:
     if s in ENGINES:
-        return differential.replay(path, s)
+        return differential.replay(path, s, strict=False)
     c = tdiff.Case(f"{s}/{i}", s, path, tdiff.TRAINING_CONFIG[s], corpus.TARGET)
     return {"gate": gate(path, s), "facts": tdiff.replay(c)}
 
@@ -158,6 +235,11 @@ def _replay(s: str, path: str, i: str) -> dict:
 def judge(s: str, i: str, rec: dict, truth: dict, rp: dict) -> list[GRow]:
     if s in ENGINES:
         rows = gen_judge.verdict_rows(s, rec, truth, rp) + gen_judge.fact_rows(i, s, rec, rp)
+        rows += gen_judge.capture_oracle_rows(s, rec)
+        if rp.get("_schema_errors"):  # check's --json breaks its own schema: a defect, whatever
+            rows.append(
+                dict(kind="schema", replay="; ".join(rp["_schema_errors"])[:300], engine="-")
+            )
     else:
         rows = gen_judge.trainer_rows(rec, rp["gate"])
         chance = gen_judge.t2d_by_chance(rec, rp["facts"].get("raises"))
@@ -190,6 +272,8 @@ def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None
     tmp = out_dir or tempfile.mkdtemp(prefix="wc-gen-differential-")
     os.makedirs(tmp, exist_ok=True)
     rep = Report(specs=specs, sides=tuple(sides))
+    procs: dict = {}
+    capture = None
     try:
         t0 = time.time()
         root = os.path.join(tmp, "drafters")
@@ -203,6 +287,7 @@ def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None
         rep.seconds["write"] = round(time.time() - t0, 2)
         say(f"{len(specs)} drafters written in {rep.seconds['write']} s")
         procs = _start(sides, rep.paths, tmp, reuse)
+        capture = _start_capture(rep.paths, tmp) if "vllm" in sides else None
         t1 = time.time()
         for s in sides:
             for i, p in rep.paths.items():
@@ -214,6 +299,10 @@ def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None
                 rep.records[(s, i)] = r
             rep.seconds[f"oracle_{s}"] = round(time.time() - ts, 2)
             say(f"{s} oracle: {len(specs)} drafters, {rep.seconds[f'oracle_{s}']} s wall")
+        if capture is not None:
+            for i, r in _capture_results(capture, rep.paths).items():
+                rep.records[("vllm", i)]["capture_oracle"] = r
+            rep.seconds["capture_oracle"] = round(time.time() - capture[3], 2)
         for s in sides:
             for i in rep.paths:
                 rec, truth = rep.records[(s, i)], rep.truths[i]
@@ -221,9 +310,22 @@ def run_specs(specs, sides, out_dir=None, reuse=False, keep=False, progress=None
                 rep.rows.extend(judge(s, i, rec, truth, rep.replays[(s, i)]))
         rep.seconds["total"] = round(time.time() - t0, 2)
     finally:
+        _stop(procs, capture)
         if not keep and out_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
     return rep
+
+
+def _stop(procs: dict, capture) -> None:
+    """The oracle processes this run started, ended if still running (a run that fails midway
+    leaves none behind)."""
+    for proc, _, _ in procs.values():
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if capture is not None and capture[0].poll() is None:
+        capture[0].kill()
+        capture[0].wait()
 
 
 def run(seed: int, count: int, sides=ENGINES + TRAINERS, start_at: int = 0, **kw) -> Report:

@@ -27,18 +27,71 @@ import differential
 V = 512
 
 
-def _capture_default(engine: str, rec: dict, truth: dict) -> list[str]:
-    """The layers the engine captured (the oracle's dummy forward on the real target) against the
-    layers the drafter was trained on, in the order fc reads them."""
+def _slots(r: dict) -> list | None:
+    return r.get("slots") or None
+
+
+def runner_capture(engine: str, rec: dict) -> tuple:
+    """(the layers captured in the order fc reads them, whether from the engine's default ids,
+    the first forward's failure or None) for the runner the verdict follows: vLLM's default
+    runner (V2) as the capture oracle answers it (tests/engine/capture_oracle.py, run by
+    gen_differential for every drafter: V2's own id reading and the target's own forward), since
+    the vLLM oracle runs on CPU, i.e. V1; every other engine's capture as its oracle saw it."""
     cfg = rec.get("config") or {}
-    got, want = cfg.get("captured_layers"), truth["trained_layers"]
+    co = rec.get("capture_oracle")
+    if engine != "vllm" or co is None:
+        return cfg.get("captured_layers"), cfg.get("aux_layer_ids_from") == "default", None
+    if "vllm-V2" not in co:
+        return None, False, f"capture oracle: {co.get('error')}"
+    v2 = co["vllm-V2"]
+    slots = _slots(v2)
+    if v2.get("stage") == "config":  # V2's id reading or setter raised before any forward
+        return slots, False, f"V2: fails before the forward: {v2['error']}"[:240]
+    if v2.get("error"):
+        return slots, v2.get("ids") is None, f"V2: the target's forward fails: {v2['error']}"[:240]
+    if slots and None in slots:
+        return slots, v2.get("ids") is None, f"V2: aux slots {slots} never written (garbage)"
+    return slots, v2.get("ids") is None, None
+
+
+def capture_oracle_rows(engine: str, rec: dict) -> list[dict]:
+    """The capture oracle's V1 answer against the vLLM oracle's own capture (both V1, one with
+    the real target, one with tagging stubs): they must agree, or the V2 judgement built on the
+    capture oracle is not to be trusted."""
+    co = rec.get("capture_oracle")
+    if engine != "vllm" or co is None or not rec.get("started"):
+        return []
+    if "vllm-V1" not in co:
+        return [dict(kind="oracle", replay="-", engine=f"capture oracle: {co.get('error')}")]
+    got = (rec.get("config") or {}).get("captured_layers")
+    v1 = co["vllm-V1"]
+    if v1.get("error") is None and _slots(v1) == got:
+        return []
+    return [
+        dict(
+            kind="oracle",
+            fact="captured_layers (V1)",
+            replay=f"capture oracle V1: {_slots(v1)} {v1.get('error') or ''}".strip(),
+            engine=f"vLLM oracle: {got}",
+        )
+    ]
+
+
+def _capture_default(engine: str, rec: dict, truth: dict) -> list[str]:
+    """The layers the engine captured (the oracle's dummy forward on the real target; for vLLM,
+    its default runner's capture: :func:`runner_capture`) against the layers the drafter was
+    trained on, in the order fc reads them."""
+    got, from_default, failure = runner_capture(engine, rec)
+    want = truth["trained_layers"]
+    if failure:
+        return [failure]
     if got == want:
         return []
     if got is None or len(got) != len(want):
         return [f"captures {got}, {len(want)} states trained: the first forward fails on fc"]
     if truth.get("capture_known") is False:  # ids written by hand in another convention
         return []
-    if cfg.get("aux_layer_ids_from") == "default" and not truth.get("ids_written", True):
+    if from_default and not truth.get("ids_written", True):
         # the drafter names no ids: right only if it was trained on the engine's defaults, a
         # condition no reader of the checkpoint can settle (a warning must name it, not an error)
         return []

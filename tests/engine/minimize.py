@@ -210,6 +210,7 @@ def write_fixture(t: dict, root: str, name: str | None = None) -> str:
     if side in gd.ENGINES:
         side_rec = {
             "engine_version": rec.get("engine_version"),
+            "runner": rec.get("runner"),
             "outcome": gd.outcome(side, rec, b.truth),
             "consequences": gen_judge.consequences(side, rec, b.truth),
             "facts": differential.engine_facts(rec, side),
