@@ -286,13 +286,13 @@ def t_tied_reduced(w):
 
 @trigger("WC304", "d2t")
 def t_d2t_shape(w):
-    def i32(m):
+    def f32(m):  # floats: SGLang indexes with a float map (an integer dtype is info; vLLM casts)
         import struct
 
         v = i64_values(m["d2t"].data)
-        m["d2t"] = OutTensor("d2t", "I32", m["d2t"].shape, struct.pack(f"<{len(v)}i", *v))
+        m["d2t"] = OutTensor("d2t", "F32", m["d2t"].shape, struct.pack(f"<{len(v)}f", *v))
 
-    return edit(w.clean(), w.path("x"), tensors=i32), []
+    return edit(w.clean(), w.path("x"), tensors=f32), ["--engine", "sglang"]
 
 
 @trigger("WC305", "d2t")

@@ -17,7 +17,10 @@ in the default run as test_fix_commands samples it (``STEP``), all of it under `
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from conftest import PRODUCERS, run_cli
 from helpers.fixcommands import _check, flat
 from test_fix_commands import CHUNKS, corpus_drafters
 
@@ -36,6 +39,9 @@ OPTIONS = (
     ("--engine", "vllm", "--target", "TARGET"),
     ("--training-config", "SPECFORGE"),
 )
+
+
+UNAGREED = re.compile(r"\b(sglang|vllm)( and (sglang|vllm))? [a-z]+\(s\)")
 
 
 def _severities() -> dict[str, set[str]]:
@@ -70,6 +76,10 @@ def test_every_message_fits_and_every_severity_is_its_page_s(tmp_path, part):
             m = f["message"]
             if f["code"] not in LATER and (len(m) > WIDTH or "\n" in m):
                 long.append(f"{where} ({len(m)}): {m}")
+            # a verb agrees with the engines it follows ('sglang ties', 'sglang and vllm fail')
+            for said in (m, f.get("detail") or ""):
+                if UNAGREED.search(said):
+                    long.append(f"{where}: a verb written as 'verb(s)': {said}")
             # plain check's merge may make any error a warning naming an engine; a root takes
             # its worst consequence's severity (rules/causes.py)
             if "--engine" in options and not f["consequences"]:
@@ -78,3 +88,22 @@ def test_every_message_fits_and_every_severity_is_its_page_s(tmp_path, part):
     assert n > 0
     assert long == [], f"{len(long)} messages over {WIDTH} characters:\n" + "\n".join(long[:40])
     assert wrong == [], "severities no page names:\n" + "\n".join(sorted(set(wrong))[:40])
+
+
+def test_a_verb_agrees_with_the_engines_it_follows(tmp_path):
+    """One engine: 'sglang selects', 'sglang ties'; never 'select(s)' (hand-made drafters: vLLM's
+    class name in architectures, a tied head with a reduced draft vocabulary)."""
+    from helpers.builders import edit
+
+    src = PRODUCERS / "specforge-hf"
+    arch = edit(
+        src, tmp_path / "arch", cfg=lambda c: c.update(architectures=["Eagle3LlamaForCausalLM"])
+    )
+    tied = edit(src, tmp_path / "tied", cfg=lambda c: c.update(tie_word_embeddings=True))
+    said = []
+    for path in (arch, tied):
+        for f in flat(run_cli("check", path, "--json").json["findings"]):
+            said += [f["message"], f.get("detail") or ""]
+    text = "\n".join(said)
+    assert "sglang selects no EAGLE-3 loader" in text and "sglang ties the head" in text, text
+    assert not UNAGREED.search(text), text

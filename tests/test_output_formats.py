@@ -180,6 +180,14 @@ def test_a_long_fix_command_is_broken_as_a_shell_reads_it():
     assert " ".join(x.strip().removesuffix(" \\") for x in lines) == "fix: " + fix
     assert "--to sglang" in lines[0]  # an option keeps its value
     assert fit.wrap_command(fix, None, "", "") == [fix]
+    # an option whose value cannot follow it in the width (a long checkout path): the value on a
+    # line of its own, the same argument to a shell; only a path wider than the line overflows
+    path = "/home/runner/work/weightcheck/weightcheck/tests/fixtures/producers/modelopt"
+    long_fix = f"weightcheck convert SRC OUT --to sglang --vocab-from {path} --target TARGET"
+    lines = fit.wrap_command(long_fix, 90, "    fix: ", "           ")
+    assert all(len(x) <= 90 for x in lines), lines
+    assert any(x.strip() == f"{path} \\" for x in lines), lines
+    assert " ".join(x.strip().removesuffix(" \\") for x in lines) == "fix: " + long_fix
 
 
 @pytest.mark.parametrize("width", [60, 80, 100, 140])

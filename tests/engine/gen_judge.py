@@ -162,6 +162,8 @@ def consequences(engine: str, rec: dict, truth: dict) -> list[str]:
     if not rec["started"]:
         return [f"fails at {rec['stage']}: {(rec.get('error') or '')[:160]}"]
     out = []
+    if rec.get("draft_forward_error"):  # loads, then start-up's draft forward fails (vLLM)
+        out.append(f"the draft's first forward fails: {rec['draft_forward_error'][:160]}")
     for name, p in sorted(rec["params"].items()):
         if p["state"] in ("init", "partial"):
             out.append(f"{name}: {p['state']}")

@@ -350,6 +350,25 @@ def _captured_layers(runner, vllm_config) -> list | None:
     return captured or None
 
 
+def _draft_forward(runner) -> str | None:
+    """The draft model's first forward as vLLM's start-up runs it (the GPU worker's memory
+    profiling: gpu_worker.determine_available_memory -> the runner's _dummy_run ->
+    drafter.dummy_run, no attention metadata): None when it runs, else the error's first line.
+    A config value vLLM keeps unvalidated (a speculators config's ``rms_norm_eps`` "1e-05")
+    fails here, after every weight loaded: on GPU the server never comes up."""
+    import torch
+
+    drafter = getattr(runner, "drafter", None)
+    if drafter is None or not hasattr(drafter, "dummy_run"):
+        return None
+    try:
+        with torch.no_grad():
+            drafter.dummy_run(8, use_cudagraphs=False)
+    except Exception as e:  # noqa: BLE001 - the failure is the result
+        return first_line(e)
+    return None
+
+
 def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
     global REC
     import torch
@@ -392,6 +411,7 @@ def examine(target: str, drafter: str, dtype: str, versions: str) -> dict:
             runner.load_model()
             REC.stage = "bind"
             rec["_captured"] = _captured_layers(runner, vllm_config)
+            rec["draft_forward_error"] = _draft_forward(runner)
         rec["started"] = True
         REC.stage = None
     except Exception as e:  # noqa: BLE001 - every failure is a result

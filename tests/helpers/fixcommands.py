@@ -151,6 +151,7 @@ def run_one(
 REFUSALS = (
     (r"tensor name\(s\) no dialect explains", "WC101"),
     (r" is given (twice|\d+ times) \(", "WC103"),
+    (r" is in \d+ weight files \(.*the copies differ", "WC210"),
     (r"^cannot convert to \w+: ", "WC706"),
     (r"holds \w+ drafters only", "WC701"),
     (r"no config\.json", "WC201"),

@@ -58,7 +58,8 @@ def because(code: str) -> str:
     c = rule_page(code).consequence
     out = f"{severity_of(c.kind)}: {MEANS[c.kind]}. {_flat(c.says)}"
     for x in c.case:
-        out += f" A {severity_of(x.kind)} when {_flat(x.when)}: {MEANS[x.kind]}."
+        sev = severity_of(x.kind)
+        out += f" {'An' if sev[0] in 'aeiou' else 'A'} {sev} when {_flat(x.when)}: {MEANS[x.kind]}."
     return out
 
 

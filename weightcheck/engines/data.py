@@ -19,7 +19,7 @@ from dataclasses import field
 from typing import Literal, Union
 
 from weightcheck import expr, mappings
-from weightcheck.engines.data_aux import AuxLayers, ModelPath, Runner, Stage
+from weightcheck.engines.data_aux import AuxLayers, ModelPath, Runner, Stage, WrongType
 from weightcheck.errors import WeightcheckError
 from weightcheck.mappings import Bad, Expr, Path, Regex, Version
 from weightcheck.model import config as config_mod
@@ -180,6 +180,10 @@ class Special:
     becomes: str
     cite: str
     when: Expr | None = None
+    # dtypes of the tensor the special code fails on (SGLang's d2t + an int64 arange: torch does
+    # not promote uint16/32/64), and why: the load stops
+    refuses_dtypes: tuple[str, ...] = ()
+    refuses_why: str = ""
 
 
 @record(frozen=True)
@@ -322,6 +326,9 @@ class SpeculatorsAdapter:
     # attributes), and the stage where a null one stops the engine
     absent_fails: tuple[str, ...] = ()
     null_fails: dict[str, Stage] = field(default_factory=dict)
+    # and no type check: a value of the wrong JSON type fails where it is first used, or never
+    # (data_aux.py WrongType); a field and type not listed stops the build
+    wrong_type: tuple[WrongType, ...] = ()
 
 
 @record(frozen=True)

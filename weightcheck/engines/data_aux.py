@@ -83,3 +83,22 @@ class ModelPath:
             (self.contains_all and all(x in low for x in self.contains_all))
             or any(x in low for x in self.contains_any)
         )
+
+
+@record(frozen=True)
+class WrongType:
+    """[[speculators_adapter.wrong_type]]: what a value of the wrong JSON type for ``field`` does
+    in an engine that sets the layer config unvalidated (vLLM's speculators adapter): it stops the
+    engine where the value is first used (``stage`` config, build, load: on ``tensor``, the
+    canonical name of the checkpoint tensor whose load fails), the engine starts and its first
+    forward fails on it (``forward``), or the engine computes with it as the number it is
+    (``accepted``). ``json``: the JSON type found (``number``: a number where an integer is
+    expected, 1.0)."""
+
+    field: str
+    json: Literal["string", "number", "other"]
+    # "unread" is derived, never listed: a top-level key the adapter does not read
+    stage: Literal["config", "build", "load", "forward", "accepted", "unread"]
+    why: str
+    tensor: str | None = None
+    cite: str = ""

@@ -9,7 +9,7 @@ from dataclasses import field
 
 from weightcheck import expr
 from weightcheck.engines.aux import is_speculators_format
-from weightcheck.engines.data import ConfigField, Engine, applies
+from weightcheck.engines.data import ConfigField, Engine, SpeculatorsAdapter, WrongType, applies
 from weightcheck.engines.replay_types import Failure
 from weightcheck.model import config as config_mod
 from weightcheck.record import record
@@ -87,6 +87,38 @@ def _adapter_attributes(adapter, cfg: dict, reader) -> None:
             reader.fail(k, why, stage)
 
 
+def _json_kind(v) -> str:
+    if isinstance(v, str):
+        return "string"
+    return "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "other"
+
+
+def wrong_type(adapter: SpeculatorsAdapter | None, fld: str, v) -> WrongType | None:
+    """The adapter's [[speculators_adapter.wrong_type]] for ``fld`` holding ``v`` (None: none
+    listed, or no adapter)."""
+    if adapter is None:
+        return None
+    kind = _json_kind(v)
+    return next((w for w in adapter.wrong_type if w.field == fld and w.json == kind), None)
+
+
+def unread_top_level(adapter: SpeculatorsAdapter, raw: dict) -> dict:
+    """The top-level keys of a speculators config with a value of the wrong JSON type that the
+    adapter never reads (it builds the draft config from transformer_layer_config and the keys it
+    overrides or copies): their type changes nothing the engine builds."""
+    read = set(adapter.override) | set(adapter.copy_if_set) | {"transformer_layer_config"}
+    out = {}
+    for k, v in raw.items():
+        if k in read or v is None or not config_mod.path_type_problem(k, v):
+            continue
+        why = (
+            f"the engine never reads the top-level {k}: its speculators adapter builds the draft "
+            "config from transformer_layer_config and the keys it overrides or copies"
+        )
+        out[k] = WrongType(k, _json_kind(v), "unread", why)
+    return out
+
+
 def layer_config(data: Engine, raw: dict, spec: bool) -> dict:
     """The dict the engine reads its fields from: the config itself, or for a speculators-format
     config its transformer_layer_config with the adapter's overrides written in."""
@@ -112,10 +144,15 @@ class _Reader:
     # vLLM's speculators adapter sets the layer config's values unvalidated: true/false read as
     # an integer are Python's 1/0, not a failed build
     as_int: bool
+    # the adapter that sets them (None: a config the engine reads itself): a value of the wrong
+    # JSON type fails where its [[speculators_adapter.wrong_type]] says, or never
+    adapter: SpeculatorsAdapter | None = None
     values: dict = field(default_factory=dict)
     shown: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)
     failures: list = field(default_factory=list)
+    # what a value of the wrong JSON type does, by field, where the adapter's data says
+    fates: dict = field(default_factory=dict)
 
     def lenient(self, path: str, v):
         if self.as_int and isinstance(v, bool) and config_mod.path_type_expected(path) == "int":
@@ -174,14 +211,25 @@ class _Reader:
             self.values[fld] = self.lenient(path, v)
             self.shown[fld] = {"value": self.values[fld], "from": f"{path} ({json.dumps(v)})"}
         elif v is not None and config_mod.path_type_problem(path, v):
-            # the JSON type mappings/config.toml gives the field (rule WC212): the engine does
-            # not build the config, and nothing computes with the value
-            self.fail(fld, config_mod.path_type_problem(path, v), item.stage)
-            self.values[fld] = None
+            # the JSON type mappings/config.toml gives the field (rule WC212)
+            self.mistyped(fld, v, config_mod.path_type_problem(path, v), item.stage)
         elif v is not None and not _type_ok(item.type, v):
             kind = "an integer" if item.type == "int" else "a list of integers"
             said = f"`{fld}` is {json.dumps(v)}, not {kind}: the engine fails on it"
             self.fail(fld, said, item.stage)
+
+    def mistyped(self, fld: str, v, problem: str, stage: str | None) -> None:
+        """A value of the wrong JSON type (rule WC212): the engine stops at ``stage`` (None: no
+        stage reads it) and nothing computes with it; where the adapter sets it unvalidated, its
+        [[speculators_adapter.wrong_type]] says where it fails instead, or that the engine
+        computes with it (``accepted``). The one place the replay decides it."""
+        w = wrong_type(self.adapter, fld, v)
+        if w is not None:
+            self.fates[fld] = w
+            stage, problem = w.stage, f"{problem}: {w.why}"
+        if stage in ("config", "build"):
+            self.fail(fld, problem, stage, w.cite if w is not None else "")
+        self.values[fld] = v if stage == "accepted" else None
 
     def _from_length(self, item: ConfigField) -> bool:
         for path in item.length_of:
@@ -228,9 +276,7 @@ class _Reader:
             if problem is None:
                 self.values[k] = v
                 continue
-            self.values[k] = None  # a value of the wrong JSON type: nothing computes with it
-            if k in read:
-                self.fail(k, problem, "build")
+            self.mistyped(k, v, problem, "build" if k in read else None)
 
     def declared_failures(self, data: Engine) -> None:
         """The loader's [[fails]]: conditions over the values the engine stops on."""
@@ -245,18 +291,22 @@ class _Reader:
 
 
 def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
-    """(values by field, {"value","from"} by field, errors, speculators_format, failures) as the
-    engine sees them. The values also hold the config's own top-level keys (flags the loader tests
+    """(values by field, {"value","from"} by field, errors, speculators_format, failures, fates)
+    as the engine sees them; ``fates``: what each value of the wrong JSON type does where the
+    engine sets it unvalidated (field -> data.WrongType). The values also hold the config's own top-level keys (flags the loader tests
     directly, e.g. use_aux_norm): the names the data's conditions read. ``errors`` are
     (field, message); ``failures`` the same as Failure objects, with the stage."""
     spec = is_speculators_format(raw)
     cfg = layer_config(data, raw, spec)
     adapter = data.speculators_adapter
     reader = _Reader(
-        cfg, bool(spec and adapter is not None and adapter.bool_is_int and cfg is not raw)
+        cfg,
+        bool(spec and adapter is not None and adapter.bool_is_int and cfg is not raw),
+        adapter if cfg is not raw else None,
     )
     if cfg is not raw:  # a speculators config read through the engine's adapter
         _adapter_attributes(adapter, cfg, reader)
+        reader.fates.update(unread_top_level(adapter, raw))
     base = _config_class(data, cfg, spec, reader)
     base.update((k, v) for k, v in cfg.items() if isinstance(k, str))
     for item in data.config:
@@ -264,7 +314,7 @@ def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:
             reader.read_field(item, target, base)
     reader.top_level(base, _reads(data))
     reader.declared_failures(data)
-    return reader.values, reader.shown, reader.errors, spec, reader.failures
+    return reader.values, reader.shown, reader.errors, spec, reader.failures, reader.fates
 
 
 def _reads(data: Engine) -> frozenset[str]:

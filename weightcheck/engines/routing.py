@@ -59,7 +59,9 @@ def _special(r: _Route, t, ctx: _Rules) -> None:
             r.fate, r.why, r.cite = "special", rule.becomes, rule.cite
             got = list(t.shape) if t.canonical == "d2t" else None
             want = ctx.exp.d2t_shape
-            if want is not None and got is not None and got != want:
+            if t.dtype in rule.refuses_dtypes:
+                r.fate, r.why = "error", f"{t.dtype}: {rule.refuses_why}"
+            elif want is not None and got is not None and got != want:
                 r.fate = "error"
                 r.why = (
                     f"shape {got} into {rule.becomes.split()[0]} {want}: the "

@@ -88,14 +88,32 @@ def copies_equal(src, copies: list, keep, dtypes=(None,)) -> bool | None:
     the values of ``keep`` (the copy the engines keep) once cast to each of ``dtypes`` (the dtypes
     the engines build in; None: ``keep``'s). None when they cannot be compared (a dtype of no
     known kind with another dtype or shape, a read that fails)."""
+    return _all_equal([(src, t) for t in copies if t is not keep], src, keep, dtypes)
+
+
+def shadowed_equal(src, name: str, dtypes=(None,)) -> bool | None:
+    """Whether the earlier files' copies of tensor ``name`` (a name in two weight files:
+    sources/base.py ``Source.shadowed``) hold the values of the later one, which the engines
+    keep (WC210); None when they cannot be compared."""
+    import copy
+
+    keep = src.tensors[name]
+    pairs = []
+    for old in src.shadowed.get(name, ()):
+        view = copy.copy(src)  # the same files, reading the earlier record under the name
+        view.tensors = {**src.tensors, name: old}
+        view.planned_from = {}
+        pairs.append((view, old))
+    return _all_equal(pairs, src, keep, dtypes)
+
+
+def _all_equal(pairs: list, src, keep, dtypes) -> bool | None:
     try:
-        for t in copies:
-            if t is keep:
-                continue
+        for src_t, t in pairs:
             for dt in dtypes:
-                eq = equal_as(src, t, src, keep, dt)
+                eq = equal_as(src_t, t, src, keep, dt)
                 if eq is None and t.dtype == keep.dtype and tuple(t.shape) == tuple(keep.shape):
-                    eq = same_raw(src, t, src, keep)
+                    eq = same_raw(src_t, t, src, keep)
                 if not eq:
                     return eq
     except Exception:  # a read failing must not fail a check: the copies are not compared

@@ -78,6 +78,10 @@ class EngineView:
     # where the target's first forward pass stops once the engine has started (needs the
     # target: an aux id its forward cannot capture, or raises on): past what `starts` covers
     forward_failure: Failure | None = None
+    # what a config value of the wrong JSON type does, by field, where the engine sets the config
+    # unvalidated (vLLM's speculators adapter: engine_config.py, data.WrongType): where it fails,
+    # or that the engine computes with it or never reads it (rule WC212's consequence)
+    type_fates: dict = field(default_factory=dict)
 
     @property
     def starts(self) -> bool:
@@ -117,7 +121,7 @@ class EngineView:
                 said += "; the head is the target's"
         if self.starts and self.forward_failure is not None:
             said = (
-                "starts, but the target's first forward fails on "
+                "starts, but the first forward fails on "
                 f"{self.forward_failure.subject}: {self.forward_failure.why}"
             )
         if self.starts:
@@ -194,9 +198,9 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     loader = loader_for(engine, arch0)  # the loader architectures[0] selects
     data = load(loader)
     version = _version(drafter, engine, version, loader, arch0, data)
-    vals, shown, errors, spec, failures = engine_config(data, raw, version, target)
+    vals, shown, errors, spec, failures, fates = engine_config(data, raw, version, target)
     if spec and data.speculators_adapter is None:  # it stops reading the config before these
-        errors, failures = [], []
+        errors, failures, fates = [], [], {}
     path = model_path.decisions(engine, version, drafter.source)  # before it reads the config
     failures = [x.failure for x in path if x.failure is not None] + failures
     adapter = data.speculators_adapter
@@ -206,7 +210,7 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
     )
     exp = expected_parameters(data, version, vals, built_arch)
     if arch_ok:
-        landings = route_names(drafter.tensors, data, version, vals, exp)
+        landings = _load_fails(route_names(drafter.tensors, data, version, vals, exp), fates)
     else:
         landings = unrouted(drafter.tensors, arch0)
     landings += unread_landings(drafter.source)
@@ -238,6 +242,10 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         for r in aux["runners"]:
             r["captures_output_of_layers"] = captured_layers_of(r, engine, version, mt, L)
         forward = first_failure(capture_failures(aux, vals, engine, version, mt, L, captured_))
+    if forward is None:  # a config value the first forward fails on (the engine has started)
+        forward = first_failure(
+            [Failure("forward", w.why, f, w.cite) for f, w in fates.items() if w.stage == "forward"]
+        )
     return EngineView(
         engine=engine,
         version=version,
@@ -261,7 +269,23 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         loader=loader,
         path_decisions=path,
         forward_failure=forward,
+        type_fates=fates,
     )
+
+
+def _load_fails(landings: list, fates: dict) -> list:
+    """The tensor whose load fails on a config value of the wrong JSON type (its WrongType's
+    ``tensor``, stage load): its landing is the error the load stops on."""
+    out = list(landings)
+    for w in fates.values():
+        if w.stage != "load" or w.tensor is None:
+            continue
+        for i, x in enumerate(out):
+            if x.canonical == w.tensor and x.fate == "loaded":
+                why = f"{w.field} has the wrong JSON type: {w.why}"
+                out[i] = dataclasses.replace(x, fate="error", why=why, cite=w.cite)
+                break
+    return out
 
 
 def _version(drafter, engine: str, version, loader: str, arch0, data: Engine) -> str:

@@ -21,6 +21,7 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.record import record
 from weightcheck.sources.pickled import load_pickled
 from weightcheck.sources.tensors import read_small
+from weightcheck.storage.header import INT_FORMATS, int_values
 
 
 @record(frozen=True)
@@ -104,12 +105,11 @@ def from_drafter(d) -> VocabMap | None:
         vocab = t2d.shape[0]
     t = canon.get("d2t")
     if t is not None:
-        if t.dtype != "I64" or len(t.shape) != 1:
+        if t.dtype not in INT_FORMATS or len(t.shape) != 1:
             raise WeightcheckError(
-                where, f"{t.name} is {t.dtype} {list(t.shape)}, not an int64 vector"
+                where, f"{t.name} is {t.dtype} {list(t.shape)}, not an integer vector"
             )
-        raw = read_small(d.source, t.name)
-        return from_offsets(struct.unpack(f"<{len(raw) // 8}q", raw), vocab, where)
+        return from_offsets(int_values(read_small(d.source, t.name), t.dtype), vocab, where)
     head = canon.get("lm_head.weight")
     n = head.shape[0] if head is not None and head.shape else None
     n = n or d.normalized.get("draft_vocab_size") or vocab

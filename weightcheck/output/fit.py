@@ -158,11 +158,14 @@ def wrap_command(command: str, width: int | None, indent: str, hang: str) -> lis
             parts.append(w)
     lines, line = [], indent + parts[0]
     for p in parts[1:]:
-        if len(line) + 1 + len(p) + 2 <= width:
-            line += " " + p
-        else:
-            lines.append(line + " \\")
-            line = hang + p
+        # an option whose value cannot follow it within the width (a long path): the value on a
+        # line of its own, still one argument to the shell
+        for q in p.split(" ", 1) if len(hang) + len(p) + 2 > width else [p]:
+            if len(line) + 1 + len(q) + 2 <= width:
+                line += " " + q
+            else:
+                lines.append(line + " \\")
+                line = hang + q
     return lines + [line]
 
 

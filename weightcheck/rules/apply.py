@@ -280,6 +280,8 @@ def computed_from_mistyped(ctx: Context, f: Finding) -> bool:
     return n.blamed(read) is not None
 
 
+# what a config value of the wrong JSON type does where the engine sets it unvalidated (the
+# replay's type_fates, engines/engine_config.py): the consequence of WC212 under that engine
 def vocab_gate(d: Drafter, training_map):
     """--training-vocab: SRC's map (d2t, or the identity) against the training run's."""
     mine = vocab.from_drafter(d)

@@ -15,7 +15,6 @@ Nothing registers itself: weightcheck/rules/__init__.py lists the rule modules.
 from __future__ import annotations
 
 import functools
-import struct
 from dataclasses import field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
@@ -24,6 +23,7 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.record import record
 from weightcheck.schema import Consequence, RulePage, RulesFile, Severity
+from weightcheck.storage.header import FLOAT_DTYPES, INT_FORMATS, int_values
 
 if TYPE_CHECKING:  # annotations only: the rules layer reads these, never imports them at run time
     from weightcheck.engines.view import EngineView
@@ -66,6 +66,17 @@ def severity_of(consequence: Consequence) -> Severity:
     """The severity of a finding whose consequence is ``consequence``: the one place severities
     are decided (docs/rules.md states the rule)."""
     return _SEVERITY[consequence]
+
+
+def engines_do(engines: list[str], verb: str) -> str:
+    """'sglang keeps', 'sglang and vllm keep': engines as the subject of a verb (given in its
+    third-person singular form)."""
+    return f"{' and '.join(engines)} {agree(engines, verb)}"
+
+
+def agree(engines: list[str], verb: str) -> str:
+    """The verb (third-person singular: 'fails') agreeing with one engine or several."""
+    return verb if len(engines) == 1 else verb[:-1]
 
 
 @record(frozen=True)
@@ -338,6 +349,18 @@ class Context:
         """Give the maps instead of reading them (a drafter not written yet)."""
         self._maps = (d2t, t2d)
 
+    def weights_by_dtype(self) -> dict[str, list[str]]:
+        """The drafter's weights by float dtype: the tensors the engines cast to the dtype they
+        build the draft in. Not the non-parameter buffers (a float32 RoPE table is never
+        loaded), not the vocabulary maps (a d2t of floats is WC304's)."""
+        skip = set(self.drafter.naming.buffers)
+        skip.update(m.name for m in (self.tensor("d2t"), self.tensor("t2d")) if m is not None)
+        out: dict[str, list[str]] = {}
+        for t in self.drafter.tensors:
+            if t.dtype in FLOAT_DTYPES and t.name not in skip:
+                out.setdefault(t.dtype, []).append(t.name)
+        return out
+
     def vocab_maps(self) -> tuple[list[int] | None, bytes | None]:
         """(d2t list or None, t2d bytes or None), read once: the only tensor bytes check reads
         without --values (d2t is 8 bytes per draft token, t2d one byte per token)."""
@@ -346,9 +369,8 @@ class Context:
 
             d2t = t2d = None
             t = self.tensor("d2t")
-            if t is not None and t.dtype == "I64" and len(t.shape) == 1:
-                raw = read_small(self.drafter.source, t.name)
-                d2t = list(struct.unpack(f"<{len(raw) // 8}q", raw))
+            if t is not None and t.dtype in INT_FORMATS and len(t.shape) == 1:
+                d2t = int_values(read_small(self.drafter.source, t.name), t.dtype)
             t = self.tensor("t2d")
             if t is not None and t.dtype in ("BOOL", "U8") and len(t.shape) == 1:
                 t2d = read_small(self.drafter.source, t.name)

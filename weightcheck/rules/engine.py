@@ -9,7 +9,7 @@ from weightcheck.engines import aux, model_path
 from weightcheck.engines.data import load, loaders, newest
 from weightcheck.engines.replay_types import BUFFER
 from weightcheck.errors import WeightcheckError
-from weightcheck.rules.base import CONDITIONAL, UNCHANGED, rule
+from weightcheck.rules.base import CONDITIONAL, MISFED, UNCHANGED, rule
 
 
 @rule("WC701", needs="engine")
@@ -50,7 +50,7 @@ def engine_drops(ctx, finding):
                 f"{landing.name}: {ctx.engine_view.engine} drops it on purpose; set the flag as "
                 "trained",
                 landing.name,
-                consequence=CONDITIONAL,
+                consequence=MISFED,  # served without the module the tensor trained (WC205)
                 detail=landing.why,
             )
 

@@ -12,7 +12,7 @@ from weightcheck.engines.data import (
 )
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.rules.base import CONDITIONAL, rule
+from weightcheck.rules.base import CONDITIONAL, agree, engines_do, rule
 from weightcheck.rules.tensors import swapped_pairs, transposed
 
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
@@ -66,15 +66,17 @@ def architectures(ctx, finding):
             # "loads the drafter" only where the engine's view says it starts (the engine lines)
             views = ctx.views()
             starts = all(views[e].starts for e in loads if e in views)
-            then = " and load(s) the drafter" if starts else " (its EAGLE-3 loader)"
+            then = (
+                f" and {agree(loads, 'loads')} the drafter" if starts else " (its EAGLE-3 loader)"
+            )
             yield finding(
-                f"architectures[0] is {names[0]}: {', '.join(fails)} select(s) no EAGLE-3 "
+                f"architectures[0] is {names[0]}: {engines_do(fails, 'selects')} no EAGLE-3 "
                 f"loader; write {want}",
                 "architectures",
                 consequence=CONDITIONAL,
                 fix=fix,
-                detail=f"{names[0]}{hint}: {', '.join(loads)} read(s) it as {read_as}{then}; "
-                f"{', '.join(fails)} select(s) no EAGLE-3 loader and fail(s)"
+                detail=f"{names[0]}{hint}: {engines_do(loads, 'reads')} it as {read_as}{then}; "
+                f"{engines_do(fails, 'selects')} no EAGLE-3 loader and {agree(fails, 'fails')}"
                 + (f". `{fix}` writes {want}" if fix else ""),
             )
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 from weightcheck.engines.data import ENGINES
 from weightcheck.engines.parameters import winner
 from weightcheck.engines.view import view as replay
-from weightcheck.rules.base import CONDITIONAL, UNCHANGED, UNTRAINED, rule
+from weightcheck.rules.base import CONDITIONAL, UNCHANGED, UNTRAINED, agree, engines_do, rule
 
 
 @rule("WC101")
@@ -32,7 +32,7 @@ def mixed(ctx, finding):
         fix = ctx.fix_command(ctx.engine or "sglang")
         how = f" `{fix}` writes every name in one layout." if fix else ""
         evidence = (
-            f"{', '.join(load)} load(s) both spellings; " if load else ""
+            f"{engines_do(load, 'loads')} both spellings; " if load else ""
         ) + "SGLang before 0.5.12 reads only `midlayer.*` and drops a `layers.0.*` name."
         if drop:
             yield finding(
@@ -118,13 +118,13 @@ def wrappers(ctx, finding):
         how = f" `{fix}` writes the names it reads." if fix else ""
         if loads:
             yield finding(
-                f"names carry the prefix `{prefix}` ({dname}): {', '.join(fails)} fail(s) on "
+                f"names carry the prefix `{prefix}` ({dname}): {engines_do(fails, 'fails')} on "
                 "it; convert to drop it",
                 prefix,
                 consequence=CONDITIONAL,
                 fix=fix,
-                detail=f"{', '.join(loads)} load(s) the names as written; {', '.join(fails)} "
-                f"prepend(s) `model.` again and fail(s).{how}",
+                detail=f"{engines_do(loads, 'loads')} the names as written; "
+                f"{engines_do(fails, 'prepends')} `model.` again and {agree(fails, 'fails')}.{how}",
             )
             continue
         who = f"{ctx.engine} prepends" if ctx.engine else "SGLang and vLLM prepend"

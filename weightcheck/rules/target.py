@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from weightcheck.rules.base import rule
-from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
+from weightcheck.storage.header import CONFIG_DTYPES
 
 
 @rule("WC501", needs="target")
@@ -75,7 +75,7 @@ def target_dtype(ctx, finding):
     td = CONFIG_DTYPES.get(str(ctx.target.dtype or "").lower())
     if ctx.target.embed is not None and not td:
         td = ctx.target.embed.dtype
-    floats = {t.dtype for t in ctx.drafter.tensors if t.dtype in FLOAT_DTYPES}
+    floats = set(ctx.weights_by_dtype())
     if td and floats and floats != {td}:
         built = ctx.built_dtypes()
         yield finding(

@@ -7,8 +7,8 @@ import re
 from weightcheck import expr
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.rules.base import CONDITIONAL, UNCHANGED, rule
-from weightcheck.storage.header import CONFIG_DTYPES, FLOAT_DTYPES
+from weightcheck.rules.base import CONDITIONAL, CRASH, UNCHANGED, rule
+from weightcheck.storage.header import CONFIG_DTYPES
 
 
 @rule("WC201")
@@ -91,17 +91,51 @@ def unexpected(ctx, finding):
     for c, t in ctx.drafter.by_canonical().items():
         if c not in inv.tensors:
             tmpl = inv.architecture.template_for(c)
+            if c in _MAPS:
+                yield _full_vocab_map(ctx, finding, c, t)
+                continue
             why = (
                 f"`{tmpl.when}` is false"
                 if tmpl and tmpl.when
                 else "the architecture has no such tensor"
             )
             yield finding(
-                f"{t.name}: not built ({why}); set the flag as trained, or drop it",
+                f"{t.name}: not built ({why}); set the flag it was trained with",
                 t.name,
-                detail="the engines build no parameter for it and ignore it: the drafter runs "
-                "without it",
+                detail="the trainers build this module only under its flag and save only what "
+                "they built, so it was trained; the engines build no parameter for it and serve "
+                "the drafter without it (SGLang drops it, vLLM drops it or stops at load)",
             )
+
+
+# the vocabulary maps: no module, written whatever the widths by SpecForge's export (t2d and d2t
+# are required serving keys) and SafeAILab's EAGLE-3 trainer; the trainers' full-vocabulary map
+# is the identity (used tokens sorted: d2t all zero, t2d all set)
+_MAPS = ("d2t", "t2d")
+
+
+def _full_vocab_map(ctx, finding, c: str, t):
+    """d2t/t2d in a drafter whose draft vocabulary is the target's (Vd = V). Both engines skip
+    t2d by name; SGLang reads d2t as the map whatever the widths (the identity when all zero),
+    vLLM builds no parameter for it then and refuses it (WC703, an error under --engine vllm)."""
+    d2t, _ = ctx.vocab_maps()
+    if c == "t2d" or (d2t is not None and not any(d2t)):
+        return finding(
+            f"{t.name}: an identity map in a full-vocabulary drafter (none is needed); vLLM "
+            "refuses d2t: drop it",
+            t.name,
+            consequence=UNCHANGED,
+            detail="draft_vocab_size = vocab_size: no map is built; both engines skip t2d, SGLang "
+            "reads an all-zero d2t as the identity, vLLM stops at load on d2t (WC703)",
+        )
+    return finding(
+        f"{t.name}: a map that is not the identity in a full-vocabulary drafter; only SGLang "
+        "applies it",
+        t.name,
+        consequence=CONDITIONAL,
+        detail="draft_vocab_size = vocab_size: SGLang remaps the drafter's ids through d2t (right "
+        "only if it was trained with this map), vLLM stops at load on d2t (WC703)",
+    )
 
 
 @rule("WC206")
@@ -155,10 +189,7 @@ def config_incomplete(ctx, finding):
 
 @rule("WC208")
 def dtype_mixed(ctx, finding):
-    kinds = {}
-    for t in ctx.drafter.tensors:  # a non-parameter buffer (float32 RoPE table) is never loaded
-        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers:
-            kinds.setdefault(t.dtype, []).append(t.name)
+    kinds = ctx.weights_by_dtype()
     if len(kinds) > 1:
         desc = ", ".join(f"{k} ({len(v)})" for k, v in sorted(kinds.items()))
         major = max(sorted(kinds), key=lambda k: len(kinds[k]))
@@ -175,11 +206,7 @@ def dtype_mixed(ctx, finding):
 @rule("WC209")
 def dtype_config(ctx, finding):
     declared = CONFIG_DTYPES.get(str(ctx.normalized.get("dtype") or "").lower())
-    floats = {
-        t.dtype
-        for t in ctx.drafter.tensors
-        if t.dtype in FLOAT_DTYPES and t.name not in ctx.drafter.naming.buffers
-    }
+    floats = set(ctx.weights_by_dtype())
     if declared and floats and floats != {declared}:
         built = ctx.built_dtypes()
         yield finding(
@@ -233,7 +260,7 @@ _WHY = {
     "index-total-size": "neither engine reads total_size (files are chosen by weight_map)",
 }
 _CONSEQUENCE = {
-    "index-duplicate-tensor": CONDITIONAL,  # loads: the engines keep the later copy
+    "index-duplicate-tensor": CONDITIONAL,  # by the copies' values: _two_files
     "index-missing-tensor": UNCHANGED,
     "index-wrong-shard": UNCHANGED,
     "index-unlisted-tensor": UNCHANGED,
@@ -252,6 +279,9 @@ def index_drift(ctx, finding):
             continue
         name = re.search(_NAMED[kind], said) if kind in _NAMED else None
         message = _INDEX[kind].format(name=name.group(1) if name else "a tensor")
+        if kind == "index-duplicate-tensor":  # loads: the engines keep the later file's copy
+            yield _two_files(ctx, finding, name.group(1) if name else None, said)
+            continue
         why = f"; {_WHY[kind]}" if kind in _WHY else ""
         yield finding(
             message,
@@ -259,6 +289,36 @@ def index_drift(ctx, finding):
             consequence=_CONSEQUENCE[kind],
             detail=f"{said}{why}{how}",
         )
+
+
+def _two_files(ctx, finding, name: str | None, said: str):
+    """A tensor in two weight files: both engines load both, the later file's copy stays. Equal
+    values (in the dtype each engine builds): nothing served changes (info); else the served
+    model is right only if the later copy is the trained one (a warning naming it)."""
+    from weightcheck.engines import same_bytes
+
+    src = ctx.drafter.source
+    dtypes = tuple({getattr(v, "dtype", None) for v in ctx.views().values()}) or (None,)
+    same = same_bytes.shadowed_equal(src, name, dtypes) if name in src.tensors else None
+    if same:
+        return finding(
+            f"{name} is in two weight files with equal values; nothing served changes, keep one",
+            src.index_file,
+            consequence=UNCHANGED,
+            detail=f"{said}; the copies hold equal values in the dtype each engine builds",
+        )
+    differ = "differs between" if same is False else "is not comparable across"
+    kept = src.tensors[name].file if name in src.tensors else "the later file"
+    message = f"{name} {differ} two weight files; engines serve {kept}'s, keep the trained copy"
+    if len(message) > 120:
+        message = f"{name} {differ} two weight files; engines serve the later file's copy"
+    return finding(
+        message,
+        src.index_file,
+        consequence=CONDITIONAL,
+        detail=f"{said}: the served model is the trained one only if that copy is; convert "
+        "refuses copies that differ",
+    )
 
 
 def swapped_pairs(ctx) -> list[tuple[str, str]]:
@@ -301,14 +361,40 @@ def _short(canonical: str) -> str:
 def config_type(ctx, finding):
     if ctx.drafter.source.config is None:
         return
+    v = ctx.engine_view
     for fld, msg in ctx.normalized.problems:
-        if fld in ctx.normalized.mistyped:
+        if fld not in ctx.normalized.mistyped:
+            continue
+        w = v.type_fates.get(fld) if v is not None else None
+        if w is None:  # every other engine, and plain check's own run: the page's consequence
             yield finding(
                 msg,
                 fld,
                 detail="the engines' config classes compute with the value and stop at start-up "
                 "(or read `true` as 1); nothing is computed with it here either",
             )
+            continue
+        # what this engine does with the field's value (mappings/engines/E.toml
+        # [[speculators_adapter.wrong_type]]): a crash where it fails on it (at config, build,
+        # load or its first forward), nothing served changes where it computes with the value as
+        # the number it is or never reads it
+        how = _TYPE_STAGE.get(w.stage) or f"fails at {w.stage}"
+        t = ctx.tensor(w.tensor) if w.stage == "load" and w.tensor else None
+        how += f" on {t.name}" if t is not None else ""  # its own WC703 is listed under this
+        yield finding(
+            msg,
+            fld,
+            consequence=UNCHANGED if w.stage in ("accepted", "unread") else CRASH,
+            detail=f"{v.engine} {v.version} {how}: {w.why}" + (f" ({w.cite})" if w.cite else ""),
+        )
+
+
+_TYPE_STAGE = {
+    "accepted": "starts and computes with the value",
+    "unread": "starts",
+    "forward": "starts, then its first forward fails",
+    "load": "fails at load",
+}
 
 
 def transposed(ctx) -> list[str]:

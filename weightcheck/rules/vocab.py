@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from weightcheck.model import vocab
-from weightcheck.rules.base import CONDITIONAL, MISFED, rule
+from weightcheck.rules.base import CONDITIONAL, MISFED, UNCHANGED, engines_do, rule
+from weightcheck.storage.header import INT_FORMATS, float_values
 
 
 def _vocab(ctx):
@@ -70,28 +73,21 @@ def lm_head_missing(ctx, finding):
     detail = "the untied draft head [Vd, H] is built and nothing loads into it"
     if fine:
         yield finding(
-            f"no lm_head.weight: {_verb(hurt, 'keeps')} a random head, {_verb(fine, 'takes')} "
+            f"no lm_head.weight: {engines_do(hurt, 'keeps')} a random head, {engines_do(fine, 'takes')} "
             "the target's; ship the head",
             "lm_head.weight",
             consequence=CONDITIONAL,
-            detail=f"{detail} in {', '.join(hurt)} (accept length ~1.00); {_verb(fine, 'takes')} "
+            detail=f"{detail} in {', '.join(hurt)} (accept length ~1.00); {engines_do(fine, 'takes')} "
             "the target's full-vocabulary head, which serves a full draft vocabulary",
         )
         return
-    who = _verb(hurt, "keeps") if hurt else "the engine keeps"
+    who = engines_do(hurt, "keeps") if hurt else "the engine keeps"
     yield finding(
         f"no lm_head.weight, full draft vocabulary, untied: {who} a random head; ship it",
         "lm_head.weight",
         detail=f"{detail} (accept length ~1.00); `draft_vocab_size: null` makes SGLang take the "
         "target's head instead",
     )
-
-
-def _verb(engines: list[str], verb: str) -> str:
-    """'sglang keeps', 'sglang and vllm keep': engines as the subject of a verb."""
-    if len(engines) == 1:
-        return f"{engines[0]} {verb}"
-    return f"{' and '.join(engines)} {verb[:-1]}"
 
 
 def _random_head(view) -> bool:
@@ -157,12 +153,12 @@ def tied(ctx, finding):
         return
     detail = (
         f"lm_head [{vd}, H] cannot be tied to embed_tokens [{v}, H] (draft_vocab_size {vd}, "
-        f"vocab_size {v}): {', '.join(ties)} tie(s) the drafter's head"
+        f"vocab_size {v}): {engines_do(ties, 'ties')} the drafter's head"
     )
     if untied:  # some engine serves it correctly: a warning that says which does not
         yield finding(
-            f"tie_word_embeddings is true with a reduced draft vocabulary: {', '.join(ties)} "
-            "tie(s) the head; set it to false",
+            f"tie_word_embeddings is true with a reduced draft vocabulary: "
+            f"{engines_do(ties, 'ties')} the head; set it to false",
             "tie_word_embeddings",
             consequence=CONDITIONAL,
             detail=f"{detail}; {', '.join(untied)} never ties the drafter's head",
@@ -182,8 +178,10 @@ def d2t_shape(ctx, finding):
         return
     _, vd = _vocab(ctx)
     why = "the engines load d2t into an int64 buffer of draft_vocab_size entries"
-    if t.dtype != "I64":
-        yield finding(f"{t.name} is {t.dtype}; write it as int64", t.name, detail=why)
+    if t.dtype in INT_FORMATS and t.dtype != "I64":  # the values load as stored, widened
+        yield _int_map(ctx, finding, t)
+    elif t.dtype != "I64":
+        yield _float_map(ctx, finding, t, why)
     if len(t.shape) != 1:
         yield finding(
             f"{t.name} has rank {len(t.shape)} ({list(t.shape)}); write it as a vector",
@@ -196,6 +194,78 @@ def d2t_shape(ctx, finding):
             t.name,
             detail=why,
         )
+
+
+def _int_map(ctx, finding, t):
+    """A d2t of another integer dtype: vLLM copies it into its int64 parameter, SGLang adds an
+    int64 arange to it: the map served is the one stored, but for the dtypes an engine's code
+    fails on (SGLang: uint16/32/64, which torch does not promote; the replay's d2t landing says,
+    mappings/engines/sglang.toml [[names.special]] refuses_dtypes)."""
+    fails, serves = ctx.hurts(
+        lambda v: any(x.canonical == "d2t" and x.fate == "error" for x in v.landings)
+    )
+    if not fails:
+        return finding(
+            f"{t.name} is {t.dtype}; {engines_do(serves, 'widens')} it to int64 at load, nothing "
+            "served changes",
+            t.name,
+            consequence=UNCHANGED,
+            detail="vLLM copies it into its int64 draft_id_to_target_id parameter; SGLang adds "
+            "an int64 arange to it (the sum is int64): the map served is the one stored",
+        )
+    return finding(
+        f"{t.name} is {t.dtype}; {engines_do(fails, 'fails')} to load it: write it as int64",
+        t.name,
+        consequence=CONDITIONAL if serves else None,
+        detail="SGLang adds an int64 arange to d2t and torch does not promote uint16/32/64 to "
+        "int64: the load stops"
+        + (f"; {engines_do(serves, 'casts')} it and serves the map stored" if serves else ""),
+    )
+
+
+def _float_map(ctx, finding, t, why: str):
+    """A d2t of floats: SGLang keeps a float map (d2t + an int64 arange is float) and fails at
+    the first draft step indexing with it (a crash); vLLM copies it into its int64 parameter,
+    truncating each entry: the map served is the one stored when every entry is whole. Plain
+    check: a warning naming SGLang when vLLM serves it so."""
+    from weightcheck.sources.tensors import read_small
+
+    try:
+        vals = float_values(read_small(ctx.drafter.source, t.name), t.dtype)
+    except (ValueError, OSError):  # too large to read, or unreadable: not compared
+        vals = None
+    whole = vals is not None and all(math.isfinite(v) and v == int(v) for v in vals)
+    fix = f"{t.name} is {t.dtype}; write it as int64"
+    sglang = (
+        f"SGLang keeps a {t.dtype} map (d2t + arange) and fails at the first draft step "
+        "indexing with it"
+    )
+    vllm = "vLLM copies it into its int64 draft_id_to_target_id parameter (copy_ truncates)"
+    if ctx.engine == "vllm" and whole:
+        return finding(
+            f"{t.name} is {t.dtype} of whole values; vllm casts it to int64 at load, nothing "
+            "served changes",
+            t.name,
+            consequence=UNCHANGED,
+            detail=f"{vllm}: every entry is a whole number, so the map served is the one stored",
+        )
+    if ctx.engine == "vllm":
+        return finding(
+            fix,
+            t.name,
+            consequence=MISFED,
+            detail=f"{why}: {vllm}, and "
+            + ("some entries are not whole numbers" if vals is not None else "it was not read"),
+        )
+    if ctx.engine is None and whole and "vllm" in ctx.views():
+        return finding(
+            f"{t.name} is {t.dtype}; sglang fails on a float map (vllm casts it): write it as "
+            "int64",
+            t.name,
+            consequence=CONDITIONAL,
+            detail=f"{sglang}; {vllm}: every entry is whole, so vLLM serves the map stored",
+        )
+    return finding(fix, t.name, detail=f"{why}: {sglang}; {vllm}")
 
 
 @rule("WC305")

@@ -98,6 +98,9 @@ class Source:
     # engines open only the files the index names (SGLang and vLLM filter_duplicate_safetensors_
     # files), so these are never read; kept apart from ``tensors`` (docs/differential.md R31)
     unread: dict[str, TensorRecord] = field(default_factory=dict)
+    # a tensor name in two weight files: the earlier files' records (``tensors`` keeps the later
+    # one, the copy the engines keep), so their bytes can be compared (WC210)
+    shadowed: dict[str, list[TensorRecord]] = field(default_factory=dict, repr=False)
 
     def engine_path(self) -> str:
         """The model path as the engine sees it: ``--served-as`` when given, else a Hub id, else
@@ -192,6 +195,7 @@ def note_duplicate(src: Source, name: str, later: str) -> None:
     the later file's copy (sglang 0.5.23 model_loader/weight_utils.py, vllm 0.32.0
     model_loader/weight_utils.py: files in sorted order, each tensor handed to load_weights), so
     the record kept is the later one, and the note says so (WC210)."""
+    src.shadowed.setdefault(name, []).append(src.tensors[name])
     src.notes.append(
         f"index-duplicate-tensor: {name} is in {src.tensors[name].file} and in {later}: the "
         f"engines load both and keep {later}'s (the later file)"

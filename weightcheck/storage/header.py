@@ -71,6 +71,44 @@ TORCH_NAMES = {
 }
 
 
+# integer dtypes -> struct format (little-endian, as safetensors stores them)
+INT_FORMATS = {
+    "I8": "b",
+    "U8": "B",
+    "I16": "h",
+    "U16": "H",
+    "I32": "i",
+    "U32": "I",
+    "I64": "q",
+    "U64": "Q",
+}
+
+
+def int_values(raw: bytes, dtype: str) -> list[int] | None:
+    """The values of a tensor of an integer dtype (d2t as any trainer may store it); None for
+    any other dtype."""
+    fmt = INT_FORMATS.get(dtype)
+    if fmt is None:
+        return None
+    import struct
+
+    return list(struct.unpack(f"<{len(raw) // struct.calcsize(fmt)}{fmt}", raw))
+
+
+def float_values(raw: bytes, dtype: str) -> list[float] | None:
+    """The values of a tensor of F16, BF16, F32 or F64 (a d2t stored as floats); None for any
+    other dtype."""
+    import struct
+
+    if dtype == "BF16":  # the upper half of a float32
+        raw = b"".join(b"\0\0" + raw[i : i + 2] for i in range(0, len(raw) - 1, 2))
+        dtype = "F32"
+    fmt = {"F16": "e", "F32": "f", "F64": "d"}.get(dtype)
+    if fmt is None:
+        return None
+    return list(struct.unpack(f"<{len(raw) // struct.calcsize(fmt)}{fmt}", raw))
+
+
 def itemsize(dtype: str) -> int:
     """Bytes per element of a whole-byte dtype."""
     return DTYPE_BITS[dtype] // 8

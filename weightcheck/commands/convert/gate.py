@@ -16,7 +16,6 @@ warnings are reported with the conversion.
 from __future__ import annotations
 
 import os
-import struct
 
 from weightcheck.commands.convert.items import Item, Plan
 from weightcheck.engines.data import load, newest, read_by
@@ -27,6 +26,7 @@ from weightcheck.rules import ERROR
 from weightcheck.rules.apply import run
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
 from weightcheck.sources.tensors import read_small
+from weightcheck.storage.header import INT_FORMATS, int_values
 
 
 def planned_drafter(p: Plan) -> Drafter:
@@ -77,10 +77,10 @@ def vocab_maps(p: Plan) -> tuple[list[int] | None, bytes | None]:
     by = {it.canonical: it for it in p.items}
     d2t = t2d = None
     it = by.get("d2t")
-    if it is not None and it.dtype == "I64" and len(it.shape) == 1:
+    if it is not None and it.dtype in INT_FORMATS and len(it.shape) == 1:
         raw = _bytes_of(p, it)
         if raw is not None:
-            d2t = list(struct.unpack(f"<{len(raw) // 8}q", raw))
+            d2t = int_values(raw, it.dtype)
     it = by.get("t2d")
     if it is not None and it.dtype in ("BOOL", "U8") and len(it.shape) == 1:
         t2d = _bytes_of(p, it)

@@ -161,6 +161,17 @@ def refuse_unplannable(src: Drafter, to: str) -> None:
                 "drop the one that was not trained (`weightcheck compare` against the training "
                 "checkpoint tells which), then convert",
             )
+    for name, earlier in src.source.shadowed.items():
+        # a name in two weight files (WC210): the engines keep the later file's copy, so does
+        # OUT when the copies are equal; which of copies that differ was trained is not known
+        if _shadowed_equal(src, name) is not True:
+            files = ", ".join(t.file for t in (*earlier, src.source.tensors[name]))
+            raise WeightcheckError(
+                src.source.spec,
+                f"{name} is in {len(earlier) + 1} weight files ({files}) and the copies differ: "
+                "drop the one that was not trained (`weightcheck compare` against the training "
+                "checkpoint tells which), then convert",
+            )
     if not replays(src.architecture, to):
         inv = load(to).engine.inventory
         raise WeightcheckError(
@@ -178,6 +189,14 @@ def _copies_equal(src: Drafter, c: str, names: list[str]) -> bool | None:
     return same_bytes.copies_equal(src.source, [by_name[n] for n in names], keep)
 
 
+def _shadowed_equal(src: Drafter, name: str) -> bool | None:
+    from weightcheck.engines import same_bytes
+
+    if name not in src.source.tensors:
+        return None
+    return same_bytes.shadowed_equal(src.source, name)
+
+
 def name_table_notes(p: Plan) -> None:
     """What the name table (mappings/names.toml) decided: a non-parameter buffer left out (both
     engines drop it), a legacy spelling written under its canonical name."""
@@ -190,6 +209,10 @@ def name_table_notes(p: Plan) -> None:
                 p.notes.append(
                     f"{n} left out: the same values as {keep}, the copy the engines keep"
                 )
+    for name, earlier in p.src.source.shadowed.items():
+        kept = p.src.source.tensors[name].file
+        for t in earlier:
+            p.notes.append(f"{name} of {t.file} left out: the same values as {kept}'s, kept")
     legacy = p.src.naming.legacy
     if legacy:
         said = ", ".join(f"{n} -> {p.src.naming.canonical[n]}" for n in legacy)
