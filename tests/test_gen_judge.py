@@ -141,3 +141,18 @@ def test_capture_oracle_rows_when_it_could_not_answer():
     # vLLM never started (it refused the config too): nothing to compare
     assert gen_judge.capture_oracle_rows("vllm", record(None, None, REFUSED, False)) == []
     assert gen_judge.capture_oracle_rows("sglang", record([0, 1], "default", REFUSED)) == []
+
+
+def test_a_gate_that_says_src_is_no_drafter_refuses_training():
+    """Stress seed 131, g131-03495: a speculators drafter declared LlamaForCausalLM whose index
+    leaves out the file holding fc, lm_head and the norms reads as a target model (WC203, the
+    gate's only error); SpecForge raised on the draft weights it lacks, speculators on the
+    config. WC203 is the gate's training verdict; WC7xx (serving) is not."""
+    raised = {"raises": "ValueError: warm-start checkpoint ... is missing draft weights"}
+    loaded = {"raises": None}
+    target = {"findings": [{"code": "WC203", "severity": "error", "message": "a target model"}]}
+    assert gen_judge.trainer_rows(raised, target) == []
+    assert [r["kind"] for r in gen_judge.trainer_rows(loaded, target)] == ["false error"]
+    serving = {"findings": [{"code": "WC704", "severity": "error", "message": "init"}]}
+    assert [r["kind"] for r in gen_judge.trainer_rows(raised, serving)] == ["false pass"]
+    assert gen_judge.trainer_rows(loaded, serving) == []

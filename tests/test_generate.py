@@ -75,3 +75,23 @@ def test_values_survive_a_dtype_change():
         assert back.data == t.data, dt
     tt = gen_kinds.transposed(gen_kinds.transposed(t))
     assert tt.shape == t.shape and tt.data == t.data
+
+
+def test_every_dtype_the_generator_writes_has_a_size():
+    """The shard index's total_parameters divides each tensor's bytes by its dtype's size: a map
+    dtype of map_dtype missing there stopped the whole seeded run while writing its drafters."""
+    import gen_values
+
+    written = {d for ds in gen_kinds.MAP_DTYPES.values() for d in ds}
+    assert written <= set(gen_values._SIZE), written - set(gen_values._SIZE)
+    for role, dtypes in gen_kinds.MAP_DTYPES.items():
+        for dtype in dtypes:
+            devs = [
+                {"kind": "map_dtype", "map": role, "dtype": dtype},
+                {"kind": "shards", "n": 2, "index": "right"},
+            ]
+            spec = {"id": f"m-{role}-{dtype}", "base": "sf", "devs": generate.order(devs)}
+            b = generate.build(spec)
+            tensors = {t.name: t.dtype for _, ts in b.files for t in ts}
+            assert len(b.files) == 2 and b.index is not None, spec
+            assert tensors[role] == dtype, (role, dtype)

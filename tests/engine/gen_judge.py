@@ -272,7 +272,11 @@ def fact_rows(vid: str, engine: str, rec: dict, j: dict, ef: dict | None = None)
 
 # --- the trainers ----------------------------------------------------------------------------------
 
-TRAINING_CODES = re.compile(r"^WC9\d\d$")
+# the training gate's own errors: WC9xx, and WC203 (SRC is a target model, not a drafter: no
+# trainer warm-starts a drafter from it, and the gate says that root cause instead of the WC9xx
+# rows a drafter would get; SpecForge raises on the draft weights it lacks, speculators on the
+# config it cannot read as a speculator)
+TRAINING_CODES = re.compile(r"^(WC9\d\d|WC203)$")
 
 
 def gate_errors(j: dict) -> list[dict] | None:

@@ -12,7 +12,9 @@ import corpus
 
 H, V, INTER, HD = corpus.H, corpus.V, corpus.INTER, 32
 MAX_POS = 256
-_SIZE = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1}
+# bytes per element of every dtype the generator writes (map_dtype writes the maps as I32, I16,
+# U32 and U8 too: a dtype missing here stops the whole run at writing its drafters)
+_SIZE = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "I32": 4, "I16": 2, "U32": 4, "U8": 1, "BOOL": 1}
 
 
 @dataclass
