@@ -1123,7 +1123,8 @@ def test_index_inconsistent(w, lie, text):
 def test_a_shard_the_index_names_nothing_of_is_never_read(w):
     """A file of the folder the weight_map names no tensor of: the engines never open it
     (docs/differential.md R31). Its tensors are not the drafter's (WC204 says what is then
-    missing), each engine line lists them as skipped, and WC210 names the file (a warning)."""
+    missing), each engine line lists them as skipped, and WC210 names the file: an error, the
+    trained tensors it alone holds never reach the served drafter."""
     ts = read_tensors(w.clean())
     split = [t.name for t in ts].index("midlayer.mlp.down_proj.weight")
     later = [t.name for t in ts[split:]]
@@ -1134,7 +1135,8 @@ def test_a_shard_the_index_names_nothing_of_is_never_read(w):
 
     exit_code, rep = check(write_sharded(w.path("x"), w.cfg, ts, split, weight_map_edit=lie))
     (f,) = [f for f in by_code(rep, "WC210") if "names nothing in" in f["message"]]
-    assert f["severity"] == "warning" and "model-00002-of-00002.safetensors" in f["message"], f
+    assert f["severity"] == "error" and "model-00002-of-00002.safetensors" in f["message"], f
+    assert f"its {len(later)} trained tensor(s)" in f["message"], f
     assert "midlayer.mlp.down_proj.weight" in {x["subject"] for x in by_code(rep, "WC204")}
     assert exit_code == 1
     exit_code, rep = check(
@@ -1142,6 +1144,24 @@ def test_a_shard_the_index_names_nothing_of_is_never_read(w):
     )
     fates = {t["name"]: t["fate"] for t in rep["engine"]["tensors"]}
     assert all(fates[n] == "skipped" for n in later), fates
+
+
+def test_a_consolidated_file_left_beside_the_shards_is_info(w):
+    """A single-file copy of the drafter left in the folder of a sharded one (an export that
+    wrote both): the index names nothing of it, so the engines never open it, and every tensor it
+    holds is in the shards: nothing served changes (info, exit 0)."""
+    import shutil
+
+    clean = w.clean()
+    ts = read_tensors(clean)
+    folder = write_sharded(w.path("both"), w.cfg, ts, len(ts) // 2)
+    shutil.copy(
+        pathlib.Path(clean) / "model.safetensors", pathlib.Path(folder) / "consolidated.safetensors"
+    )
+    exit_code, rep = check(folder)
+    (f,) = [f for f in by_code(rep, "WC210") if "names nothing in" in f["message"]]
+    assert f["severity"] == "info" and "consolidated.safetensors" in f["message"], f
+    assert exit_code == 0, [(x["code"], x["severity"]) for x in rep["findings"]]
 
 
 def test_a_stale_total_size_is_info(w):

@@ -136,3 +136,25 @@ def test_a_flat_config_keeps_the_strict_class(tmp_path):
     (f,) = _wc212(j)
     assert f["severity"] == "error"
     assert differential.replay_facts(j, "vllm")["starts"].startswith("fails at config"), j["engine"]
+
+
+def test_a_float_vocab_size_keeps_the_report_in_its_schema(tmp_path):
+    """transformer_layer_config.vocab_size 512.0 and no draft_vocab_size (found by the stress
+    run, g131-02381): vLLM fails at build on the float (WC212), and the engine report's
+    draft_vocab.size is no float the schema refuses: None, its 'from' says why."""
+    import shutil
+
+    from conftest import PRODUCERS, run_cli
+
+    out = tmp_path / "st"
+    shutil.copytree(PRODUCERS / "speculators-train", out)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["transformer_layer_config"]["vocab_size"] = 512.0
+    cfg.pop("draft_vocab_size", None)
+    (out / "config.json").write_text(json.dumps(cfg))
+    j = run_cli("check", out, "--engine", "vllm", "--json").json  # run_cli validates the schema
+    assert j["engine"]["draft_vocab"] == {
+        "size": None,
+        "from": "engine default: 512.0 is no integer",
+    }
+    assert any(f["code"] == "WC212" and f["severity"] == "error" for f in j["findings"])

@@ -343,6 +343,9 @@ def _draft_vocab(raw: dict, vals: dict, shown: dict) -> dict:
     vd_from = (shown.get("draft_vocab_size") or {}).get("from", "")
     if vd is None and "draft_vocab_size" in raw and raw["draft_vocab_size"] is None:
         vd, vd_from = vals.get("vocab_size"), "null: the target's vocabulary (vocab_size)"
+    if vd is not None and (isinstance(vd, bool) or not isinstance(vd, int)):
+        # a mistyped value (512.0, "512": WC212): the engine builds no vocabulary of that size
+        return {"size": None, "from": f"{vd_from}: {json.dumps(vd)} is no integer"}
     return {"size": vd, "from": vd_from}
 
 

@@ -7,7 +7,8 @@ import re
 from weightcheck import expr
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
-from weightcheck.rules.base import CONDITIONAL, CRASH, UNCHANGED, rule
+from weightcheck.model import names as name_table
+from weightcheck.rules.base import CONDITIONAL, CRASH, UNCHANGED, UNTRAINED, rule
 from weightcheck.storage.header import CONFIG_DTYPES
 
 
@@ -282,6 +283,9 @@ def index_drift(ctx, finding):
         if kind == "index-duplicate-tensor":  # loads: the engines keep the later file's copy
             yield _two_files(ctx, finding, name.group(1) if name else None, said)
             continue
+        if kind == "index-unread-file" and name:  # by what the unopened file holds
+            yield _unread_file(ctx, finding, name.group(1), message, f"{said}{how}")
+            continue
         why = f"; {_WHY[kind]}" if kind in _WHY else ""
         yield finding(
             message,
@@ -289,6 +293,37 @@ def index_drift(ctx, finding):
             consequence=_CONSEQUENCE[kind],
             detail=f"{said}{why}{how}",
         )
+
+
+def _unread_file(ctx, finding, fname: str, message: str, said: str):
+    """A weight file the index names nothing of: the engines never open it. Its tensors that no
+    file the index names holds too (and that are no non-parameter buffer) are trained values the
+    served drafter never gets: a parameter that needs one keeps its initial value (WC204 names
+    it), a module no parameter takes is lost (an error, as WC205/WC702 say of it when the file is
+    opened). A leftover copy of tensors the named files hold (a consolidated file beside the
+    shards) changes nothing served."""
+    src = ctx.drafter.source
+    lost = sorted(
+        n
+        for n, t in src.unread.items()
+        if t.file == fname and n not in src.tensors and name_table.buffer_of(n) is None
+    )
+    if not lost:
+        return finding(
+            message,
+            src.index_file,
+            consequence=UNCHANGED,
+            detail=f"{said}; every tensor it holds is also in the files the index names (or a "
+            "non-parameter buffer): nothing served changes",
+        )
+    few = ", ".join(lost[:4]) + (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
+    return finding(
+        f"the index names nothing in {fname}: no engine loads its {len(lost)} trained tensor(s)",
+        src.index_file,
+        consequence=UNTRAINED,
+        detail=f"{said}; never loaded: {few}. Regenerate the index so that it names every "
+        "weight file",
+    )
 
 
 def _two_files(ctx, finding, name: str | None, said: str):
