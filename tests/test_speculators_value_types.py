@@ -158,3 +158,27 @@ def test_a_float_vocab_size_keeps_the_report_in_its_schema(tmp_path):
         "from": "engine default: 512.0 is no integer",
     }
     assert any(f["code"] == "WC212" and f["severity"] == "error" for f in j["findings"])
+
+
+def test_a_null_rms_norm_eps_fails_at_the_first_draft_forward(tmp_path):
+    """transformer_layer_config.rms_norm_eps null (found by the stress run, g131-01561): vLLM
+    builds and loads, and the draft's first forward raises in vllm_ir::rms_norm (the vLLM oracle
+    runs it: fixture rms-norm-eps-null-vllm); on GPU that forward is the start-up's profiling.
+    Not a wrong type (WC212): the engine's own refusal, WC705, an error."""
+    import shutil
+
+    from conftest import PRODUCERS, run_cli
+
+    out = tmp_path / "st"
+    shutil.copytree(PRODUCERS / "speculators-train", out)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["transformer_layer_config"]["rms_norm_eps"] = None
+    (out / "config.json").write_text(json.dumps(cfg))
+    done = run_cli("check", out, "--engine", "vllm", "--json")
+    j = done.json
+    assert j["engine"]["forward_fails"]["subject"] == "rms_norm_eps", j["engine"]["forward_fails"]
+    (f,) = [f for f in j["findings"] if f["code"] == "WC705"]
+    assert (
+        f["severity"] == "error" and "first draft forward fails on `rms_norm_eps`" in f["message"]
+    )
+    assert not [f for f in j["findings"] if f["code"] == "WC212"] and done.exit_code == 1

@@ -325,7 +325,10 @@ class SpeculatorsAdapter:
     # no defaults either: the fields whose absence stops the build (the model reads them as
     # attributes), and the stage where a null one stops the engine
     absent_fails: tuple[str, ...] = ()
-    null_fails: dict[str, Stage] = field(default_factory=dict)
+    # ("forward": the engine starts, and the draft's first forward fails on it)
+    null_fails: dict[str, Literal["config", "build", "load", "forward"]] = field(
+        default_factory=dict
+    )
     # and no type check: a value of the wrong JSON type fails where it is first used, or never
     # (data_aux.py WrongType); a field and type not listed stops the build
     wrong_type: tuple[WrongType, ...] = ()

@@ -84,7 +84,10 @@ def _adapter_attributes(adapter, cfg: dict, reader) -> None:
             why = (
                 f"`{k}` is null in transformer_layer_config: the engine computes with it and fails"
             )
-            reader.fail(k, why, stage)
+            if stage == "forward":  # it starts; the draft's first forward fails (the view says)
+                reader.fates[k] = WrongType(k, "other", "forward", why + " at the first forward")
+            else:
+                reader.fail(k, why, stage)
 
 
 def _json_kind(v) -> str:

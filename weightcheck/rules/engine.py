@@ -87,6 +87,20 @@ def engine_config_error(ctx, finding):
             fld,
             detail=msg,
         )
+    f = ctx.engine_view.forward_failure  # a config value the draft's first forward fails on
+    if (
+        ctx.engine_view.starts
+        and f is not None
+        and f.subject != "aux_layer_ids"
+        and f.subject not in ctx.normalized.mistyped  # WC212 says a wrong type
+    ):
+        yield finding(
+            f"{ctx.engine_view.engine} starts, then its first draft forward fails on "
+            f"`{f.subject}`; correct it",
+            f.subject,
+            detail=f"{f.why}; on GPU that forward is the start-up's memory profiling, so the "
+            "server never comes up" + (f" ({f.cite})" if f.cite else ""),
+        )
     for x in ctx.engine_view.path_decisions:  # another config parser, chosen by the path
         # it stops (error); or it reads another file, which is there: right only if that file
         # says what config.json says (a warning)
