@@ -13,6 +13,7 @@ the default run (every ``STEP``-th), all of them under ``-m stress``.
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import shutil
 import sys
@@ -154,3 +155,24 @@ def test_a_new_users_first_check_fits_80_columns(examples_out):
             assert_no_repr(text, "example")
     finally:
         shutil.rmtree(short)
+
+
+def test_a_title_line_of_two_long_paths_is_wrapped():
+    """convert's first line names SRC and OUT: with long paths it wrapped nowhere (170 columns
+    in a 100-column pipe; the corpus sweep caught it only where the temp path was short enough
+    for no single path to excuse the line). Paths each shorter than a line, together longer."""
+    import shutil
+
+    short = tempfile.mkdtemp(prefix="wc", dir="/tmp" if os.path.isdir("/tmp") else None)
+    try:
+        src = pathlib.Path(short) / "source-drafter-folder" / "ma.asis"
+        shutil.copytree(PRODUCERS / "modelopt-default-aux", src)
+        out = pathlib.Path(short) / "output-of-the-convert" / "ma.asis"
+        report = api.convert(src, out, to="vllm", dry_run=True, target=TARGET)
+        for width in WIDTHS:
+            text = drawn(report, "text", width, {})
+            assert_fits(text, width, "convert title")
+            first = " ".join(text.split("\n(")[0].split())  # the title, unwrapped
+            assert first.startswith(f"plan: {src} (modelopt) -> {out} [vllm]"), text[:400]
+    finally:
+        shutil.rmtree(short, ignore_errors=True)

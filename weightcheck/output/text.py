@@ -114,7 +114,7 @@ class TextEmitter:
         return table(headers, rows, self.width, self.color, prose, styles, keep)
 
     def _title(self, b: Title) -> list[str]:
-        return [] if b.plain is None else [b.plain]
+        return [] if b.plain is None else [self.wrap(b.plain)]  # two paths can outrun the width
 
     def _fields(self, b: Fields) -> list[str]:
         """``key  value`` lines, the keys in bold, each value wrapped under its own start."""
