@@ -229,8 +229,12 @@ def test_commands_fit_60_columns_but_for_words_longer_than_a_cell():
 def test_a_terminal_of_no_size_is_80_columns():
     """A pty that reports 0x0 (some CI runners): 80 columns, not the 40 of a narrow terminal."""
     code, drawn, _ = run_tty("check", SPEC_TRAIN, "--engine", "sglang", cols=0)
-    widths = [len(line) for line in ANSI.sub("", drawn).splitlines()]
-    assert code == 1 and 60 < max(widths) <= 80
+    # a line holding an atom no line can hold after its lead (the checkout's long path) overflows
+    # whole, as it must: those are left out
+    lines = [
+        x for x in ANSI.sub("", drawn).splitlines() if max(map(len, fit.atoms(x)), default=0) < 56
+    ]
+    assert code == 1 and 60 < max(len(x) for x in lines) <= 80
 
 
 def test_the_width_rule(monkeypatch):
