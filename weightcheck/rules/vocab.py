@@ -201,9 +201,13 @@ def _int_map(ctx, finding, t):
     int64 arange to it: the map served is the one stored, but for the dtypes an engine's code
     fails on (SGLang: uint16/32/64, which torch does not promote; the replay's d2t landing says,
     mappings/engines/sglang.toml [[names.special]] refuses_dtypes)."""
-    fails, serves = ctx.hurts(
-        lambda v: any(x.canonical == "d2t" and x.fate == "error" for x in v.landings)
-    )
+    refused = {  # engine -> why its loader stops on this d2t (its mappings/engines data says)
+        e: x.why
+        for e, v in ctx.views().items()
+        for x in v.landings
+        if x.canonical == "d2t" and x.fate == "error"
+    }
+    fails, serves = list(refused), [e for e in ctx.views() if e not in refused]
     if not fails:
         return finding(
             f"{t.name} is {t.dtype}; {engines_do(serves, 'widens')} it to int64 at load, nothing "
@@ -217,8 +221,7 @@ def _int_map(ctx, finding, t):
         f"{t.name} is {t.dtype}; {engines_do(fails, 'fails')} to load it: write it as int64",
         t.name,
         consequence=CONDITIONAL if serves else None,
-        detail="SGLang adds an int64 arange to d2t and torch does not promote uint16/32/64 to "
-        "int64: the load stops"
+        detail="; ".join(f"{e}: {why}" for e, why in refused.items())
         + (f"; {engines_do(serves, 'casts')} it and serves the map stored" if serves else ""),
     )
 
