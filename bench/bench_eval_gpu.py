@@ -18,15 +18,20 @@ its embedding): beside a plain PyTorch forward on the same GPU, and streaming a 
    DRAFTER --hidden-states DUMP --target TARGET --device cuda --json`` as a subprocess, its wall
    time, peak RSS and its phases (weightcheck/eval/loop.py ``PHASES``: when torch was imported,
    the weights loaded, the first batch read, the last one done, the read-ahead finished), once
-   for each read-ahead mode in ``--modes`` (readahead.py ``MODE``), then a quarter of the dump
+   for each read-ahead mode in ``--modes`` (readahead.py ``MODE``; ``read-nolibs``: ``read``
+   without torch's libraries read first), then a quarter of the dump
    and one file (the fixed cost), and the whole dump once more with all of it in the page cache
    (the run with no reading to wait for). ``--drop`` (root): also the whole page cache dropped
    and the weights alone read back, as the first measurement did (the torch libraries cold too).
+   ``--cold-libs`` (no root needed): torch's libraries evicted too before every timed run (run it
+   with ``--skip-memory`` once the dump is written, so that this process has not imported torch
+   and maps none of them).
    Issue #33: wall <= 1.25x the read, RSS <= 2 GB + the drafter, flat in the dump's size.
 
     python bench/bench_eval_gpu.py [--sequences 100] [--positions 1000] [--disk-sequences 200]
-                                   [--skip-memory] [--skip-disk] [--modes read,advise,off]
+                                   [--skip-memory] [--skip-disk] [--modes read,read-nolibs,off]
                                    [--then MODE] [--no-drop] [--device cuda] [--small]
+                                   [--cold-libs]
 
 ``--small --device cpu --no-drop``: the same flow on a scaled-down drafter, a dry run anywhere.
 """
@@ -55,11 +60,11 @@ STEPS = 3
 def write_dump(out: str, sequences: int, positions: int, hidden: int, vocab: int) -> str:
     """A SpecForge offline dump of random bfloat16 states (generated on the GPU), reused when
     complete."""
-    import torch
-
     done = os.path.join(out, ".complete")
     if os.path.exists(done):
         return out
+    import torch
+
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     g = torch.Generator(device=dev).manual_seed(0)
     blocks = [
@@ -313,11 +318,15 @@ def resident(files) -> float:
     return inside / total if total else 0.0
 
 
-# eval in a child that sets readahead.MODE first and prints the run's phases (loop.PHASES) at exit
+# eval in a child that sets readahead.MODE first (``read-nolibs``: read, without torch's libraries
+# first) and prints the run's phases (loop.PHASES) as it ends (the program ends with os._exit once
+# torch is imported: cli._leave)
 _CHILD = (
-    "import atexit, json, sys; from weightcheck.eval import loop, readahead; "
-    "readahead.MODE = sys.argv.pop(1); "
-    "atexit.register(lambda: print('PHASES ' + json.dumps(loop.PHASES), file=sys.stderr)); "
+    "import json, os, sys; from weightcheck.eval import loop, readahead; "
+    "m = sys.argv.pop(1); readahead.MODE = 'read' if m == 'read-nolibs' else m; "
+    "readahead.libraries = (lambda: []) if m == 'read-nolibs' else readahead.libraries; "
+    "x = os._exit; os._exit = lambda c: (print('PHASES ' + json.dumps(loop.PHASES), "
+    "file=sys.stderr, flush=True), x(c)); "
     "from weightcheck.cli import run; sys.argv[0] = 'weightcheck'; run()"
 )
 
@@ -421,13 +430,23 @@ def read_once(files, size: int) -> float:
     return t
 
 
+COLD_LIBS = False  # --cold-libs: torch's libraries evicted too before every timed run
+
+
 def measured(files, args, mode: str, label: str, cold: bool) -> dict:
-    """One eval run (the dump's pages evicted first when ``cold``), said as it ends."""
+    """One eval run (the dump's pages evicted first when ``cold``; with ``COLD_LIBS`` torch's
+    libraries too), said as it ends."""
+    from weightcheck.eval.readahead import torch_libraries
+
+    libs = torch_libraries() if COLD_LIBS else []
     if cold:
-        evict(files)
+        evict(files + libs)
     before = resident(files)
+    said = f"{100 * before:.1f}% cached before"
+    if libs:  # pages this process maps stay: it must not have imported torch
+        said += f", torch's libraries {100 * resident(libs):.1f}%"
     r = eval_run(args, mode)
-    say_run(f"eval, read-ahead {mode}, {label} [{100 * before:.1f}% cached before]", r)
+    say_run(f"eval, read-ahead {mode}, {label} [{said}]", r)
     return r
 
 
@@ -443,7 +462,7 @@ def main() -> None:
     @click.option("--device", default="cuda", show_default=True)
     @click.option(
         "--modes",
-        default="read,advise,off",
+        default="read,read-nolibs,off",
         show_default=True,
         help="the read-ahead modes measured end to end, the whole dump each",
     )
@@ -460,8 +479,16 @@ def main() -> None:
         help="also a run after dropping the whole page cache (root)",
     )
     @click.option("--small", is_flag=True, help="a scaled-down drafter: a dry run of the bench")
+    @click.option(
+        "--cold-libs",
+        is_flag=True,
+        help="also evict torch's libraries before every timed run (with --skip-memory and the "
+        "dump already written, so that this process has not imported torch)",
+    )
     def bench(sequences, positions, disk_sequences, skip_memory, skip_disk, device, modes, then,
-              drop, small):  # fmt: skip
+              drop, small, cold_libs):  # fmt: skip
+        global COLD_LIBS
+        COLD_LIBS = cold_libs
         if small:
             drafter = synth_small()
         else:

@@ -97,11 +97,61 @@ def test_ckpt_ranges_leave_out_the_last_hidden_state(tmp_path):
     assert ckpt_ranges(str(tmp_path / "x.ckpt.gz")) is None
 
 
-def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
-    """With a read-ahead mode on, `weightcheck eval` lists the files and starts reading them
-    before it imports torch (the fixed cost of importing it and loading the weights is spent with
-    the disk busy)."""
+def test_the_libraries_go_first_whole_and_outside_the_window(tmp_path):
+    """``first`` (torch's libraries in a run) is read before any data file, whole, whatever the
+    window; only in ``read`` mode."""
+    from weightcheck.eval import readahead
+
+    files = _files(tmp_path, 3)
+    libs = [str(tmp_path / "libbig.so"), str(tmp_path / "libsmall.so.1")]
+    (tmp_path / "libbig.so").write_bytes(b"x" * (500 * KB))
+    (tmp_path / "libsmall.so.1").write_bytes(b"y" * (50 * KB))
+    order = []
+
+    class Traced(readahead.ReadAhead):
+        def _read(self, path, spans, buf):
+            order.append(os.path.basename(path))
+            return super()._read(path, spans, buf)
+
+    ahead = Traced(files, mode="read", window=1, threads=1, first=libs)
+    try:
+        _settle(ahead, 100 * KB)
+    finally:
+        ahead.close()
+    assert order[:3] == ["libbig.so", "libsmall.so.1", "f0.bin"]
+    assert ahead.first_bytes == 550 * KB and ahead.bytes == 100 * KB  # the window: one data file
+    assert ahead.first_done is not None
+    advise = Traced(files, mode="advise", window=10 << 20, first=libs)
+    advise.close()
+    assert advise.first == [] and advise.first_bytes == 0
+
+
+def test_torchs_libraries_are_found_without_importing_torch():
+    """readahead.libraries(): torch's shared libraries, largest first, found without importing
+    torch; none once it is imported (nothing left for its import to wait for)."""
     pytest.importorskip("torch")
+    from weightcheck.eval.readahead import libraries
+
+    code = (
+        "import json, sys\n"
+        "from weightcheck.eval.readahead import libraries\n"
+        "found = libraries()\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'found': found}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout)
+    assert got["torch"] is False
+    names = [os.path.basename(f) for f in got["found"]]
+    assert any(n.startswith("libtorch_cpu.so") for n in names), names
+    sizes = [os.path.getsize(f) for f in got["found"]]
+    assert sizes == sorted(sizes, reverse=True)
+    assert libraries() == []  # this process has imported torch
+
+
+def _eval_example(tmp_path):
     cfg = synth.scaled_config(json.loads((CONFIGS / "specforge-kimi-k2-eagle3.json").read_text()))
     d = str(tmp_path / "d")
     synth.write_drafter(d, cfg, seed=1)
@@ -109,27 +159,70 @@ def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
     med = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(med)
     made = med.write_eval_example(d, str(tmp_path / "data"), samples=3, seq=8)
-    code = (
-        "import sys\n"
-        "from weightcheck.eval import readahead\n"
-        "readahead.MODE = 'read'\n"
-        "real = readahead.ReadAhead.__init__\n"
-        "def init(self, *a, **k):\n"
-        "    print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
-        "    real(self, *a, **k)\n"
-        "readahead.ReadAhead.__init__ = init\n"
-        "from weightcheck.cli import run\n"
-        "sys.argv[0] = 'weightcheck'\n"
-        "run()\n"
-    )
+    return d, made
+
+
+# the program, with a probe: whether torch was imported when the read-ahead began and what it was
+# given to read first, and a teardown handler that the program's os._exit must skip
+_PROBED = (
+    "import atexit, sys\n"
+    "from weightcheck.eval import readahead\n"
+    "real = readahead.ReadAhead.__init__\n"
+    "def init(self, *a, **k):\n"
+    "    libs = [f for f in k.get('first', ()) if 'libtorch' in f]\n"
+    "    print('torch imported:', 'torch' in sys.modules, 'libtorch first:', bool(libs),\n"
+    "          file=sys.stderr)\n"
+    "    real(self, *a, **k)\n"
+    "readahead.ReadAhead.__init__ = init\n"
+    "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+    "from weightcheck.cli import run\n"
+    "sys.argv[0] = 'weightcheck'\n"
+    "run()\n"
+)
+
+
+def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
+    """`weightcheck eval` (read-ahead on by default) lists the files and starts reading torch's
+    libraries, then the data, before it imports torch (the fixed cost of importing it and loading
+    the weights is spent with the disk busy); the report out, it ends without the interpreter's
+    teardown (cli._leave), its output whole in a file as in a pipe."""
+    pytest.importorskip("torch")
+    d, made = _eval_example(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     args = ["eval", d, "--hidden-states", made["specforge"], "--target", made["target"],
             "--device", "cpu", "--json"]  # fmt: skip
-    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                       env=env, timeout=300)  # fmt: skip
+    out = tmp_path / "report.json"
+    with open(out, "w") as f:
+        p = subprocess.run([sys.executable, "-c", _PROBED, *args], stdout=f,
+                           stderr=subprocess.PIPE, text=True, env=env, timeout=300)  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "torch imported: False" in p.stderr
-    assert json.loads(p.stdout)["drafters"][0]["samples"] == 3
+    assert "torch imported: False libtorch first: True" in p.stderr
+    assert json.loads(out.read_text())["drafters"][0]["samples"] == 3
+    assert "TEARDOWN" not in p.stderr
+
+
+def test_the_program_exits_as_asked_after_torch(tmp_path):
+    """After torch is imported the program still ends with the status asked for: 2 and one line
+    for bad input found late (data of another hidden size), the report in a pipe; a header command
+    (no torch) ends the ordinary way, its teardown run."""
+    pytest.importorskip("torch")
+    d, made = _eval_example(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    other = synth.scaled_config(json.loads((CONFIGS / "specforge-kimi-k2-eagle3.json").read_text()),
+                                hidden=96)  # fmt: skip
+    d2 = str(tmp_path / "d2")
+    synth.write_drafter(d2, other, seed=2)
+    bad = subprocess.run([sys.executable, "-c", _PROBED, "eval", d2, "--hidden-states",
+                          made["specforge"], "--device", "cpu"], capture_output=True, text=True,
+                         env=env, timeout=300)  # fmt: skip
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    lines = [x for x in bad.stderr.splitlines() if x.startswith("weightcheck:")]
+    assert len(lines) == 1 and "Traceback" not in bad.stderr
+    assert "TEARDOWN" not in bad.stderr
+    head = subprocess.run([sys.executable, "-c", _PROBED, "inspect", d, "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert head.returncode == 0 and json.loads(head.stdout)
+    assert "TEARDOWN" in head.stderr
 
 
 def test_the_uploader_reads_a_tensor_in_pieces(tmp_path):

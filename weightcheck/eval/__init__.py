@@ -3,7 +3,8 @@ CPU or a GPU.
 
 data.py reads the trainers' offline hidden-state files (docs/eval.md §1; a SpecForge file's
 tensors located through sources/torchzip.py, not loaded), stream.py reads them ahead into bounded
-buffers (readahead.py, off by default, into the page cache from the moment they are listed);
+buffers (readahead.py: torch's libraries, then the data, into the page cache from the moment
+they are listed);
 upload.py puts the weights on a GPU; device.py says where it runs and how much fits; forward.py runs the drafter's own forward with
 test-time unrolling over packed batches (packed.py: the layout and the attention; its attention:
 llama.py or mla.py; its rotation: rope.py); target.py gives the target's top-1 from its lm_head

@@ -8,22 +8,33 @@ so that when the batches start, their reads come from memory while the disk goes
 files. The process holds only the threads' buffers; the window is page cache, which the kernel
 takes back under memory pressure (a page evicted before it was used is read again, never wrong).
 
-``MODE``: ``read`` (the threads read), ``advise`` (one thread asks the kernel to read each file
-ahead with ``posix_fadvise(WILLNEED)``; its progress is not seen, so it only keeps the window) or
-``off``, the default, decided end to end by bench/bench_eval_gpu.py on one H200 (docs/eval.md §7):
-a 200,000-position dump took 13.5 s with ``read``, 14.1 s ``off``, 15.7 s ``advise`` while torch's
-libraries were in the page cache; with them cold, ``read`` took 20.8 s, its reads starving
-torch's import of the disk (12.2 s against 4.9 s alone). Off, the staging buffers' readers
-(stream.py) are the reading, from when the weights are on the device.
+Before the data, the threads read ``first``: the shared libraries torch's import is about to map
+(:func:`libraries`). Read by the import's own page faults, a few pages at a time, they wait behind
+the data's large reads in the disk's queue: on the H200, with torch's libraries cold, reading the
+data ahead made torch's import 12.2 s against 4.9 s alone. Read first, in large reads, they are
+mostly in the page cache when the import faults them in: on the build machine (2 cores, torch
+2.13's 0.47 GB of libraries and a 6.4 GB data file evicted before each trial; bench/
+bench_readahead.py, medians of 4 and 6 trials) the cold import took 1.53-1.63 s alone, 1.65-1.76x
+that beside the data's read-ahead, 1.32-1.41x with the libraries read first.
+
+``MODE``: ``read`` (the threads read: the libraries, then the data), ``advise`` (one thread asks
+the kernel to read each data file ahead with ``posix_fadvise(WILLNEED)``; its progress is not
+seen, so it only keeps the window) or ``off`` (the staging buffers' readers, stream.py, are the
+reading, from when the weights are on the device). Measured end to end on one H200 with a
+200,000-position dump and torch's libraries in the page cache: 13.5 s ``read``, 14.1 s ``off``,
+15.7 s ``advise`` (docs/eval.md §7).
 """
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import os
+import sys
 import threading
 import time
 
-MODE = "off"  # measured: see above
+MODE = "read"  # measured: see above
 THREADS = 8  # the read-once bench's best on the GPU machine (BENCHMARKS.md)
 CHUNK = 16 << 20  # each thread's buffer
 WINDOW_MAX = 16 << 30
@@ -47,15 +58,52 @@ def default_window() -> int:
     return max(WINDOW_MIN, min(WINDOW_MAX, avail // 2))
 
 
+def libraries() -> list[str]:
+    """What a run reads first: :func:`torch_libraries`, none once torch is imported (nothing left
+    for its import to wait for)."""
+    return [] if "torch" in sys.modules else torch_libraries()
+
+
+def torch_libraries() -> list[str]:
+    """The shared libraries importing torch maps, largest first: torch's own (``torch/lib``) and
+    the CUDA libraries of the ``nvidia-*`` wheels installed beside it (a CUDA build from pip loads
+    them when imported); none where torch is not installed. Found without importing torch."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    root = list(spec.submodule_search_locations)[0]
+    dirs = [os.path.join(root, "lib")]
+    dirs += sorted(glob.glob(os.path.join(os.path.dirname(root), "nvidia", "*", "lib")))
+    found = []
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(d, name)
+            if ".so" in name and os.path.isfile(path):
+                found.append((_size(path), path))
+    return [p for _, p in sorted(found, key=lambda x: (-x[0], x[1]))]
+
+
 class ReadAhead:
     """Read ``paths`` ahead (``ranges(path)``: the byte ranges of a file that will be read, None
-    for all of it); :meth:`handed` says how many files the staging buffers have taken;
-    :meth:`close` stops the threads."""
+    for all of it), after the files of ``first`` (whole, outside the window: what the run maps
+    before its first batch, e.g. :func:`libraries`); :meth:`handed` says how many files the
+    staging buffers have taken; :meth:`close` stops the threads."""
 
     def __init__(self, paths, ranges=None, mode: str | None = None, window: int | None = None,
-                 threads: int | None = None):  # fmt: skip
+                 threads: int | None = None, first=()):  # fmt: skip
         self.paths = list(paths)
         self.mode = mode or MODE
+        self.first = list(first) if self.mode == "read" else []
+        self._first_next = 0
+        self.first_bytes = 0  # of ``first``, read so far
+        self.first_done = None  # when the last of ``first`` was read
         self.window = window if window is not None else default_window()
         self._ranges = ranges
         self._cum = [0]
@@ -70,9 +118,10 @@ class ReadAhead:
         self.finished = None  # when every thread was done
         self._threads = []
         self._running = 0
-        if self.mode == "off" or not self.paths:
+        if self.mode == "off" or not (self.paths or self.first):
             return
-        n = 1 if self.mode == "advise" else max(1, min(threads or THREADS, len(self.paths)))
+        wide = max(len(self.paths), len(self.first))
+        n = 1 if self.mode == "advise" else max(1, min(threads or THREADS, wide))
         self._running = n
         for i in range(n):
             t = threading.Thread(target=self._work, name=f"weightcheck-ahead-{i}", daemon=True)
@@ -106,9 +155,28 @@ class ReadAhead:
                 self._cond.wait(0.2)
             return None
 
+    def _take_first(self) -> str | None:
+        """The next of ``first`` to read (None: all taken, or stopped)."""
+        with self._cond:
+            if self._stop or self._first_next >= len(self.first):
+                return None
+            self._first_next += 1
+            return self.first[self._first_next - 1]
+
+    def _read_first(self, buf) -> None:
+        while (path := self._take_first()) is not None:
+            try:
+                got = self._read(path, None, buf)
+            except (OSError, ValueError):  # a library that is not there is the import's to say
+                got = 0
+            with self._cond:
+                self.first_bytes += got
+                self.first_done = time.perf_counter()
+
     def _work(self) -> None:
         buf = bytearray(CHUNK) if self.mode == "read" else None
         try:
+            self._read_first(buf)
             while True:
                 j = self._take()
                 if j is None:

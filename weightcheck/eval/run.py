@@ -129,10 +129,12 @@ def evaluate(
     loop.mark("start")
     ds = open_data(data)
     chosen = select(len(ds.files), limit, sample, sample_seed)
-    # with a read-ahead mode on (readahead.MODE), the disk starts on the data now, while torch is
-    # imported and the weights are loaded
+    # with a read-ahead mode on (readahead.MODE), the disk starts now, while torch is imported
+    # and the weights are loaded: torch's libraries first, then the data
     ahead = readahead.ReadAhead(
-        [ds.files[i] for i in chosen], ranges=ahead_ranges(ds, need_last=target is not None)
+        [ds.files[i] for i in chosen],
+        ranges=ahead_ranges(ds, need_last=target is not None),
+        first=readahead.libraries(),
     )
     loop.mark("files listed, read ahead")
     try:
@@ -151,6 +153,9 @@ def evaluate(
                                     batch_positions, ahead)  # fmt: skip
     finally:
         ahead.close()
+        if ahead.first_done is not None:
+            loop.PHASES.append((f"libraries read ahead ({ahead.first_bytes / 1e9:.2f} GB)",
+                                ahead.first_done))  # fmt: skip
         if ahead.finished is not None:
             loop.PHASES.append((f"read ahead done ({ahead.bytes / 1e9:.2f} GB)", ahead.finished))
     done = len(counts[0].cond_num)

@@ -8,9 +8,9 @@ them into batches of at most ``positions`` positions (a longer sample is a batch
 Reader threads read each sample of a batch into a staging buffer (one ``readinto`` per tensor;
 pinned host memory when the device is a GPU, so the copy to it runs asynchronously); a bounded
 pool of buffers is the read-ahead: the producer waits for one to come back before it reads more,
-so the memory held is ``depth`` batches whatever the dump's size. Beside it, readahead.py can keep
-the disk busy further ahead (page cache, not this process's memory; off by default, as measured:
-docs/eval.md §7): each batch handed to the readers moves its window on.
+so the memory held is ``depth`` batches whatever the dump's size. Beside it, readahead.py keeps
+the disk busy further ahead (page cache, not this process's memory; docs/eval.md §7): each batch
+handed to the readers moves its window on.
 """
 
 from __future__ import annotations
