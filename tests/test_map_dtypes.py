@@ -7,11 +7,13 @@ keeps a float map and fails indexing with it; vLLM casts whole values and serves
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import pytest
 from conftest import PRODUCERS, run_cli
 from helpers.builders import edit, tensor_map
 
+from weightcheck.model.vocab import read_maps
 from weightcheck.storage.header import float_values, int_values
 from weightcheck.storage.writer import OutTensor
 
@@ -113,3 +115,65 @@ def test_int_values_reads_every_integer_dtype():
         struct.pack("<2f", 3.0, -4.0)[2:4] + struct.pack("<f", -4.0)[2:], "BF16"
     ) == [3.0, -4.0]
     assert float_values(b"\0" * 8, "I64") is None
+
+
+def _t(dtype: str, *shape: int):
+    return SimpleNamespace(dtype=dtype, shape=shape)
+
+
+def test_read_maps_reads_integer_d2t_and_byte_t2d_and_nothing_else():
+    """model/vocab.py ``read_maps``, the one reading of d2t/t2d behind check's
+    ``Context.vocab_maps`` and convert's gate: an integer d2t of any width or sign as its values,
+    a bool or uint8 t2d as its bytes; a float d2t (whole or not: WC304 reads it), another rank,
+    another t2d dtype or no map at all as None, without reading its bytes."""
+    vals = [3, 0, -2]
+    raw = {
+        "I64": struct.pack("<3q", *vals),
+        "I32": struct.pack("<3i", *vals),
+        "I8": struct.pack("<3b", *vals),
+        "U16": struct.pack("<3H", 3, 0, 2),
+        "U64": struct.pack("<3Q", 3, 0, 2),
+        "F32 whole": struct.pack("<3f", *vals),
+        "F32 frac": struct.pack("<3f", 3.5, 0.0, -2.25),
+        "mask": bytes([1, 0, 1, 1, 0]),
+    }
+    read_log = []
+
+    def reader(key: str):
+        def read(t):
+            read_log.append(t)
+            return raw[key]
+
+        return read
+
+    for dtype in ("I64", "I32", "I8"):
+        assert read_maps(_t(dtype, 3), None, reader(dtype)) == (vals, None), dtype
+    for dtype in ("U16", "U64"):
+        assert read_maps(_t(dtype, 3), None, reader(dtype)) == ([3, 0, 2], None), dtype
+    for dtype in ("BOOL", "U8"):
+        assert read_maps(None, _t(dtype, 5), reader("mask")) == (None, raw["mask"]), dtype
+    read_log.clear()
+    for key in ("F32 whole", "F32 frac"):
+        assert read_maps(_t("F32", 3), None, reader(key)) == (None, None), key
+    assert read_maps(_t("BF16", 3), _t("I64", 5), reader("mask")) == (None, None)
+    assert read_maps(_t("I64", 3, 1), _t("BOOL", 5, 1), reader("I64")) == (None, None)
+    assert read_maps(None, None, reader("I64")) == (None, None)
+    assert read_log == []  # nothing read that is not used
+    # both maps at once, each read once
+    d2t, t2d = _t("I32", 3), _t("BOOL", 5)
+    both = {id(d2t): raw["I32"], id(t2d): raw["mask"]}
+    got = read_maps(d2t, t2d, lambda t: read_log.append(t) or both[id(t)])
+    assert got == (vals, raw["mask"]) and read_log == [d2t, t2d]
+
+
+def test_read_maps_bytes_not_known_and_read_errors():
+    """A planned tensor whose bytes are not known (cast, taken from a target): the reader says
+    None and so does the map; the reader's own refusal (read_small's byte limit) reaches the
+    caller as before."""
+    assert read_maps(_t("I64", 3), _t("BOOL", 5), lambda t: None) == (None, None)
+
+    def too_large(t):
+        raise ValueError("d2t is 20000000 bytes, more than read_small reads")
+
+    with pytest.raises(ValueError, match="more than read_small reads"):
+        read_maps(_t("I64", 2_500_000), None, too_large)

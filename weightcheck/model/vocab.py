@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any, Callable
 
 from weightcheck.errors import WeightcheckError
 from weightcheck.record import record
@@ -93,6 +94,31 @@ def identity(n: int, where: str) -> VocabMap:
 
 
 # -- reading -------------------------------------------------------------------------------------
+T2D_DTYPES = ("BOOL", "U8")  # a t2d check reads: one byte per target token
+
+
+def read_maps(
+    d2t, t2d, read: Callable[[Any], bytes | None]
+) -> tuple[list[int] | None, bytes | None]:
+    """(d2t's offsets, t2d's bytes): the only tensor bytes check's rules read without --values
+    (``Context.vocab_maps``), for a drafter on disk or convert's planned output (its gate).
+
+    ``d2t``, ``t2d``: the tensors, anything with ``dtype`` and ``shape`` (a drafter's tensor, a
+    planned item), or None where there is none; ``read(tensor)``: its bytes, or None where they
+    are not known (a planned tensor cast or taken from a target), its own errors and byte limit
+    left to the caller. d2t is read when it is a vector of an integer dtype (storage/header.py
+    ``int_values``: signed or unsigned, any width); a d2t of floats, or of another rank, is None
+    here (WC304 reads it). t2d is read when it is a vector of bool or uint8, else None."""
+    offsets = mask = None
+    if d2t is not None and d2t.dtype in INT_FORMATS and len(d2t.shape) == 1:
+        raw = read(d2t)
+        if raw is not None:
+            offsets = int_values(raw, d2t.dtype)
+    if t2d is not None and t2d.dtype in T2D_DTYPES and len(t2d.shape) == 1:
+        mask = read(t2d)
+    return offsets, mask
+
+
 def from_drafter(d) -> VocabMap | None:
     """A drafter's map: its d2t (read by range: 8 bytes per draft token) and t2d's length; the
     identity when it has no d2t (its lm_head rows, or draft_vocab_size, or vocab_size tokens).

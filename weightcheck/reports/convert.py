@@ -19,7 +19,7 @@ class PlannedTensor:
     dtype: str
     source_dtype: str | None
     shape: list[int]
-    how: str  # commands/convert/plan.py Item.kind
+    how: str  # commands/convert/items.py Item.kind
     bytes: int
 
 

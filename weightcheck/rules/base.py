@@ -23,7 +23,7 @@ from weightcheck.errors import WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.record import record
 from weightcheck.schema import Consequence, RulePage, RulesFile, Severity
-from weightcheck.storage.header import FLOAT_DTYPES, INT_FORMATS, int_values
+from weightcheck.storage.header import FLOAT_DTYPES
 
 if TYPE_CHECKING:  # annotations only: the rules layer reads these, never imports them at run time
     from weightcheck.engines.view import EngineView
@@ -365,14 +365,11 @@ class Context:
         """(d2t list or None, t2d bytes or None), read once: the only tensor bytes check reads
         without --values (d2t is 8 bytes per draft token, t2d one byte per token)."""
         if self._maps is None:
+            from weightcheck.model.vocab import read_maps
             from weightcheck.sources.tensors import read_small
 
-            d2t = t2d = None
-            t = self.tensor("d2t")
-            if t is not None and t.dtype in INT_FORMATS and len(t.shape) == 1:
-                d2t = int_values(read_small(self.drafter.source, t.name), t.dtype)
-            t = self.tensor("t2d")
-            if t is not None and t.dtype in ("BOOL", "U8") and len(t.shape) == 1:
-                t2d = read_small(self.drafter.source, t.name)
-            self._maps = (d2t, t2d)
+            src = self.drafter.source
+            self._maps = read_maps(
+                self.tensor("d2t"), self.tensor("t2d"), lambda t: read_small(src, t.name)
+            )
         return self._maps

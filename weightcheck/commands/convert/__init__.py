@@ -1,6 +1,7 @@
 """``weightcheck convert SRC OUT --to sglang|vllm|speculators``: engine-ready checkpoints.
 
-plan.py decides every output tensor and config.py the output config; gate.py runs check's rules
+plan.py decides every output tensor and config.py the output config, provenance.py how OUT names
+its sources (the mark, the metadata, the model card's origins); gate.py runs check's rules
 on that planned output (an error refuses); produce.py writes the bytes, publish.py puts a
 verified OUT in place. Every byte written is re-read and checked before OUT
 appears (storage/verify.py).

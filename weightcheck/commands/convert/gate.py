@@ -20,13 +20,13 @@ import os
 from weightcheck.commands.convert.items import Item, Plan
 from weightcheck.engines.data import load, newest, read_by
 from weightcheck.model.drafter import Drafter, from_source
+from weightcheck.model.vocab import read_maps
 from weightcheck.reports import Gate, GateRun
 from weightcheck.requests import CheckRequest
 from weightcheck.rules import ERROR
 from weightcheck.rules.apply import run
 from weightcheck.sources.base import Source, TensorRecord, WeightFile
 from weightcheck.sources.tensors import read_small
-from weightcheck.storage.header import INT_FORMATS, int_values
 
 
 def planned_drafter(p: Plan) -> Drafter:
@@ -61,10 +61,8 @@ def planned_drafter(p: Plan) -> Drafter:
     return from_source(src)
 
 
-def _bytes_of(p: Plan, it: Item | None) -> bytes | None:
+def _bytes_of(p: Plan, it: Item) -> bytes | None:
     """A small planned tensor's bytes (d2t, t2d): from the map written, or the source's copy."""
-    if it is None:
-        return None
     if it.kind == "vocab-map":
         return bytes(it.data)
     if it.kind in ("copy", "pickle"):
@@ -73,18 +71,10 @@ def _bytes_of(p: Plan, it: Item | None) -> bytes | None:
 
 
 def vocab_maps(p: Plan) -> tuple[list[int] | None, bytes | None]:
-    """(d2t as a list, t2d bytes) of the planned output, as ``Context.vocab_maps`` reads them."""
+    """(d2t as a list, t2d bytes) of the planned output, as ``Context.vocab_maps`` reads them
+    (model/vocab.py ``read_maps``: the one reading of both)."""
     by = {it.canonical: it for it in p.items}
-    d2t = t2d = None
-    it = by.get("d2t")
-    if it is not None and it.dtype in INT_FORMATS and len(it.shape) == 1:
-        raw = _bytes_of(p, it)
-        if raw is not None:
-            d2t = int_values(raw, it.dtype)
-    it = by.get("t2d")
-    if it is not None and it.dtype in ("BOOL", "U8") and len(it.shape) == 1:
-        t2d = _bytes_of(p, it)
-    return d2t, t2d
+    return read_maps(by.get("d2t"), by.get("t2d"), lambda it: _bytes_of(p, it))
 
 
 def check_plan(p: Plan) -> Gate:

@@ -11,7 +11,8 @@ import os
 import zlib
 
 from weightcheck import __version__
-from weightcheck.commands.convert.plan import CARD_MARK, MARK, Item, Plan, origins
+from weightcheck.commands.convert.items import Item, Plan
+from weightcheck.commands.convert.provenance import CARD_MARK, MARK, origins
 from weightcheck.engines.data import ENGINES, loader_for
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.vocab import runs

@@ -14,7 +14,8 @@ import shutil
 import signal
 
 from weightcheck.commands.convert import produce
-from weightcheck.commands.convert.plan import CARD_MARK, MARK, Plan
+from weightcheck.commands.convert.items import Plan
+from weightcheck.commands.convert.provenance import CARD_MARK, MARK
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model.drafter import Drafter
 from weightcheck.storage import verify as verify_mod
@@ -164,8 +165,8 @@ def not_replaceable(out: str) -> str | None:
 
 def ours(path: str) -> bool:
     """Whether config.json, model.safetensors.index.json or README.md at ``path`` carries the
-    mark convert writes into it (plan.MARK, plan.CARD_MARK): a file of the same name the user
-    wrote or edited the mark out of is not replaced."""
+    mark convert writes into it (provenance.MARK, provenance.CARD_MARK): a file of the same name
+    the user wrote or edited the mark out of is not replaced."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read(1 << 24)
