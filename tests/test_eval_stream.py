@@ -185,10 +185,12 @@ def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
     """`weightcheck eval` (read-ahead on by default) lists the files and starts reading torch's
     libraries, then the data, before it imports torch (the fixed cost of importing it and loading
     the weights is spent with the disk busy); the report out, it ends without the interpreter's
-    teardown (cli._leave), its output whole in a file as in a pipe."""
+    teardown (cli._leave), its output whole in a file as in a pipe, the mappings' cache it built
+    saved (its own exit work, done before)."""
     pytest.importorskip("torch")
     d, made = _eval_example(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cache = tmp_path / "cache"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), WEIGHTCHECK_CACHE_DIR=str(cache))
     args = ["eval", d, "--hidden-states", made["specforge"], "--target", made["target"],
             "--device", "cpu", "--json"]  # fmt: skip
     out = tmp_path / "report.json"
@@ -199,6 +201,7 @@ def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
     assert "torch imported: False libtorch first: True" in p.stderr
     assert json.loads(out.read_text())["drafters"][0]["samples"] == 3
     assert "TEARDOWN" not in p.stderr
+    assert [f.name for f in cache.iterdir() if f.name.startswith("mappings-")]
 
 
 def test_the_program_exits_as_asked_after_torch(tmp_path):

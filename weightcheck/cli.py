@@ -541,8 +541,9 @@ def _leave(status) -> None:
     (eval), the interpreter's teardown after the report — torch's modules, CUDA's context, the
     pinned buffers freed one by one — is work for nothing: 0.36 s of a bare ``import torch`` on
     the build machine, 1.3 s after a GPU run (docs/eval.md §7). There the streams are flushed and
-    the process ends without it (``os._exit``: no atexit handler runs; the report is out, no file
-    is open for writing). Without torch, the ordinary exit."""
+    the process ends without it (``os._exit``: no atexit handler runs but weightcheck's own, the
+    mappings' cache saved; the report is out, no file is open for writing). Without torch, the
+    ordinary exit."""
     if "torch" not in sys.modules:
         sys.exit(status)
     if status is None:
@@ -552,6 +553,9 @@ def _leave(status) -> None:
     else:  # sys.exit("message"): printed, status 1
         print(status, file=sys.stderr)
         code = 1
+    kept = sys.modules.get("weightcheck.mappings")
+    if kept is not None:
+        kept.save()  # its atexit handler: what this process built of the mappings, kept
     loop = sys.modules.get("weightcheck.eval.loop")
     if loop is not None:
         loop.mark("os._exit")
