@@ -320,7 +320,7 @@ def resident(files) -> float:
 
 # eval in a child that sets readahead.MODE first (``read-nolibs``: read, without torch's libraries
 # first) and prints the run's phases (loop.PHASES) as it ends (the program ends with os._exit once
-# torch is imported: cli._leave)
+# eval has imported torch: cli._end)
 _CHILD = (
     "import json, os, sys; from weightcheck.eval import loop, readahead; "
     "m = sys.argv.pop(1); readahead.MODE = 'read' if m == 'read-nolibs' else m; "

@@ -185,7 +185,7 @@ def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
     """`weightcheck eval` (read-ahead on by default) lists the files and starts reading torch's
     libraries, then the data, before it imports torch (the fixed cost of importing it and loading
     the weights is spent with the disk busy); the report out, it ends without the interpreter's
-    teardown (cli._leave), its output whole in a file as in a pipe, the mappings' cache it built
+    teardown (cli._end), its output whole in a file as in a pipe, the mappings' cache it built
     saved (its own exit work, done before)."""
     pytest.importorskip("torch")
     d, made = _eval_example(tmp_path)

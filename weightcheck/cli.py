@@ -524,28 +524,38 @@ def eval_command(fmt, as_json, **options):
             err=True,
         )
         sys.exit(130)
+    finally:  # however it ends, the program's teardown is work for nothing once torch is in
+        _QUICK_END["asked"] = "torch" in sys.modules
     _show(r, out)
 
 
 def run():
-    """The ``weightcheck`` program (the console script, ``python -m weightcheck``)."""
+    """The ``weightcheck`` program (the console script, ``python -m weightcheck``): main, then
+    the way out :func:`_end` says."""
+    _QUICK_END["asked"] = False
     try:
-        main()
+        out = main()
     except SystemExit as e:
-        _leave(e.code)
-    _leave(0)
+        _end(e.code)
+        raise
+    _end(0)
+    return out
 
 
-def _leave(status) -> None:
-    """End the program with ``status`` (as :func:`sys.exit` reads it). Once torch is imported
-    (eval), the interpreter's teardown after the report — torch's modules, CUDA's context, the
-    pinned buffers freed one by one — is work for nothing: 0.36 s of a bare ``import torch`` on
-    the build machine, 1.3 s after a GPU run (docs/eval.md §7). There the streams are flushed and
-    the process ends without it (``os._exit``: no atexit handler runs but weightcheck's own, the
-    mappings' cache saved; the report is out, no file is open for writing). Without torch, the
-    ordinary exit."""
-    if "torch" not in sys.modules:
-        sys.exit(status)
+# set by a command whose interpreter teardown is work for nothing: eval, once it imported torch
+_QUICK_END = {"asked": False}
+
+
+def _end(status) -> None:
+    """End the program now with ``status`` (as :func:`sys.exit` reads it) when a command asked
+    for it; else return (the ordinary exit follows). eval asks once it has imported torch: the
+    interpreter's teardown after its report — torch's modules, CUDA's context, the pinned
+    buffers freed one by one — cost 0.36 s after a bare ``import torch`` on the build machine,
+    1.3 s after a GPU run (docs/eval.md §7). weightcheck's own exit work is done first (the
+    mappings' cache saved) and the streams flushed; then ``os._exit``: no other atexit handler
+    runs; the report is out, no file is open for writing."""
+    if not _QUICK_END["asked"]:
+        return
     if status is None:
         code = 0
     elif isinstance(status, int):
