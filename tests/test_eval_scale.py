@@ -398,6 +398,95 @@ def test_the_api_raises_with_the_partial_report(ex, monkeypatch):
     assert isinstance(e.value, KeyboardInterrupt) and e.value.report.drafters[0].samples == 4
 
 
+# a Ctrl-C sent to the program while torch is being imported: a finder sees torch's first
+# submodule asked for (its import under way), says whether SIGINT is held then, and sends it
+_CTRL_C_IN_IMPORT = (
+    "import os, signal, sys\n"
+    "class Finder:\n"
+    "    sent = False\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.startswith('torch.') and not Finder.sent:\n"
+    "            Finder.sent = True\n"
+    "            held = signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+    "            print('held during the import:', held, file=sys.stderr, flush=True)\n"
+    "            os.kill(os.getpid(), signal.SIGINT)\n"
+    "        return None\n"
+    "sys.meta_path.insert(0, Finder())\n"
+    "from weightcheck.cli import run\n"
+    "sys.argv[0] = 'weightcheck'\n"
+    "run()\n"
+)
+
+
+def test_ctrl_c_during_torchs_import_is_held_then_ends_the_run(ex):
+    """torch's import is not safe to interrupt (weightcheck/eval/interrupt.py: a SIGINT in it was
+    swallowed or aborted the process): eval holds Ctrl-C over it, then ends as for any Ctrl-C
+    before the first sample (nothing on stdout, one line, 130)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", _CTRL_C_IN_IMPORT, "eval", *_args(ex)],
+                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert "held during the import: True" in p.stderr
+    assert p.returncode == 130 and p.stdout == "" and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1] == "weightcheck: interrupted"
+
+
+def test_held_keeps_a_ctrl_c_until_the_block_is_done():
+    """interrupt.held(): a SIGINT inside the block is raised after it; another thread, or a
+    program's own SIGINT handler, is left as it is."""
+    code = (
+        "import os, signal, sys, threading\n"
+        "from weightcheck.eval.interrupt import held\n"
+        "done = []\n"
+        "try:\n"
+        "    with held():\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        done.append('after the signal')\n"
+        "except KeyboardInterrupt:\n"
+        "    done.append('raised after the block')\n"
+        "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+        "seen = []\n"
+        "def mine(signum, frame):\n"
+        "    seen.append(signum)\n"
+        "signal.signal(signal.SIGINT, mine)\n"
+        "with held():\n"
+        "    assert signal.getsignal(signal.SIGINT) is mine\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "def other():\n"
+        "    with held():\n"
+        "        done.append(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+        "t = threading.Thread(target=other); t.start(); t.join()\n"
+        "print(done)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=60)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "['after the signal', 'raised after the block', True]"
+
+
+@pytest.mark.stress
+def test_ctrl_c_at_any_moment_of_the_start_ends_the_run(ex):
+    """Real SIGINTs at seeded moments of the first second (torch's import among them): every
+    run ends with exit 130, one line and no traceback — never runs on, never aborts."""
+    import random
+
+    import stress
+
+    rng = random.Random(33)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for _ in range(stress.count(24, 2)):
+        delay = rng.uniform(0.05, 1.0)
+        p = subprocess.Popen([sys.executable, "-m", "weightcheck", "eval", *_args(ex)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             cwd=str(ROOT))  # fmt: skip
+        time.sleep(delay)
+        p.send_signal(__import__("signal").SIGINT)
+        out, err = p.communicate(timeout=300)
+        said = (delay, p.returncode, err[-500:])
+        assert p.returncode == 130 and "Traceback" not in err, said
+        assert err.strip().splitlines()[-1].startswith("weightcheck: interrupted"), said
+
+
 # -- intervals on tiny counts ----------------------------------------------------------------------
 def test_wilson_intervals_widen_as_counts_shrink():
     from weightcheck.eval.metric import MIN_POSITIONS, wilson

@@ -24,16 +24,19 @@ MIN_WORKSPACE = 1 << 30  # a GPU batch needs at least this beside the weights
 
 def resolve(spec: str | None):
     """The torch device ``--device`` names (``auto`` when None); exit 2 when it names a GPU
-    torch cannot use."""
-    import torch
+    torch cannot use. Ctrl-C is held over torch's import and CUDA's discovery (interrupt.py)."""
+    from weightcheck.eval.interrupt import held
 
     spec = (spec or "auto").strip().lower()
     m = _SPEC.match(spec)
     if m is None:
         raise UsageError(None, f"--device {spec}: expected auto, cpu, cuda or cuda:N")
+    with held():
+        import torch
+
+        available = spec != "cpu" and torch.cuda.is_available()
     if spec == "cpu":
         return torch.device("cpu")
-    available = torch.cuda.is_available()
     if spec == "auto":
         return torch.device("cuda", 0) if available else torch.device("cpu")
     if not available:
