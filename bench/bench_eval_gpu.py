@@ -8,8 +8,9 @@ its embedding): beside a plain PyTorch forward on the same GPU, and streaming a 
    warm-up) and ``weightcheck.eval.run.evaluate(device="cuda")`` (its steady-state rate from its
    progress callbacks, the first batch left out; and the whole call). Printed: positions per
    second of each and the ratio (issue #33: eval >= 0.8x plain).
-2. **From disk** (``--disk-sequences`` x ``--positions``, default 200 x 1,000 = 200k positions,
-   hidden 7168, 3 aux layers, bfloat16: ~11.5 GB), with a synthetic target (lm_head, embedding,
+2. **From disk** (``--disk-sequences`` x ``--positions``, default 600 x 1,000 = 600k positions,
+   hidden 7168, 3 aux layers, bfloat16: ~34.4 GB; the issue asks >= 200k, and at 200k the fixed
+   cost alone, ~5 s to the first batch on the H200, is 0.9x the read), with a synthetic target (lm_head, embedding,
    norm of [163840, 7168]) so that eval reads every tensor of every file, as with a real one.
    Before every timed run the dump's own pages are evicted from the page cache
    (``POSIX_FADV_DONTNEED``; ``mincore`` says how much of it was still cached), the rest of the
@@ -28,7 +29,7 @@ its embedding): beside a plain PyTorch forward on the same GPU, and streaming a 
    and maps none of them).
    Issue #33: wall <= 1.25x the read, RSS <= 2 GB + the drafter, flat in the dump's size.
 
-    python bench/bench_eval_gpu.py [--sequences 100] [--positions 1000] [--disk-sequences 200]
+    python bench/bench_eval_gpu.py [--sequences 100] [--positions 1000] [--disk-sequences 600]
                                    [--skip-memory] [--skip-disk] [--modes read,read-nolibs,off]
                                    [--then MODE] [--no-drop] [--device cuda] [--small]
                                    [--cold-libs]
@@ -456,7 +457,12 @@ def main() -> None:
     @click.command(context_settings={"help_option_names": ["-h", "--help"]})
     @click.option("--sequences", default=100, show_default=True)
     @click.option("--positions", default=1000, show_default=True)
-    @click.option("--disk-sequences", default=200, show_default=True)
+    @click.option(
+        "--disk-sequences",
+        default=600,
+        show_default=True,
+        help="the dump on disk: 57 KB a position at hidden 7168 (600 x 1,000: 34.4 GB)",
+    )
     @click.option("--skip-memory", is_flag=True)
     @click.option("--skip-disk", is_flag=True)
     @click.option("--device", default="cuda", show_default=True)
