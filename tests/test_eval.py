@@ -454,6 +454,70 @@ def test_a_pickle_that_is_more_than_tensors_is_refused(ex, tmp_path):
     _one_line_exit_2(r, "data_0.ckpt", "cannot read")
 
 
+def _cut(src, dst, keep):
+    with open(src, "rb") as f:
+        data = f.read()
+    with open(dst, "wb") as f:
+        f.write(data[:keep])
+    return len(data)
+
+
+def test_a_file_cut_short_is_said_to_be(ex, tmp_path):
+    """A producer writes each file in place (SpecForge's torch.save and gzip to the final name),
+    so a run stopped mid-write leaves a file cut short that SpecForge, run again, skips: before,
+    torch.load's 'OSError: [Errno 22] Invalid argument' (a zip without its end record) or its
+    advice about mmap and _use_new_zipfile_serialization (an empty file) was all it said."""
+    from weightcheck.eval.data import open_data
+
+    src = open_data(ex["specforge"]).files[0]
+    cases = []
+    d = tmp_path / "ckpt" / "rows_0-2000"
+    d.mkdir(parents=True)
+    size = _cut(src, d / "data_0.ckpt", 3000)
+    cases.append((d.parent, "data_0.ckpt", "3000 bytes, no zip end record"))
+    e = tmp_path / "empty" / "rows_0-2000"
+    e.mkdir(parents=True)
+    (e / "data_0.ckpt").write_bytes(b"")
+    cases.append((e.parent, "data_0.ckpt", "0 bytes"))
+    with open(src, "rb") as f, gzip.open(tmp_path / "whole.ckpt.gz", "wb") as g:
+        g.write(f.read())
+    g = tmp_path / "gz" / "rows_0-2000"
+    g.mkdir(parents=True)
+    _cut(tmp_path / "whole.ckpt.gz", g / "data_0.ckpt.gz", 2000)
+    cases.append((g.parent, "data_0.ckpt.gz", "the gzip stream ends early"))
+    h = tmp_path / "hs"
+    h.mkdir()
+    hs = os.path.join(ex["speculators"], "hs_0.safetensors")
+    whole = _cut(hs, h / "hs_0.safetensors", 4000)
+    cases.append((h, "hs_0.safetensors", "4000 of the "))
+    for data, name, words in cases:
+        r = run_cli("eval", ex["a"], "--hidden-states", data, "--target", ex["target"])
+        line = _one_line_exit_2(r, name, f"cut short ({words}", "run the producer again")
+        assert "Errno" not in line and "mmap" not in line, line
+    assert size > 3000 and whole > 4000
+    # a whole file is not cut short: the check has no false alarm on what a producer finished
+    from weightcheck.eval.data import cut_short
+
+    assert cut_short(src) is None and cut_short(hs) is None
+    assert cut_short(str(tmp_path / "whole.ckpt.gz")) is None
+
+
+def test_one_file_given_as_data_is_named_once(ex, tmp_path):
+    """DATA that is one file: its messages name it as given (not ``data_0.ckpt/data_0.ckpt``),
+    and the data line counts 1 sample, not '1 samples'."""
+    from weightcheck.eval.data import open_data
+
+    src = open_data(ex["specforge"]).files[0]
+    bad = tmp_path / "data_7.ckpt"
+    _cut(src, bad, 100)
+    r = run_cli("eval", ex["a"], "--hidden-states", bad, "--target", ex["target"])
+    line = _one_line_exit_2(r, str(bad))
+    assert "data_7.ckpt/data_7.ckpt" not in line, line
+    r = run_cli("eval", ex["a"], "--hidden-states", src, "--target", ex["target"])
+    assert r.exit_code == 0, r
+    assert f"{src} (specforge, 1 sample)" in " ".join(r.stdout.split()), r.stdout
+
+
 def test_drafter_without_embedding_needs_a_target(ex):
     r = run_cli("eval", ex["a"], "--hidden-states", ex["specforge"])
     _one_line_exit_2(r, "has no embed_tokens", "--target")

@@ -38,6 +38,12 @@ SIDE_VENVS = {
         "speculators",
         "tests/engine/setup_speculators_venv.sh",
     ),
+    # SpecForge with its training forward's imports (tests/test_eval_specforge.py and friends)
+    "specforge-eval": (
+        "WEIGHTCHECK_SPECFORGE_EVAL_PYTHON",
+        "SpecForge eval",
+        "tests/engine/setup_specforge_eval_venv.sh",
+    ),
 }
 
 

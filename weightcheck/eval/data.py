@@ -53,7 +53,11 @@ class Dataset:
     note: str | None = None
 
     def label(self, f: str) -> str:
-        rel = os.path.relpath(f, self.path) if os.path.isdir(self.path) else os.path.basename(f)
+        """File ``f`` as messages name it: DATA's last folder and the path below it, or DATA
+        itself when it is one file."""
+        if not os.path.isdir(self.path):
+            return self.path
+        rel = os.path.relpath(f, self.path)
         return os.path.join(os.path.basename(self.path.rstrip("/")), rel) if rel != "." else f
 
     def samples(self, limit: int | None = None, need_last: bool = True) -> Iterator[Sample]:
@@ -126,6 +130,68 @@ _SPECULATORS_NOTE = (
 )
 
 
+# A producer writes each file in place (SpecForge: torch.save / gzip to the final name;
+# speculators: a move that is a byte copy across filesystems), so a run stopped while writing
+# leaves a file cut short under its final name — and SpecForge, run again, skips files that exist.
+_CUT_SHORT = "cut short ({}): a run stopped while writing it? delete it and run the producer again"
+
+
+def cut_short(path: str) -> str | None:
+    """What shows ``path`` was not written to its end — no bytes, a ``.ckpt`` zip without its end
+    record, a ``.safetensors`` file shorter than its header says — or None."""
+    import zipfile
+
+    try:
+        size = os.path.getsize(path)
+        if size == 0:
+            return "0 bytes"
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if path.endswith(".ckpt") and head[:4] == b"PK\x03\x04":
+                return None if zipfile.is_zipfile(path) else f"{size} bytes, no zip end record"
+            if path.endswith(".safetensors"):
+                return _safetensors_short(f, size)
+    except OSError:
+        return None
+    return None
+
+
+def _safetensors_short(f, size: int) -> str | None:
+    import json
+    import struct
+
+    f.seek(0)
+    head = f.read(8)
+    if len(head) < 8:
+        return f"{size} bytes"
+    n = struct.unpack("<Q", head)[0]
+    if n > 100_000_000:
+        return None  # not a header's length: safetensors says what is wrong
+    if size < 8 + n:
+        return f"{size} bytes, its header alone is {8 + n}"
+    try:
+        header = json.loads(f.read(n))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+    need = 8 + n + max(ends, default=0)
+    return f"{size} of the {need} bytes its header describes" if size < need else None
+
+
+def _unreadable(path: str, where: str, e: Exception) -> WeightcheckError:
+    """The one line for a file its reader refused: cut short (:func:`cut_short`) when it is,
+    else the reader's own words."""
+    short = cut_short(path)
+    if short is None and isinstance(e, EOFError):  # gzip: no end-of-stream marker
+        short = "the gzip stream ends early"
+    if short is not None:
+        return WeightcheckError(where, _CUT_SHORT.format(short))
+    text = " ".join(str(e).split())[:200]
+    if "weights_only" in text or "GLOBAL" in text or "nsupported global" in text:
+        text = "the pickle needs more than tensors to load, so it was not loaded"
+    return WeightcheckError(where, f"cannot read: {type(e).__name__}: {text}")
+
+
 def _torch_load(path: str, where: str) -> dict:
     import torch
 
@@ -136,11 +202,8 @@ def _torch_load(path: str, where: str) -> dict:
             obj = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
         else:
             obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as e:  # UnpicklingError, RuntimeError, EOFError, zipfile, gzip errors
-        text = " ".join(str(e).split())[:200]
-        if "weights_only" in text or "GLOBAL" in text or "nsupported global" in text:
-            text = "the pickle needs more than tensors to load, so it was not loaded"
-        raise WeightcheckError(where, f"cannot read: {type(e).__name__}: {text}") from None
+    except Exception as e:  # UnpicklingError, RuntimeError, OSError, EOFError, gzip errors
+        raise _unreadable(path, where, e) from None
     if not isinstance(obj, dict):
         raise WeightcheckError(where, f"holds a {type(obj).__name__}, not a dict of tensors")
     return obj
@@ -309,6 +372,9 @@ def _read_speculators(path: str, where: str, need_last: bool = True) -> Sample:
             aux = sl[:, : shape[1] - 1].flatten(1)
             last = sl[:, shape[1] - 1] if need_last else None
     except (SafetensorError, OSError, ValueError) as e:
+        short = cut_short(path)
+        if short is not None:
+            raise WeightcheckError(where, _CUT_SHORT.format(short)) from None
         raise WeightcheckError(where, f"cannot read: {' '.join(str(e).split())[:200]}") from None
     if int(ids.shape[0]) != shape[0]:
         _same_length(where, token_ids=ids, hidden_states=aux)

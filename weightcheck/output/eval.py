@@ -27,7 +27,7 @@ def _data_line(data) -> str:
     elif data.selection == "limit" and (data.asked or 0) < have:
         what = f"the first {data.asked} of {have} samples: --limit {data.asked}"
     else:
-        what = f"{have} samples"
+        what = f"{have} sample" + ("" if have == 1 else "s")
     if data.interrupted:
         what += f"; interrupted: the {n} evaluated before it"
     return f"{data.path} ({data.format}, {what})"
