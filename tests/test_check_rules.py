@@ -1052,6 +1052,47 @@ def test_d2t_past_the_vocabulary(w):
     assert f["subject"] == "d2t" and "[0, 2048)" in said(f) and "draft id 399" in said(f)
 
 
+def _d2t_of_target_ids(t2d_too: bool, low: bool = False):
+    """d2t holding the draft tokens' target ids (rising, in the vocabulary) where the engines read
+    offsets; t2d marking them too, or left as the run wrote it. ``low``: the even ids from 0, so
+    that, read as offsets, every one stays inside the vocabulary."""
+
+    def f(m):
+        v = i64_values(m["d2t"].data)
+        ids = [2 * i if low else i + off for i, off in enumerate(v)]
+        m["d2t"].data = i64_bytes(ids)
+        if t2d_too:
+            b = bytearray(len(m["t2d"].data))
+            for t in ids:
+                b[t] = 1
+            m["t2d"].data = bytes(b)
+
+    return f
+
+
+def test_a_d2t_of_target_ids_is_said_to_be(w):
+    """A new user's map of target ids (SGLang and vLLM add the draft id): read as offsets it runs
+    past the vocabulary (WC306), or, with t2d marking its values, serves other tokens than the
+    trainer's (WC310, an error, not a stale-map warning) — both say what to store instead."""
+    from weightcheck.model.vocab import TARGET_IDS_SAID, reads_as_target_ids
+
+    _, rep = check(edit(w.clean(), w.path("a"), tensors=_d2t_of_target_ids(False)))
+    (f,) = by_code(rep, "WC306")
+    assert f["severity"] == ERROR and said(f).startswith(TARGET_IDS_SAID)
+    exit_code, rep = check(edit(w.clean(), w.path("b"), tensors=_d2t_of_target_ids(True, low=True)))
+    (f,) = by_code(rep, "WC310")
+    assert exit_code == 1 and f["severity"] == ERROR and said(f).startswith(TARGET_IDS_SAID)
+    assert not by_code(rep, "WC306")
+    # the run's own map (offsets, not strictly rising) and a moved t2d mark: the stale-map warning
+    _, rep = check(edit(w.clean(), w.path("c"), tensors=_t2d_moved))
+    (f,) = by_code(rep, "WC310")
+    assert f["severity"] == WARNING and TARGET_IDS_SAID not in said(f)
+    assert reads_as_target_ids([3, 4, 11], 12) and not reads_as_target_ids([3, 3, 11], 12)
+    assert not reads_as_target_ids([3, 4, 12], 12) and not reads_as_target_ids([], 12)
+    assert reads_as_target_ids([1, 2], 4, bytes([0, 1, 1, 0]))
+    assert not reads_as_target_ids([1, 2], 4, bytes([0, 1, 0, 1]))
+
+
 def test_speculators_config_read_by_sglang():
     exit_code, rep = check(PRODUCERS / "speculators-train", "--engine", "sglang")
     assert exit_code == 1

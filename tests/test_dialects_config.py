@@ -209,6 +209,20 @@ RENAMED = [
         ["training:draft_model."],
         "draft_model.",
     ),
+    (
+        "training-compiled-specforge",  # torch.compile's OptimizedModule holds it as _orig_mod
+        lambda n: "_orig_mod." + n,
+        "specforge",
+        ["training:_orig_mod."],
+        "`_orig_mod.` (training)",
+    ),
+    (
+        "training-ddp-around-compiled-speculators",
+        lambda n: "module._orig_mod." + _sp(n),
+        "speculators",
+        ["training:_orig_mod.", "training:module."],
+        "`_orig_mod.` (training)",
+    ),
     ("hf-model-layers0", _hf(_sp), "speculators", ["hf:model."], "`model.` (hf)"),
     ("hf-model-midlayer", _hf(_sf), "specforge", ["hf:model."], "`model.` (hf)"),
     (

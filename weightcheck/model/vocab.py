@@ -89,6 +89,25 @@ def placeholder_said(n: int, vocab: int) -> str:
     )
 
 
+def reads_as_target_ids(d2t, vocab: int | None, t2d: bytes | None = None) -> bool:
+    """The one test of a d2t that holds the draft tokens' target ids where the engines read
+    offsets (target id = draft id + d2t[draft id]; SGLang and vLLM add the index): its values,
+    read as ids, lie in the vocabulary and rise strictly, as a map built from sorted ids does
+    (SpecForge's and speculators' maps are the sorted ids minus their index), and, with t2d, are
+    exactly the ids t2d marks. Said where the map, read as offsets, fails (WC306, WC310)."""
+    n = len(d2t)
+    if not n or not isinstance(vocab, int) or not all(0 <= x < vocab for x in d2t):
+        return False
+    if any(b <= a for a, b in zip(d2t, d2t[1:])):
+        return False
+    if t2d is None:
+        return True
+    return {i for i, b in enumerate(t2d) if b} == set(d2t)
+
+
+TARGET_IDS_SAID = "d2t holds target ids, not offsets; store d2t[i] = target_id - i"
+
+
 def identity(n: int, where: str) -> VocabMap:
     return VocabMap(tuple(range(n)), n, True, where)
 

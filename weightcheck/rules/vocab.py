@@ -292,11 +292,19 @@ def d2t_range(ctx, finding):
     bad = [i for i, off in enumerate(d2t) if not 0 <= i + off < v]
     if bad:
         i = bad[0]
+        said = f"first: draft id {i} -> target id {i + d2t[i]}; the engines index the target's logits with it"
+        if vocab.reads_as_target_ids(d2t, v, ctx.vocab_maps()[1]):
+            yield finding(
+                f"{vocab.TARGET_IDS_SAID} ({len(bad)} draft id(s) land outside [0, {v}))",
+                "d2t",
+                detail=f"its values are the draft tokens' target ids, rising, in the vocabulary; "
+                f"the engines add the draft id to each ({said})",
+            )
+            return
         yield finding(
             f"d2t maps {len(bad)} draft id(s) outside [0, {v}); rebuild it for this vocabulary",
             "d2t",
-            detail=f"first: draft id {i} -> target id {i + d2t[i]}; the engines index the "
-            "target's logits with it",
+            detail=said,
         )
 
 
@@ -374,7 +382,16 @@ def t2d_vs_d2t(ctx, finding):
     targets = {i + off for i, off in enumerate(d2t)}
     marked = {i for i, b in enumerate(t2d) if b}
     only_d2t, only_t2d = targets - marked, marked - targets
-    if only_d2t or only_t2d:
+    if (only_d2t or only_t2d) and vocab.reads_as_target_ids(d2t, len(t2d), t2d):
+        yield finding(
+            vocab.TARGET_IDS_SAID,
+            "d2t",
+            consequence=MISFED,  # the trainers' draft token j is t2d's j-th id; served: ids[j] + j
+            detail="t2d marks exactly d2t's values: d2t holds the target ids themselves, and the "
+            f"engines add the draft id to each: the head proposes {len(only_d2t)} target id(s) "
+            "t2d does not mark",
+        )
+    elif only_d2t or only_t2d:
         yield finding(
             "t2d and d2t describe different draft vocabularies; keep the map the head was "
             "trained on",
