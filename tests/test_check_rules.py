@@ -360,6 +360,13 @@ def t_d2t_placeholder(w):
     return placeholder_drafter(w.clean(), w.path("x")), []
 
 
+@trigger("WC313", "vocab_size")
+def t_vocab_is_draft(w):
+    """A config whose vocab_size is the draft vocabulary's (the head's rows)."""
+    src = edit(w.clean(), w.path("x"), cfg=lambda c: c.update(vocab_size=c["draft_vocab_size"]))
+    return src, []
+
+
 # --- WC4xx config --------------------------------------------------------------------------------
 @trigger("WC401", "architectures")
 def t_architectures(w):
@@ -1091,6 +1098,25 @@ def test_a_d2t_of_target_ids_is_said_to_be(w):
     assert not reads_as_target_ids([3, 4, 12], 12) and not reads_as_target_ids([], 12)
     assert reads_as_target_ids([1, 2], 4, bytes([0, 1, 1, 0]))
     assert not reads_as_target_ids([1, 2], 4, bytes([0, 1, 0, 1]))
+
+
+def test_vocab_size_of_the_draft_vocabulary_is_one_root(w):
+    """vocab_size set to the draft vocabulary's size: one root that says which two numbers to
+    write (the target's from --target, else t2d's length), every finding it causes under it (each
+    of them alone advised something else: rebuild d2t, serve another target); the fix passes."""
+    for src, extra, v in (
+        (w.clean(), [], 2048),
+        (PRODUCERS / "specforge-sglang", ["--target", TARGET], 512),
+    ):
+        bad = edit(src, w.path(f"x{v}"), cfg=lambda c: c.update(vocab_size=c["draft_vocab_size"]))
+        exit_code, rep = check(bad, *extra)
+        assert exit_code == 1
+        (root,) = by_code(rep, "WC313")
+        assert f"set vocab_size {v} and draft_vocab_size" in said(root)
+        assert {f["code"] for f in rep["findings"]} == {"WC313"}  # the rest under it
+        under = {c["code"] for c in root["consequences"]}
+        assert "WC306" in under and ("WC502" in under) == bool(extra)
+        assert check(src, *extra)[0] == 0  # as the producer wrote it: passes
 
 
 def test_speculators_config_read_by_sglang():

@@ -402,6 +402,39 @@ def t2d_vs_d2t(ctx, finding):
         )
 
 
+@rule("WC313", engine_free=True)
+def vocab_is_draft(ctx, finding):
+    """vocab_size holding the draft vocabulary's size (the head's rows) while the rest of the
+    drafter says the target's vocabulary is larger: t2d's length, d2t's reach, the target."""
+    v, vd = _vocab(ctx)
+    head = ctx.tensor("lm_head.weight")
+    if not isinstance(v, int) or v != vd or head is None or not head.shape or head.shape[0] != v:
+        return
+    d2t, t2d = ctx.vocab_maps()
+    said, sizes = [], []
+    if t2d is not None and len(t2d) > v:
+        said.append(f"t2d has {len(t2d)} entries")
+        sizes.append(len(t2d))
+    reach = max((i + off for i, off in enumerate(d2t)), default=-1) if d2t else -1
+    if reach >= v:
+        said.append(f"d2t reaches target id {reach}")
+    tv = ctx.target.vocab_size if ctx.target is not None else None
+    if isinstance(tv, int) and tv > v:
+        said.append(f"the target's vocabulary is {tv}")
+        sizes.insert(0, tv)
+    if not said:
+        return
+    to = f"vocab_size {sizes[0]}" if sizes else "vocab_size to the target's vocabulary"
+    yield finding(
+        f"vocab_size {v} is the draft vocabulary's (the head's rows); set {to} and "
+        f"draft_vocab_size {v} in config.json",
+        "vocab_size",
+        detail="; ".join(said) + ": the engines read vocab_size as the target's vocabulary "
+        "(the ids d2t maps to, t2d's length, the embedding's rows) and draft_vocab_size as the "
+        "head's",
+    )
+
+
 @rule("WC312")
 def d2t_placeholder(ctx, finding):
 
