@@ -57,6 +57,13 @@ def flat(findings):
         yield from flat(f.get("consequences", []))
 
 
+def flat_with_roots(findings, roots: tuple = ()):
+    """(finding, the codes of the roots it is listed under, outermost first) of every finding."""
+    for f in findings:
+        yield f, roots
+        yield from flat_with_roots(f.get("consequences", []), (*roots, f["code"]))
+
+
 def printed(finding: dict) -> list[str]:
     """The fix commands a finding prints: its ``fix`` and every backticked ``weightcheck
     convert ...`` of its message and detail (``weightcheck inspect``/``compare`` it may name are
@@ -85,17 +92,17 @@ def _check(path: str, options: tuple, target: str) -> dict | None:
         return None
 
 
-def commands(d: Drafter) -> dict[str, tuple[str, tuple, str]]:
+def commands(d: Drafter) -> dict[str, tuple[str, tuple, str, tuple]]:
     """command -> (the code it is printed for, the options of the check that printed it, what
-    that finding says)."""
-    out: dict[str, tuple[str, tuple, str]] = {}
+    that finding says, the codes of the roots that finding is listed under)."""
+    out: dict[str, tuple[str, tuple, str, tuple]] = {}
     for options in OPTIONS:
         rep = _check(d.path, options, d.target)
         if rep is None:
             continue
-        for f in flat(rep["findings"]):
+        for f, roots in flat_with_roots(rep["findings"]):
             for c in printed(f):
-                out.setdefault(c, (f["code"], options, _said(f)))
+                out.setdefault(c, (f["code"], options, _said(f), roots))
     return out
 
 
@@ -104,12 +111,13 @@ def _said(f: dict) -> str:
 
 
 def run_one(
-    d: Drafter, command: str, code: str, options: tuple, out: str, said: str = ""
+    d: Drafter, command: str, code: str, options: tuple, out: str, said: str = "", roots=()
 ) -> str | None:
-    """Run one printed command on ``d`` (printed for a finding of ``code`` that says ``said``); a
-    violation line, or None when the promise holds: it succeeds and check OUT no longer says that
-    finding (another finding of the code, a different fact, may remain), or it is refused for
-    another fact than its code's."""
+    """Run one printed command on ``d`` (printed for a finding of ``code`` that says ``said``,
+    listed under the findings of ``roots``); a violation line, or None when the promise holds: it
+    succeeds and check OUT no longer says that finding (another finding of the code, a different
+    fact, may remain), or it is refused for another fact than its code's and its roots' (a
+    command refused for the very cause its finding is listed under can never work either)."""
     subst = {"SRC": d.path, "OUT": out, "TARGET": d.target}
     words = _words(command, subst)
     if words[:2] != ["weightcheck", "convert"] or "OUT" not in shlex.split(command):
@@ -134,6 +142,9 @@ def run_one(
         }
         if code in reasons:
             return f"{where}: it refuses with the same {code} (the advice loops)"
+        root = next((r for r in roots if r in reasons), None)
+        if root is not None:
+            return f"{where}: it refuses with {root}, the cause {code} is listed under"
         return None
     # refused before the gate (exit 2): the one line must name another fact than the fixed one
     why = done.stderr.strip().removeprefix("weightcheck: error: ")
@@ -143,6 +154,8 @@ def run_one(
         return f"{where}: exit {done.exit_code}, a refusal this harness cannot place: {why}"
     if other == code:
         return f"{where}: it refuses with the fact it fixes ({code}): {why}"
+    if other in roots:
+        return f"{where}: it refuses with {other}, the cause {code} is listed under: {why}"
     return None
 
 
@@ -162,10 +175,10 @@ def violations(drafters, tmp: str) -> tuple[list[str], int]:
     """Every printed fix command of every drafter, run as printed: (violations, commands run)."""
     bad, n = [], 0
     for d in drafters:
-        for i, (command, (code, options, said)) in enumerate(sorted(commands(d).items())):
+        for i, (command, (code, options, said, roots)) in enumerate(sorted(commands(d).items())):
             out = os.path.join(tmp, f"{d.id}-fix{i}")
             n += 1
-            v = run_one(d, command, code, options, out, said)
+            v = run_one(d, command, code, options, out, said, roots)
             if v is not None:
                 bad.append(v)
     return bad, n

@@ -1,7 +1,8 @@
 """Drafters a hurried user writes (issue #31): each a realistic deviation from the SpecForge
 fixture, built at the byte level — a full-vocabulary head beside a reduced d2t, an fc exported
 transposed, a hand-edited size of 0 or below, a head left out, a plain language model (GPT-2)
-given as a drafter. tests/test_root_causes.py checks what each command says of them;
+given as a drafter, the state_dict of a compiled model, vocab_size set to the draft vocabulary's,
+a d2t of target ids, only the weights downloaded, a head left in float32, a d2t saved as [1, n]. tests/test_root_causes.py checks what each command says of them;
 tests/test_fix_commands.py runs every command printed for them.
 """
 
@@ -12,7 +13,14 @@ import pathlib
 import synth
 from conftest import PRODUCERS
 
-from helpers.builders import edit, write_checkpoint
+from helpers.builders import (
+    edit,
+    i64_bytes,
+    i64_values,
+    read_config,
+    read_tensors,
+    write_checkpoint,
+)
 from weightcheck.storage.writer import OutTensor
 
 SPECFORGE = PRODUCERS / "specforge-sglang"  # H 64, vocab 512, draft vocab 128, 3 aux layers
@@ -108,6 +116,49 @@ def gpt2(out, layers: int = 2) -> pathlib.Path:
     return write_checkpoint(out, cfg, ts)
 
 
+def compiled(out) -> pathlib.Path:
+    """``model.state_dict()`` of a ``torch.compile``d drafter: every name under ``_orig_mod.``."""
+    return write_checkpoint(
+        out,
+        read_config(SPECFORGE),
+        [
+            OutTensor("_orig_mod." + t.name, t.dtype, t.shape, t.data)
+            for t in read_tensors(SPECFORGE)
+        ],
+    )
+
+
+def d2t_target_ids(out) -> pathlib.Path:
+    """d2t holding the draft tokens' target ids (``hot_ids``), not ``hot_ids - arange``."""
+
+    def ids(m):
+        v = i64_values(m["d2t"].data)
+        m["d2t"].data = i64_bytes([i + off for i, off in enumerate(v)])
+
+    return edit(SPECFORGE, out, tensors=ids)
+
+
+def f32_head(out) -> pathlib.Path:
+    """lm_head left in float32 beside bfloat16 weights (cast all but one)."""
+
+    def head(m):
+        h = m["lm_head.weight"]
+        n = h.shape[0] * h.shape[1]
+        m[h.name] = OutTensor(h.name, "F32", h.shape, synth.random_data("F32", 4 * n, 4))
+
+    return edit(SPECFORGE, out, tensors=head)
+
+
+def d2t_rank2(out) -> pathlib.Path:
+    """d2t saved as [1, n] (an ``unsqueeze(0)`` left in)."""
+
+    def rank2(m):
+        d = m["d2t"]
+        m[d.name] = OutTensor(d.name, d.dtype, (1, d.shape[0]), d.data)
+
+    return edit(SPECFORGE, out, tensors=rank2)
+
+
 # every hurried drafter, by id: build(folder) -> folder
 BUILDERS = {
     "full-head": full_head,
@@ -120,6 +171,14 @@ BUILDERS = {
     "mixed": mixed,
     "gpt2": gpt2,
     "gpt2-one-block": lambda out: gpt2(out, layers=1),
+    "compiled": compiled,
+    "vocab-is-draft": lambda out: edit(
+        SPECFORGE, out, cfg=lambda c: c.update(vocab_size=c["draft_vocab_size"])
+    ),
+    "d2t-target-ids": d2t_target_ids,
+    "weights-only": lambda out: write_checkpoint(out, None, read_tensors(SPECFORGE)),
+    "f32-head": f32_head,
+    "d2t-rank2": d2t_rank2,
 }
 
 

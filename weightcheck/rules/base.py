@@ -278,14 +278,15 @@ class Context:
     def fix_command(self, to: str, *options: str) -> str | None:
         """The convert command a finding prints as its fix, one that can work as printed: None
         when convert refuses SRC whatever the destination (a target model, a config value of the
-        wrong JSON type: WC203/WC212 say what to do first); in plain check (no --engine), a
+        wrong JSON type: WC203/WC212 say what to do first; no config.json, which convert needs
+        or --config-from: WC201 says to ship it); in plain check (no --engine), a
         destination that holds the drafter when ``to`` cannot (a drafter trained with an option
         SGLang has no way to express is written for vLLM). With --engine E the command is for E,
         and refused for E's own reason (WC706) when E cannot hold the drafter."""
         from weightcheck.engines.data import output_for, replays
 
         d = self.drafter
-        if d.looks_like_target or self.normalized.mistyped:
+        if d.looks_like_target or self.normalized.mistyped or d.source.config is None:
             return None
         if self.engine is None and d.architecture is not None:
             vals = self.normalized.values
