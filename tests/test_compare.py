@@ -89,6 +89,27 @@ def test_different_draft_vocab_lists_head_and_d2t(make_drafter):
     assert mism["d2t"] == ([400], [300])
 
 
+def test_a_map_that_cannot_be_read_is_said_not_compared(make_drafter, tmp_path):
+    """B's d2t holds target ids where the engines read offsets (a new user's map): its draft
+    vocabulary cannot be read, and compare says so in a note (it said nothing, the verdict
+    COMPATIBLE and no vocab line), naming why and the check that says more."""
+    from helpers.builders import edit, i64_bytes, i64_values
+
+    a = make_drafter("a", scaled(K2), seed=1)
+
+    def ids(m):
+        v = i64_values(m["d2t"].data)
+        m["d2t"].data = i64_bytes([i + off for i, off in enumerate(v)])
+
+    b = edit(a, tmp_path / "b", tensors=ids)
+    j = run_cli("compare", a, b, "--json").json
+    assert j["vocab"] is None
+    (note,) = [n for n in j["notes"] if n.startswith("draft vocabularies not compared")]
+    assert "B's d2t holds target ids, not offsets" in note and "weightcheck check B" in note
+    text = run_cli("compare", a, b).stdout
+    assert "draft vocabularies not compared" in " ".join(text.split())
+
+
 def test_missing_lm_head_is_incompatible(make_drafter, tiny_cfg):
     a = make_drafter("a", tiny_cfg, seed=1)
     b = make_drafter("b", tiny_cfg, seed=1, skip=("lm_head.weight",))

@@ -170,19 +170,31 @@ def compare(a: Drafter, b: Drafter, values: bool = False, progress: bool = True)
     return c
 
 
-def vocab_report(a: Drafter, b: Drafter) -> dict | None:
+def _map_of(d: Drafter):
+    """(its draft vocabulary's map or None, why it cannot be read or None)."""
+    try:
+        return vocab.from_drafter(d), None
+    except (WeightcheckError, ValueError) as e:  # a malformed d2t: check says why (WC304/WC306)
+        return None, getattr(e, "message", None) or str(e)
+
+
+def vocab_report(a: Drafter, b: Drafter) -> tuple[dict | None, str | None]:
     """The ``vocab`` object: both draft vocabularies (d2t read by range; no d2t is the identity
     map) and how far they agree — target ids in both, draft ids standing for the same target id —
-    with what that means for initializing one from the other."""
-    try:
-        remote = "hub" in (a.source.kind, b.source.kind)
-        ma, mb = at_once(
-            lambda: vocab.from_drafter(a), lambda: vocab.from_drafter(b), threads=remote
+    with what that means for initializing one from the other; and, when a side's map cannot be
+    read, the note that says so (the vocabularies are then not compared: never in silence)."""
+    remote = "hub" in (a.source.kind, b.source.kind)
+    (ma, wa), (mb, wb) = at_once(lambda: _map_of(a), lambda: _map_of(b), threads=remote)
+    bad = [(side, why) for side, why in (("A", wa), ("B", wb)) if why]
+    if bad:
+        said = "; ".join(f"{side}'s {why}" for side, why in bad)
+        who = " and ".join(side for side, _ in bad)
+        return None, (
+            f"draft vocabularies not compared: {said} (`weightcheck check {who}` says what the "
+            "engines do with it)"
         )
-    except (WeightcheckError, ValueError):  # a malformed d2t: check reports it (WC304, WC306)
-        return None
     if ma is None or mb is None:
-        return None
+        return None, None
     r = vocab.overlap(ma, mb)
     targets = [s for s, d in (("A", a), ("B", b)) if d.looks_like_target]
     if targets:  # no drafter's training starts from a target, no convert makes one of it
@@ -192,9 +204,9 @@ def vocab_report(a: Drafter, b: Drafter) -> dict | None:
             "a drafter: its lm_head scores the whole vocabulary and no convert makes a drafter of "
             "it; compare a drafter with a drafter (a target is check's --target)"
         )
-        return r
+        return r, None
     r["meaning"] = vocab_meaning(r)
-    return r
+    return r, None
 
 
 def vocab_meaning(v: dict) -> str:
@@ -254,7 +266,9 @@ def report(c: Comparison, values: bool = False, strict: bool = False) -> Compare
             f"bytes of {undecided} tensor(s) not compared (Hub sources without matching "
             "content hashes): pass --values to read and compare them"
         )
-    vocab = vocab_report(c.a, c.b)
+    vocab, unread = vocab_report(c.a, c.b)
+    if unread:
+        notes.append(unread)
     return CompareReport(
         verdict=v,
         exit_status=1 if v == "incompatible" or (strict and c.strict_failures) else 0,

@@ -63,9 +63,10 @@ def from_offsets(d2t, vocab: int | None, where: str) -> VocabMap:
     bad = [j for j, t in enumerate(targets) if t < 0 or (vocab is not None and t >= vocab)]
     if bad:
         j = bad[0]
+        why = f"{TARGET_IDS_SAID}: " if reads_as_target_ids(list(d2t), vocab) else ""
         raise WeightcheckError(
             where,
-            f"d2t maps {len(bad)} draft id(s) outside [0, {vocab}); first: draft id {j} -> "
+            f"{why}d2t maps {len(bad)} draft id(s) outside [0, {vocab}); first: draft id {j} -> "
             f"target id {targets[j]}",
         )
     return VocabMap(targets, vocab, False, where, placeholder=is_placeholder(d2t, vocab))
