@@ -156,3 +156,20 @@ def test_a_gate_that_says_src_is_no_drafter_refuses_training():
     serving = {"findings": [{"code": "WC704", "severity": "error", "message": "init"}]}
     assert [r["kind"] for r in gen_judge.trainer_rows(raised, serving)] == ["false pass"]
     assert gen_judge.trainer_rows(loaded, serving) == []
+
+
+def test_a_t2d_never_written_loads_or_raises_by_chance():
+    """Seed 31, g31-01887 (speculators-train without t2d): speculators takes the verifier's head
+    rows at a t2d it never wrote — memory that, in one oracle process, may hold an earlier
+    drafter's t2d, so it loaded there and raised alone. The replay's WC908 says so in its detail
+    (messages carry what to do, details the evidence): the judge reads both, no false error."""
+    detail = "t2d was never set (SRC has none under speculators' own names): load_verifier_..."
+    wc908 = {"code": "WC908", "severity": "error", "detail": detail,
+             "message": "speculators 0.9.0 raises at init; convert SRC first"}  # fmt: skip
+    gate = {"findings": [wc908]}
+    never = {"raises": None, "uninitialized": ["t2d", "verifier_lm_head.weight"]}
+    assert gen_judge.trainer_rows(never, gate) == []
+    written = {"raises": None, "uninitialized": []}  # t2d written and it loads: a false error
+    assert [r["kind"] for r in gen_judge.trainer_rows(written, gate)] == ["false error"]
+    other = {"findings": [{**wc908, "detail": "another reason"}]}
+    assert [r["kind"] for r in gen_judge.trainer_rows(never, other)] == ["false error"]

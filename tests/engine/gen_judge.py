@@ -311,11 +311,16 @@ def t2d_by_chance(rec: dict, raises: str | None) -> bool:
     return never and not rec.get("raises") and "t2d was never set" in (raises or "")
 
 
+def _said(f: dict) -> str:
+    """A finding's message and detail (the evidence, the trainer's code path, is the detail's)."""
+    return f["message"] + "\n" + (f.get("detail") or "")
+
+
 def _t2d_by_chance(rec: dict, errs: list[dict]) -> bool:
     """speculators with a t2d it never wrote (SRC has none under its names): load_verifier_weights
     takes the head's rows at whatever that memory holds, and raises or not by chance (in one
     oracle process, a freed t2d of an earlier drafter of the same size makes it load). The
     replay's "raises" is then no false error (docs/differential.md, limits)."""
     never = "t2d" in (rec.get("uninitialized") or [])
-    said = [f for f in errs if f["code"] == "WC908" and "t2d was never set" in f["message"]]
+    said = [f for f in errs if f["code"] == "WC908" and "t2d was never set" in _said(f)]
     return never and bool(said) and len(said) == len(errs)
