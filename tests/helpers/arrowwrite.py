@@ -167,7 +167,7 @@ def _array(t, rows, nodes: list, buffers: list) -> None:
         buffers.append(_values(t, [0 if r is None else r for r in rows]))
 
 
-def _record_batch(columns, lo: int, hi: int) -> bytes:
+def _record_batch(columns, lo: int, hi: int, compressed: bool = False) -> bytes:
     nodes, raw = [], []
     for _name, t, rows in columns:
         _array(t, rows[lo:hi], nodes, raw)
@@ -176,10 +176,14 @@ def _record_batch(columns, lo: int, hi: int) -> bytes:
         bufs.append((len(body), len(b)))
         body += b + bytes(-len(b) % 8)
     header = [("i64", hi - lo), ("structs", ("<qq", nodes)), ("structs", ("<qq", bufs))]
+    if compressed:  # BodyCompression: LZ4_FRAME, per buffer (the bytes left as they are)
+        header.append(("table", [("u8", 0), ("u8", 0)]))
     return _message(3, header, bytes(body))
 
 
-def arrow_stream(columns, batch_rows: int | None = None, end: bool = True) -> bytes:
+def arrow_stream(
+    columns, batch_rows: int | None = None, end: bool = True, compressed: bool = False
+) -> bytes:
     """The Arrow stream of ``columns``, in record batches of ``batch_rows`` rows."""
     n = len(columns[0][2])
     meta = [("table", [("str", "huggingface"), ("str", "{}")])]
@@ -188,7 +192,7 @@ def arrow_stream(columns, batch_rows: int | None = None, end: bool = True) -> by
     out = _message(1, schema, b"")
     step = batch_rows or max(n, 1)
     for lo in range(0, n, step):
-        out += _record_batch(columns, lo, min(n, lo + step))
+        out += _record_batch(columns, lo, min(n, lo + step), compressed)
     return out + (struct.pack("<Ii", 0xFFFFFFFF, 0) if end else b"")
 
 

@@ -111,6 +111,7 @@ def _unpack(fmt: str, buf: bytes, pos: int):
 
 def _messages(f, where: str):
     """(header type, header table, body offset, body length) of each message of the stream."""
+    size = f.seek(0, os.SEEK_END)
     f.seek(0)
     pos = 8 if f.read(8)[:6] == b"ARROW1" else 0  # the file format: the stream after its magic
     while True:
@@ -135,6 +136,12 @@ def _messages(f, where: str):
             raise WeightcheckError(where, f"cut short: the file ends inside a message at {pos}")
         msg = _Table(meta, _unpack("<I", meta, 0))
         body_len = msg.scalar(3, "<q")
+        if body_len < 0 or pos + n + body_len > size:
+            raise WeightcheckError(
+                where,
+                f"cut short: a message's body of {body_len} bytes at {pos + n} ends past "
+                f"the file's {size} bytes",
+            )
         yield msg.scalar(1, "<B"), msg.table(2), pos + n, body_len
         pos += n + body_len
 
@@ -278,6 +285,7 @@ class ListColumn:
         self.batches: list[_Batch] = []
         self.starts: list[int] = []  # the first row of each batch
         self.rows = 0
+        self.type = ""  # as the first shard's schema has it: "list<int64>"
         for path in data_files(folder):
             self._add(path)
 
@@ -291,6 +299,7 @@ class ListColumn:
                         raise WeightcheckError(where, f"an Arrow message of type {kind}: not read")
                     if kind == _SCHEMA:
                         col = _Column(where, self.name, header)
+                        self.type = self.type or col.type
                     elif kind == _RECORD_BATCH:
                         if col is None:
                             raise WeightcheckError(where, "a record batch before the schema")
