@@ -382,6 +382,16 @@ def test_eval_counts_speculators_positions_by_its_arrow_mask_and_specforges_hits
     assert [s["trained_valid"] for s in steps] == [int(x) for x in theirs["denoms"]]
     assert [s["trained_hits"] for s in steps] == [int(x) for x in theirs["corrects"]]
     assert steps[0]["trained_hits"] >= 200 and all(s["trained_hits"] >= 20 for s in steps)
+    # the Arrow mask read as SpecForge's own (unshifted): other positions, as many less as rows
+    # whose mask reaches the last position (what the same copy counts with l in place of l[1:])
+    plain = pre.parent / "as-specforge-unshifted" / "rows_0-2000"
+    plain.mkdir(parents=True)
+    for i, f in enumerate(sorted(copy.iterdir(), key=lambda p: int(p.stem[5:]))):
+        d = torch.load(f, weights_only=True)
+        torch.save(dict(d, loss_mask=torch.tensor(sp["masks"][i])), plain / f.name)
+    u = _eval(drafter, "--hidden-states", plain.parent, "--target", target)["drafters"][0]
+    print("unshifted: weightcheck", u["steps"])
+    assert [s["trained_valid"] for s in u["steps"]] == unshifted != sp["totals"]
     # fewer positions than the files hold: the prompts are out
     assert steps[0]["trained_valid"] < sum(len(m) - 1 for m in sp["masks"])
     # without the dataset: every position counts, and the note says so
