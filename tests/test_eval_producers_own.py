@@ -18,11 +18,12 @@ server renders the chat template) and ``speculators generate-offline-data``; wei
 preprocessed folder.
 
 Asserted: the files read are the files written, with the keys, shapes and dtypes docs/eval.md §1
-says; the positions counted are the files' loss-mask positions (SpecForge) or every position
-(speculators keeps its mask in the Arrow dataset), counted here from the files with torch; the
-per-step hits are SpecForge's own ``acc_k`` counts (float32) — for speculators' files on a
-SpecForge-layout copy whose last hidden state is put through the target's final norm (not all
-ones, so that applying it or not changes the top-1).
+says; the positions counted are the files' loss-mask positions (SpecForge) or, for speculators, those
+of its Arrow dataset's ``loss_mask`` as speculators' own ``shift_batch`` and ``align_for_step``
+align it (run in its venv); the per-step hits are SpecForge's own ``acc_k`` counts (float32) — for
+speculators' files on a SpecForge-layout copy whose last hidden state is put through the target's
+final norm (not all ones, so that applying it or not changes the top-1) and whose loss mask is
+speculators' alignment of the Arrow mask.
 """
 
 from __future__ import annotations
@@ -311,7 +312,31 @@ def test_speculators_writes_what_docs_say(specforge, speculators):
     assert last["before_norm"] <= tol < last["after_norm"], slots
 
 
-def test_eval_counts_every_speculators_position_and_specforges_hits(specforge, speculators):
+SPECULATORS_COUNTS = r"""
+import json, sys, torch
+from datasets import load_from_disk
+from speculators.models.eagle3.data import shift_batch
+from speculators.models.eagle3.metrics import align_for_step
+masks = [[int(v) for v in r] for r in load_from_disk(sys.argv[1]).with_format(None)["loss_mask"]]
+steps, totals = int(sys.argv[2]), [0] * int(sys.argv[2])
+for m in masks:  # speculators' own alignment of the mask: shift_batch, then each step's
+    S = len(m)
+    b = shift_batch({"input_ids": torch.zeros(S, dtype=torch.long),
+                     "hidden_states": torch.zeros(S, 1), "verifier_last_hidden_states": torch.zeros(S, 1),
+                     "loss_mask": torch.tensor(m), "lengths": torch.tensor([S]),
+                     "position_ids": torch.arange(S)})
+    for k in range(steps):
+        n = b["loss_mask"].shape[0]
+        z = torch.zeros(1, n, 1)
+        _, _, lm, _ = align_for_step(z, z, b["loss_mask"][None], None, k)
+        totals[k] += int(lm.sum())
+print(json.dumps({"masks": masks, "totals": totals}))
+"""
+
+
+def test_eval_counts_speculators_positions_by_its_arrow_mask_and_specforges_hits(
+    specforge, speculators
+):
     from safetensors.torch import load_file
 
     pre, target = speculators["pre"], speculators["target"]
@@ -319,9 +344,13 @@ def test_eval_counts_every_speculators_position_and_specforges_hits(specforge, s
     files = sorted((pre / "hidden_states").glob("hs_*.safetensors"), key=lambda p: int(p.stem[3:]))
     r = _eval(drafter, "--hidden-states", pre, "--target", target)
     assert r["data"]["format"] == "speculators" and r["data"]["files"] == len(files)
-    assert "every position counts" in r["data"]["note"]
+    assert r["data"]["loss_mask"] == "arrow" and r["data"]["loss_mask_from"] == str(pre)
+    # the mask as datasets reads it, and the positions speculators' own alignment counts
+    sp = _json_line(_run([side_python("speculators"), "-c", SPECULATORS_COUNTS, str(pre),
+                          str(STEPS)], "speculators' alignment"))  # fmt: skip
     # a SpecForge-layout copy: aux the first three slots, hidden_state the last through the
-    # target's final norm (float32), every position in the loss mask
+    # target's final norm (float32), loss_mask speculators' alignment of the Arrow mask (column t
+    # counts by loss_mask[t+1]: shift_batch)
     w = load_file(os.path.join(target, "model.safetensors"))["model.norm.weight"].float()
     assert not torch.equal(w, torch.ones_like(w))
     eps = json.loads(pathlib.Path(target, "config.json").read_text())["rms_norm_eps"]
@@ -331,9 +360,10 @@ def test_eval_counts_every_speculators_position_and_specforges_hits(specforge, s
     for i, f in enumerate(files):
         d = load_file(str(f))
         hs, S = d["hidden_states"], d["token_ids"].shape[0]
+        assert len(sp["masks"][i]) == S
         last = hs[:, -1].float()
         normed = last * torch.rsqrt(last.pow(2).mean(-1, keepdim=True) + eps) * w
-        masks.append(torch.ones(S, dtype=torch.long))
+        masks.append(torch.tensor(sp["masks"][i][1:] + [0], dtype=torch.long))
         torch.save(
             {
                 "input_ids": d["token_ids"],
@@ -345,8 +375,30 @@ def test_eval_counts_every_speculators_position_and_specforges_hits(specforge, s
         )
     theirs = _oracle(specforge["python"], drafter, target, copy.parent)
     steps = r["drafters"][0]["steps"]
-    print("SpecForge on the copy", theirs, "weightcheck", steps)
-    assert [s["trained_valid"] for s in steps] == _counted(masks)
+    unshifted = _counted(torch.tensor(m) for m in sp["masks"])  # the mask taken as SpecForge's
+    print("speculators' own counts", sp["totals"], "the Arrow mask unshifted", unshifted,
+          "SpecForge on the copy", theirs, "weightcheck", steps)  # fmt: skip
+    assert [s["trained_valid"] for s in steps] == sp["totals"] == _counted(masks)
     assert [s["trained_valid"] for s in steps] == [int(x) for x in theirs["denoms"]]
     assert [s["trained_hits"] for s in steps] == [int(x) for x in theirs["corrects"]]
     assert steps[0]["trained_hits"] >= 200 and all(s["trained_hits"] >= 20 for s in steps)
+    # the Arrow mask read as SpecForge's own (unshifted): other positions, as many less as rows
+    # whose mask reaches the last position (what the same copy counts with l in place of l[1:])
+    plain = pre.parent / "as-specforge-unshifted" / "rows_0-2000"
+    plain.mkdir(parents=True)
+    for i, f in enumerate(sorted(copy.iterdir(), key=lambda p: int(p.stem[5:]))):
+        d = torch.load(f, weights_only=True)
+        torch.save(dict(d, loss_mask=torch.tensor(sp["masks"][i])), plain / f.name)
+    u = _eval(drafter, "--hidden-states", plain.parent, "--target", target)["drafters"][0]
+    print("unshifted: weightcheck", u["steps"])
+    assert [s["trained_valid"] for s in u["steps"]] == unshifted != sp["totals"]
+    # fewer positions than the files hold: the prompts are out
+    assert steps[0]["trained_valid"] < sum(len(m) - 1 for m in sp["masks"])
+    # without the dataset: every position counts, and the note says so
+    bare = pre.parent / "bare"
+    (bare / "hidden_states").mkdir(parents=True)
+    for f in files:
+        (bare / "hidden_states" / f.name).symlink_to(f)
+    r = _eval(drafter, "--hidden-states", bare, "--target", target)
+    assert r["data"]["loss_mask"] == "none" and "every position counts" in r["data"]["note"]
+    assert r["drafters"][0]["steps"][0]["trained_valid"] == sum(len(m) - 1 for m in sp["masks"])

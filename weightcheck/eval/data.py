@@ -7,7 +7,8 @@ sample, ``rows_<a>-<b>/data_<i>.ckpt`` (``.ckpt.gz`` with ``--compress``), a ``t
 logits processor input). speculators 0.9.0 (``speculators generate-offline-data``):
 ``hs_<i>.safetensors`` with ``token_ids`` [S] and ``hidden_states`` [S, n_aux+1, T], the last
 slot the target's last layer output *before* its final norm; the loss mask stays in the
-preprocessed Arrow dataset, which is not read here (every position counts).
+preprocessed Arrow dataset, the folder above ``hidden_states/``: its ``loss_mask`` column, row i
+for ``hs_<i>`` (arrow.py reads it, without pyarrow), or every position counts when there is none.
 
 Memory: a sample's tensors are read only when used: a SpecForge ``.ckpt``'s tensors are located
 in the file (sources/torchzip.py, the one reader of a ``torch.save`` zip's index) and read
@@ -37,7 +38,9 @@ _HS = re.compile(r"^hs_(\d+)\.safetensors$")
 class Sample:
     file: str  # the file it came from (relative to DATA), for messages
     input_ids: object  # LongTensor [S]
-    loss_mask: object  # LongTensor [S] (0/1)
+    # LongTensor [S] (0/1), where SpecForge's rule counts (metric.py): SpecForge's own mask;
+    # speculators' shifted left once (its shift_batch aligns l[t+1] with column t), or all ones
+    loss_mask: object
     aux: object  # [S, n_aux * T], not read until used (memory-mapped or a slice)
     last: object  # [S, T], likewise; None when not asked for (speculators)
     last_normed: bool  # True: after the target's final norm (SpecForge); False: before it
@@ -51,6 +54,11 @@ class Dataset:
     format: str  # "specforge" | "speculators"
     files: list[str]  # absolute paths, in the producer's order
     note: str | None = None
+    mask: str = (
+        "file"  # where the loss mask is: "file" (SpecForge), "arrow" or "none" (speculators)
+    )
+    mask_from: str | None = None  # the Arrow dataset's folder (mask "arrow"), as DATA names it
+    column: object = None  # arrow.ListColumn of loss_mask (mask "arrow")
 
     def label(self, f: str) -> str:
         """File ``f`` as messages name it: DATA's last folder and the path below it, or DATA
@@ -75,7 +83,39 @@ class Dataset:
                 if s is not None:
                     return s
             return _read_specforge(f, self.label(f))
-        return _read_speculators(f, self.label(f), need_last)
+        s = _read_speculators(f, self.label(f), need_last)
+        if self.format == "speculators":
+            s.loss_mask = self._speculators_mask(f, s)
+        return s
+
+    def _speculators_mask(self, f: str, s: Sample):
+        """What SpecForge's rule counts by, from row i of the Arrow dataset's loss_mask for
+        ``hs_<i>``: speculators' ``shift_batch`` drops position 0 of the mask (and of the targets)
+        and keeps the hidden states' first S-1, so column t counts by ``loss_mask[t+1]``; the last
+        column has no target (all ones without the dataset)."""
+        import torch
+
+        S = int(s.input_ids.shape[0])
+        if self.column is None:
+            return torch.ones(S, dtype=torch.long)
+        col = self.column
+        i = int(_HS.match(os.path.basename(f)).group(1))
+        if i >= col.rows:
+            raise WeightcheckError(
+                s.file, f"no row {i} in the dataset {self.mask_from} ({col.rows} rows)"
+            )
+        raw, size = col.row(i)
+        dt = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
+        m = torch.frombuffer(bytearray(raw), dtype=dt) if raw else torch.zeros(0, dtype=dt)
+        if m.numel() != S:
+            raise WeightcheckError(
+                s.file,
+                f"token_ids has {S} positions, but row {i}'s loss_mask in {col.where(i)} has "
+                f"{m.numel()}: the hidden states are not that row's",
+            )
+        out = torch.zeros(S, dtype=torch.long)
+        out[: S - 1] = (m[1:] != 0).long()
+        return out
 
 
 def open_data(path: str) -> Dataset:
@@ -89,7 +129,7 @@ def open_data(path: str) -> Dataset:
         if p.endswith(SPECFORGE_SUFFIXES):
             return Dataset(p, "specforge", [os.path.abspath(p)])
         if _HS.match(os.path.basename(p)):
-            return Dataset(p, "speculators", [os.path.abspath(p)], _SPECULATORS_NOTE)
+            return _speculators(p, os.path.dirname(os.path.abspath(p)), [os.path.abspath(p)])
         raise WeightcheckError(
             path,
             "not a hidden-state file: expected SpecForge's data_<i>.ckpt[.gz] or "
@@ -111,12 +151,8 @@ def open_data(path: str) -> Dataset:
                 ((int(m.group(1)), n) for n in os.listdir(d) for m in [_HS.match(n)] if m),
             )
             if hs:
-                return Dataset(
-                    p,
-                    "speculators",
-                    [os.path.abspath(os.path.join(d, n)) for _, n in hs],
-                    _SPECULATORS_NOTE,
-                )
+                files = [os.path.abspath(os.path.join(d, n)) for _, n in hs]
+                return _speculators(p, d, files)
     raise WeightcheckError(
         path,
         "no hidden-state files: expected SpecForge's rows_*/data_<i>.ckpt[.gz] or speculators' "
@@ -124,10 +160,30 @@ def open_data(path: str) -> Dataset:
     )
 
 
-_SPECULATORS_NOTE = (
-    "speculators keeps the loss mask in its preprocessed Arrow dataset, not in hs_<i>.safetensors: "
-    "every position counts"
-)
+def _speculators(path: str, hs_dir: str, files: list[str]) -> Dataset:
+    """speculators' files, with the loss mask of the Arrow dataset in the folder above
+    ``hs_dir`` (``PREPROCESSED/hidden_states/``) when it holds one."""
+    from weightcheck.eval import arrow
+
+    pre = os.path.dirname(os.path.normpath(os.path.abspath(hs_dir)))
+    shown = _as_given(path, pre)
+    if not arrow.is_dataset(pre):
+        note = (
+            "speculators keeps the loss mask in its preprocessed Arrow dataset, not in "
+            f"hs_<i>.safetensors, and {shown} holds none (no state.json): every position counts"
+        )
+        return Dataset(path, "speculators", files, note, mask="none")
+    col = arrow.ListColumn(pre, "loss_mask")
+    note = f"the loss mask: the loss_mask column of {shown} ({col.type}, row i for hs_<i>)"
+    return Dataset(path, "speculators", files, note, mask="arrow", mask_from=shown, column=col)
+
+
+def _as_given(path: str, folder: str) -> str:
+    """``folder`` named as DATA (``path``) names it: relative when DATA is relative."""
+    if os.path.isabs(os.path.expanduser(path)):
+        return folder
+    rel = os.path.relpath(folder)
+    return rel if not rel.startswith("..") else folder
 
 
 # A producer writes each file in place (SpecForge: torch.save / gzip to the final name;

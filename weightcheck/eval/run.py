@@ -164,6 +164,8 @@ def evaluate(
         "format": ds.format,
         "files": done,
         "note": ds.note,
+        "loss_mask": ds.mask,
+        "loss_mask_from": ds.mask_from,
         "available": len(ds.files),
         "selection": "sample" if sample is not None else ("limit" if limit else "all"),
         "seed": sample_seed if sample is not None else None,

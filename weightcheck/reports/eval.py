@@ -22,6 +22,10 @@ class EvalData:
     seed: int | None = optional()  # --sample's seed
     asked: int | None = optional()  # the N of --limit or --sample
     interrupted: bool = False  # Ctrl-C: the report covers the samples evaluated before it
+    # where the positions counted come from: "file" (SpecForge's loss_mask), "arrow" (speculators'
+    # preprocessed dataset's loss_mask column, read from loss_mask_from), "none" (every position)
+    loss_mask: Literal["file", "arrow", "none"] = "file"
+    loss_mask_from: str | None = optional()  # the Arrow dataset's folder (loss_mask "arrow")
 
 
 @record
