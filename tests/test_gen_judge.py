@@ -173,3 +173,29 @@ def test_a_t2d_never_written_loads_or_raises_by_chance():
     assert [r["kind"] for r in gen_judge.trainer_rows(written, gate)] == ["false error"]
     other = {"findings": [{**wc908, "detail": "another reason"}]}
     assert [r["kind"] for r in gen_judge.trainer_rows(never, other)] == ["false error"]
+
+
+def test_an_oracle_that_stops_writing_is_killed_not_waited_for(tmp_path):
+    """helpers/engine.py read_oracle_records(stall=S): an oracle process that writes no record for
+    S seconds (SGLang's CPU loader hung at one drafter of 2,000 on "Multi-thread loading shards
+    0/1") is killed and the call raises with what it had (gen_differential starts it again for
+    the drafters left), instead of stalling the run for its whole timeout."""
+    import signal
+    import subprocess
+
+    import pytest
+    from helpers.engine import read_oracle_records
+
+    jsonl = tmp_path / "o.jsonl"
+    (tmp_path / "o.jsonl.stderr").write_text("")
+    code = (
+        "import sys, time\n"
+        "f = open(sys.argv[1], 'w')\n"
+        "for i in range(2):\n"
+        "    f.write('{\"id\": %d}\\n' % i); f.flush()\n"
+        "time.sleep(300)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(jsonl)])
+    with pytest.raises(RuntimeError, match="2/3 records"):
+        read_oracle_records("fake", proc, str(jsonl), 3, "id", timeout=3000, stall=2)
+    assert proc.returncode == -signal.SIGKILL  # killed for the stall, not left to end its sleep

@@ -55,6 +55,7 @@ from helpers.engine import read_oracle_records, side_env, side_python_path  # no
 ENGINES = ("sglang", "vllm")
 TRAINERS = ("specforge", "speculators")
 TIMEOUT = 5400
+STALL = 600  # s without a new record: the oracle is killed and started again for the rest
 
 
 @dataclass
@@ -139,7 +140,7 @@ def _records(s: str, proc, jsonl: str, paths: dict, tmp: str, tries: int = 3) ->
     key = "drafter" if s in ENGINES else "id"
     name = (lambda i: paths[i]) if s in ENGINES else (lambda i: f"{s}/{i}")
     try:
-        recs = read_oracle_records(s, proc, jsonl, len(paths), key, TIMEOUT)
+        recs = read_oracle_records(s, proc, jsonl, len(paths), key, TIMEOUT, stall=STALL)
     except RuntimeError:
         if tries <= 1:
             raise

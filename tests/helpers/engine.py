@@ -277,16 +277,17 @@ def assert_record_schema(r: dict, fates: set, extra: set = frozenset()) -> None:
         assert v["fate"] in fates
 
 
-def read_oracle_records(name: str, proc, jsonl: str, n: int, key: str, timeout: int) -> dict:
+def read_oracle_records(
+    name: str, proc, jsonl: str, n: int, key: str, timeout: int, stall: int | None = None
+) -> dict:
     """The JSON records an oracle process (``proc``, None when reused) wrote one a line to
-    ``jsonl``, by ``key``; waits at most ``timeout`` s. Raises, with the end of its stderr, unless
-    it exited 0 with exactly ``n`` records (tests/engine/differential.py, trainer_differential.py)."""
+    ``jsonl``, by ``key``; waits at most ``timeout`` s, and with ``stall`` at most that long
+    without a new record (the process is then killed: SGLang's CPU loader was seen to hang on
+    "Multi-thread loading shards 0/1" at one drafter of 2,000, twice; the caller starts it again
+    for the drafters left). Raises, with the end of its stderr, unless it exited 0 with exactly
+    ``n`` records (tests/engine/differential.py, trainer_differential.py)."""
     if proc is not None:
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _wait(proc, jsonl, timeout, stall)
     recs = {}
     if os.path.exists(jsonl):
         with open(jsonl) as f:
@@ -301,3 +302,22 @@ def read_oracle_records(name: str, proc, jsonl: str, n: int, key: str, timeout: 
             f"the {name} oracle failed (exit {proc.returncode}, {len(recs)}/{n} records):\n{tail}"
         )
     return recs
+
+
+def _wait(proc, jsonl: str, timeout: int, stall: int | None) -> None:
+    """Wait for ``proc``; kill it after ``timeout`` s, or after ``stall`` s in which ``jsonl``
+    did not grow."""
+    import time
+
+    start = last = time.monotonic()
+    size = -1
+    while proc.poll() is None:
+        now = time.monotonic()
+        grown = os.path.getsize(jsonl) if os.path.exists(jsonl) else 0
+        if grown != size:
+            size, last = grown, now
+        if now - start > timeout or (stall is not None and now - last > stall):
+            proc.kill()
+            proc.wait()
+            return
+        time.sleep(1.0)
