@@ -467,14 +467,15 @@ def test_held_keeps_a_ctrl_c_until_the_block_is_done():
 @pytest.mark.stress
 def test_ctrl_c_at_any_moment_of_the_start_ends_the_run(ex):
     """Real SIGINTs at seeded moments of the first second (torch's import among them): every
-    run ends with exit 130, one line and no traceback — never runs on, never aborts."""
+    run ends with exit 130, one line and no traceback — never runs on, never aborts (or, on a
+    machine that was done before the signal came, with its report)."""
     import random
 
     import stress
 
     rng = random.Random(33)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for _ in range(stress.count(24, 2)):
+    for _ in range(stress.count(24, 1)):
         delay = rng.uniform(0.05, 1.0)
         p = subprocess.Popen([sys.executable, "-m", "weightcheck", "eval", *_args(ex)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -483,7 +484,11 @@ def test_ctrl_c_at_any_moment_of_the_start_ends_the_run(ex):
         p.send_signal(__import__("signal").SIGINT)
         out, err = p.communicate(timeout=300)
         said = (delay, p.returncode, err[-500:])
-        assert p.returncode == 130 and "Traceback" not in err, said
+        assert "Traceback" not in err, said
+        if p.returncode == 0:  # a machine fast enough to be done before the signal: the report
+            assert out.startswith("data"), said
+            continue
+        assert p.returncode == 130, said  # never run on, never -2 or an abort (-6)
         assert err.strip().splitlines()[-1].startswith("weightcheck: interrupted"), said
 
 
