@@ -51,6 +51,15 @@ def run_cli(*args, env=None) -> Result:
     return Result(r.exit_code, r.stdout, r.stderr)
 
 
+def run_python(code: str, *args, env=None, timeout=300, stdout=None):
+    """``python -c CODE ARGS`` in a fresh interpreter with this checkout first on the path:
+    the CompletedProcess (text; stdout captured unless ``stdout`` is a file to write it to)."""
+    e = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    out = subprocess.PIPE if stdout is None else stdout
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], stdout=out,
+                          stderr=subprocess.PIPE, text=True, env=e, timeout=timeout)  # fmt: skip
+
+
 def run_subprocess(*args, env=None, timeout=120) -> Result:
     """Run ``python -m weightcheck ARGS`` in a fresh interpreter (for import-level checks)."""
     e = dict(os.environ)

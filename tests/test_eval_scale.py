@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import CONFIGS, ROOT, example_module, run_cli
+from conftest import CONFIGS, ROOT, example_module, run_cli, run_python
 from helpers.text import unwrapped
 
 torch = pytest.importorskip("torch")
@@ -422,9 +422,7 @@ def test_ctrl_c_during_torchs_import_is_held_then_ends_the_run(ex):
     """torch's import is not safe to interrupt (weightcheck/eval/interrupt.py: a SIGINT in it was
     swallowed or aborted the process): eval holds Ctrl-C over it, then ends as for any Ctrl-C
     before the first sample (nothing on stdout, one line, 130)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", _CTRL_C_IN_IMPORT, "eval", *_args(ex)],
-                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    p = run_python(_CTRL_C_IN_IMPORT, "eval", *_args(ex))
     assert "held during the import: True" in p.stderr
     assert p.returncode == 130 and p.stdout == "" and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1] == "weightcheck: interrupted"
@@ -457,9 +455,7 @@ def test_held_keeps_a_ctrl_c_until_the_block_is_done():
         "t = threading.Thread(target=other); t.start(); t.join()\n"
         "print(done)\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=60)  # fmt: skip
+    p = run_python(code, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "['after the signal', 'raised after the block', True]"
 

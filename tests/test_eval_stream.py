@@ -9,13 +9,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 import synth
-from conftest import CONFIGS, ROOT
+from conftest import CONFIGS, ROOT, run_python
 
 KB = 1000
 
@@ -138,9 +136,7 @@ def test_torchs_libraries_are_found_without_importing_torch():
         "found = libraries()\n"
         "print(json.dumps({'torch': 'torch' in sys.modules, 'found': found}))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=120)  # fmt: skip
+    p = run_python(code)
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout)
     assert got["torch"] is False
@@ -190,13 +186,11 @@ def test_the_data_is_read_ahead_before_torch_is_imported(tmp_path):
     pytest.importorskip("torch")
     d, made = _eval_example(tmp_path)
     cache = tmp_path / "cache"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), WEIGHTCHECK_CACHE_DIR=str(cache))
     args = ["eval", d, "--hidden-states", made["specforge"], "--target", made["target"],
             "--device", "cpu", "--json"]  # fmt: skip
     out = tmp_path / "report.json"
     with open(out, "w") as f:
-        p = subprocess.run([sys.executable, "-c", _PROBED, *args], stdout=f,
-                           stderr=subprocess.PIPE, text=True, env=env, timeout=300)  # fmt: skip
+        p = run_python(_PROBED, *args, env={"WEIGHTCHECK_CACHE_DIR": str(cache)}, stdout=f)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "torch imported: False libtorch first: True" in p.stderr
     assert json.loads(out.read_text())["drafters"][0]["samples"] == 3
@@ -210,20 +204,16 @@ def test_the_program_exits_as_asked_after_torch(tmp_path):
     (no torch) ends the ordinary way, its teardown run."""
     pytest.importorskip("torch")
     d, made = _eval_example(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     other = synth.scaled_config(json.loads((CONFIGS / "specforge-kimi-k2-eagle3.json").read_text()),
                                 hidden=96)  # fmt: skip
     d2 = str(tmp_path / "d2")
     synth.write_drafter(d2, other, seed=2)
-    bad = subprocess.run([sys.executable, "-c", _PROBED, "eval", d2, "--hidden-states",
-                          made["specforge"], "--device", "cpu"], capture_output=True, text=True,
-                         env=env, timeout=300)  # fmt: skip
+    bad = run_python(_PROBED, "eval", d2, "--hidden-states", made["specforge"], "--device", "cpu")
     assert bad.returncode == 2, bad.stderr[-2000:]
     lines = [x for x in bad.stderr.splitlines() if x.startswith("weightcheck:")]
     assert len(lines) == 1 and "Traceback" not in bad.stderr
     assert "TEARDOWN" not in bad.stderr
-    head = subprocess.run([sys.executable, "-c", _PROBED, "inspect", d, "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    head = run_python(_PROBED, "inspect", d, "--json")
     assert head.returncode == 0 and json.loads(head.stdout)
     assert "TEARDOWN" in head.stderr
 
