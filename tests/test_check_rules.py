@@ -367,6 +367,23 @@ def t_vocab_is_draft(w):
     return src, []
 
 
+@trigger("WC106", "pytorch_model.bin")
+def t_nested_state(w):
+    """A training checkpoint's dict ({"state_dict": ..., "epoch": ...}) saved as the weights."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    src = PRODUCERS / "specforge-sglang"
+    out = w.path("x")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text((src / "config.json").read_text())
+    state = {}
+    for f in sorted(src.glob("*.safetensors")):
+        state.update(load_file(str(f)))
+    torch.save({"state_dict": state, "epoch": 3}, str(out / "pytorch_model.bin"))
+    return out, ["--target", TARGET]
+
+
 # --- WC4xx config --------------------------------------------------------------------------------
 @trigger("WC401", "architectures")
 def t_architectures(w):
@@ -1117,6 +1134,27 @@ def test_vocab_size_of_the_draft_vocabulary_is_one_root(w):
         under = {c["code"] for c in root["consequences"]}
         assert "WC306" in under and ("WC502" in under) == bool(extra)
         assert check(src, *extra)[0] == 0  # as the producer wrote it: passes
+
+
+def test_a_state_dict_under_a_key_is_never_seen_by_the_engines(w):
+    """{"state_dict": ..., "epoch": ...} as pytorch_model.bin: weightcheck reads the tensors there,
+    the engines iterate the file's top level (seen by both oracles: SGLang drops `state_dict` and
+    starts with every parameter at init, vLLM fails the load on it). One root, WC106, with the
+    engines' findings under it; convert writes a checkpoint that passes."""
+    src, args = t_nested_state(w)
+    exit_code, rep = check(src, *args)
+    assert exit_code == 1
+    (root,) = rep["findings"]
+    assert root["code"] == "WC106" and "under `state_dict`" in root["message"]
+    under = {c["code"] for c in root["consequences"]}
+    assert {"WC702", "WC703", "WC704"} <= under
+    views = rep["engines"]
+    assert views["sglang"]["starts"] is True and views["vllm"]["starts"] is False
+    assert "model.fc.weight" in views["sglang"]["left_at_init"]
+    out = w.path("converted")
+    r = run_cli("convert", src, out, "--to", "sglang", *args)
+    assert r.exit_code == 0, r.stderr
+    assert check(out, *args)[0] == 0
 
 
 def test_speculators_config_read_by_sglang():

@@ -320,7 +320,7 @@ class TrainerLoad:
     layer_not_null: tuple[str, ...] = ()
     layer_defaults: dict[str, int] = field(default_factory=dict)
     top_types: dict[
-        str, Literal["int", "int_or_null", "bool", "bool_or_null", "int_list_or_null"]
+        str, Literal["int", "int_or_null", "bool", "bool_or_null", "int_list_or_null", "str_list"]
     ] = field(default_factory=dict)
     base_model_prefix: str | None = None
     default_target_layer_ids: tuple[Expr, ...] = ()

@@ -8,6 +8,7 @@ tests/test_fix_commands.py runs every command printed for them.
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 
 import synth
@@ -159,6 +160,22 @@ def d2t_rank2(out) -> pathlib.Path:
     return edit(SPECFORGE, out, tensors=rank2)
 
 
+def nested_bin(out) -> pathlib.Path:
+    """A training checkpoint's dict saved as the weights: pytorch_model.bin holding
+    {"state_dict": ..., "epoch": 3} (needs torch to write)."""
+    import torch
+
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text((SPECFORGE / "config.json").read_text())
+    dtypes = {"BF16": torch.bfloat16, "F32": torch.float32, "I64": torch.int64, "BOOL": torch.bool}
+    state = {}
+    for t in read_tensors(SPECFORGE):
+        state[t.name] = torch.frombuffer(bytearray(t.data), dtype=dtypes[t.dtype]).reshape(t.shape)
+    torch.save({"state_dict": state, "epoch": 3}, str(out / "pytorch_model.bin"))
+    return out
+
+
 # every hurried drafter, by id: build(folder) -> folder
 BUILDERS = {
     "full-head": full_head,
@@ -180,6 +197,8 @@ BUILDERS = {
     "f32-head": f32_head,
     "d2t-rank2": d2t_rank2,
 }
+if importlib.util.find_spec("torch") is not None:  # writing it needs torch (not imported here)
+    BUILDERS["nested-bin"] = nested_bin
 
 
 def all_of(root) -> dict[str, pathlib.Path]:

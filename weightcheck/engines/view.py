@@ -178,6 +178,51 @@ def unread_landings(source) -> list:
     ]
 
 
+PT_ITERATOR = (
+    "sglang==0.5.23 / vllm==0.32.0 model_loader/weight_utils.py pt_weights_iterator "
+    "(torch.load(file).items())"
+)
+
+
+def as_the_engine_reads(drafter) -> tuple[list, list]:
+    """(what the engine's loader is handed, in order; the Landings of the tensors it never sees).
+    A pickled file's entries are handed as its top level holds them: the engines iterate
+    ``torch.load(file).items()`` and look under no key, so a file whose tensors sit under
+    ``state_dict`` hands the loader one entry named ``state_dict`` (and its other top-level
+    entries: ``epoch``, ...), and none of its tensors (seen by the SGLang and vLLM oracles: SGLang
+    drops ``state_dict`` and starts with every parameter at its initial values, vLLM fails the
+    load on it)."""
+    from weightcheck.sources.pickled import nested_files
+
+    nested = nested_files(drafter.source)
+    if not nested:
+        return list(drafter.tensors), []
+    from weightcheck.model.drafter import Tensor
+
+    handed, never = [], []
+    for t in drafter.tensors:
+        wf = nested.get(t.file)
+        if wf is None:
+            handed.append(t)
+            continue
+        never.append(
+            Landing(
+                t.name,
+                t.canonical,
+                None,
+                None,
+                "skipped",
+                f"under `{wf.pickle_key}` in {t.file}: the engines iterate the file's "
+                "top-level entries and never see it",
+                PT_ITERATOR,
+            )  # fmt: skip
+        )
+    for name, wf in nested.items():
+        handed += [Tensor(k, None, "dict" if k == wf.pickle_key else "object", (), 0, name)
+                   for k in (wf.pickle_top or (wf.pickle_key,))]  # fmt: skip
+    return handed, never
+
+
 def code(subject: str) -> str:
     """A subject as a sentence names it: a field or tensor name as it is, a condition of the
     engine's data (``rope_factor is None``: Python the engine runs) in backquotes."""
@@ -209,11 +254,12 @@ def view(drafter, engine: str, version: str | None = None, target=None) -> Engin
         built_arch in data.engine.architectures
     )
     exp = expected_parameters(data, version, vals, built_arch)
+    handed, never = as_the_engine_reads(drafter)
     if arch_ok:
-        landings = _load_fails(route_names(drafter.tensors, data, version, vals, exp), fates)
+        landings = _load_fails(route_names(handed, data, version, vals, exp), fates)
     else:
-        landings = unrouted(drafter.tensors, arch0)
-    landings += unread_landings(drafter.source)
+        landings = unrouted(handed, arch0)
+    landings += never + unread_landings(drafter.source)
     states = parameter_states(drafter, data, vals, exp, landings, target)
     tied = not any(p.canonical == "lm_head.weight" for p in states)
     head = next((p for p in states if p.canonical == "lm_head.weight"), None)

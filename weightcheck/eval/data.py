@@ -365,7 +365,7 @@ def index_ckpt(path: str) -> dict | None:
     got = torchzip.read(path)
     if got is None:
         return None
-    flat, key, _scalars = got
+    flat, key, _scalars, _top = got
     if key is not None or any(m.begin is None for m in flat.values()):
         return None
     return {k: FileTensor(path, m.begin, m.dtype, m.shape) for k, m in flat.items()}

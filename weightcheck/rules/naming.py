@@ -103,6 +103,25 @@ def copies_equal(ctx, names: list[str]) -> bool | None:
     return same_bytes.copies_equal(ctx.drafter.source, copies, keep, dtypes)
 
 
+@rule("WC106")
+def nested_state(ctx, finding):
+    from weightcheck.sources.pickled import nested_files
+
+    for name, wf in nested_files(ctx.drafter.source).items():
+        top = ", ".join(f"`{k}`" for k in (wf.pickle_top or (wf.pickle_key,)))
+        fix = ctx.fix_command(ctx.engine or "sglang")
+        yield finding(
+            f"{name} holds its tensors under `{wf.pickle_key}`; the engines read only its top "
+            "level: save the state dict itself",
+            name,
+            fix=fix,
+            detail=f"its top level: {top}. SGLang and vLLM iterate torch.load(file).items() and "
+            f"look under no key: SGLang drops `{wf.pickle_key}` and keeps every parameter at its "
+            "initial values, vLLM stops the load on it"
+            + (f"; `{fix}` writes the tensors at the top level" if fix else ""),
+        )
+
+
 @rule("WC104")
 def wrappers(ctx, finding):
     for w in ctx.drafter.naming.wrappers:

@@ -49,6 +49,9 @@ class WeightFile:
     # a pickled dict's top-level scalars beside the state (training_state.pt: strategy, run_id,
     # global_step): read without torch (sources/torchzip.py) when the file allows
     pickle_meta: dict | None = None
+    # with pickle_key: the top-level entries of the pickled dict, in order — what the engines see
+    # (they iterate torch.load(file).items() and never look under pickle_key: engines/view.py)
+    pickle_top: tuple[str, ...] | None = None
 
 
 @record

@@ -22,7 +22,8 @@ _TORCH_DTYPES = {f"torch.{name}": st for st, name in TORCH_NAMES.items()}
 
 
 def load_pickled(path: str) -> tuple[dict, str | None]:
-    """``torch.load(path, weights_only=True)`` -> (flat name -> tensor dict, the key used)."""
+    """``torch.load(path, weights_only=True)`` -> (flat name -> tensor dict, the key used).
+    :func:`top_entries` says what the file holds at its top level."""
     try:
         import torch
     except ImportError:
@@ -57,6 +58,7 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
             )
         raise WeightcheckError(path, f"cannot load pickled checkpoint: {msg}") from None
     key = None
+    _TOP[path] = tuple(map(str, obj)) if isinstance(obj, dict) else ()
     if isinstance(obj, dict):
         for k in STATE_KEYS:  # where trainers keep the drafter's tensors, in order
             if isinstance(obj.get(k), dict):
@@ -82,6 +84,9 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
     return flat, key
 
 
+_TOP: dict[str, tuple[str, ...]] = {}  # path -> the top-level entries load_pickled saw
+
+
 def add_pickled_file(src: Source, wf: WeightFile) -> None:
     # the torch zip reader (and pickletools, zipfile) only when a pickled file is there: ~4 ms
     # of every command's start-up otherwise
@@ -89,7 +94,7 @@ def add_pickled_file(src: Source, wf: WeightFile) -> None:
 
     got = torchzip.read(wf.local_path)
     if got is not None and got[0]:
-        metas, wf.pickle_key, wf.pickle_meta = got
+        metas, wf.pickle_key, wf.pickle_meta, wf.pickle_top = got
         src.files[wf.name] = wf
         for name, m in metas.items():
             if name in src.tensors:
@@ -100,6 +105,7 @@ def add_pickled_file(src: Source, wf: WeightFile) -> None:
         return
     tensors, key = load_pickled(wf.local_path)
     wf.pickle_key = key
+    wf.pickle_top = _TOP.pop(wf.local_path, None) if key is not None else None
     src.files[wf.name] = wf
     for name, t in tensors.items():
         if name in src.tensors:
@@ -108,3 +114,20 @@ def add_pickled_file(src: Source, wf: WeightFile) -> None:
         src.tensors[name] = TensorRecord(
             name, dtype, tuple(t.shape), t.numel() * t.element_size(), wf.name
         )
+
+
+def nested_files(source) -> dict:
+    """The pickled weight files the engines read (``*.bin``) whose tensors sit under a key of
+    their dict (``state_dict``, ``model``, ...: read there above): file name -> the WeightFile.
+    The engines never look under it (engines/view.py ``as_the_engine_reads``; WC106)."""
+    return {
+        n: wf
+        for n, wf in getattr(source, "files", {}).items()
+        if wf.format == "pickle" and wf.pickle_key is not None and n.endswith(ENGINE_PICKLES)
+    }
+
+
+# the pickled files the engines read as weights by default (LoadFormat auto: *.safetensors and
+# *.bin; a .pt only with --load-format pt: sglang 0.5.23 model_loader/loader.py:499-515, vllm
+# 0.32.0 default_loader.py:186-201). A SpecForge training_state.pt is the trainers' (WC9xx).
+ENGINE_PICKLES = (".bin",)

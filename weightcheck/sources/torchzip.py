@@ -278,8 +278,9 @@ def _data_start(f, zi: zipfile.ZipInfo) -> int:
 
 
 def read(path: str):
-    """(flat name -> TensorMeta, the dict key holding the state, top-level scalars) of a torch
-    zip checkpoint, or None when it is not one this reader follows."""
+    """(flat name -> TensorMeta, the dict key holding the state, top-level scalars, the top-level
+    entries when the state is under a key) of a torch zip checkpoint, or None when it is not one
+    this reader follows."""
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError):
@@ -323,7 +324,7 @@ def read(path: str):
                             walk(name + ".", v)
 
                 walk("", obj)
-            return flat, key, meta
+            return flat, key, meta, (tuple(map(str, top)) if key is not None else None)
     except (NotStatic, KeyError, ValueError, IndexError, TypeError, struct.error, OSError):
         return None
     except Exception:  # a malformed stream pickletools cannot parse: torch decides

@@ -170,7 +170,8 @@ def _lax_int(v) -> bool:
 
 def _lax_ok(kind: str, v) -> bool:
     """pydantic's lax validation of ``v`` for a field of ``kind`` (run in the speculators venv:
-    "128", 128.0 and True are ints; "true", "yes", 1 are bools; null only for ``_or_null``)."""
+    "128", 128.0 and True are ints; "true", "yes", 1 are bools; a str list takes strings only;
+    null only for ``_or_null``)."""
     if v is None:
         return kind.endswith("_or_null")
     base = kind.removesuffix("_or_null")
@@ -182,6 +183,8 @@ def _lax_ok(kind: str, v) -> bool:
             or v in (0, 1)
             or (isinstance(v, str) and v.strip().lower() in _LAX_TRUE | _LAX_FALSE)
         )
+    if base == "str_list":  # pydantic coerces nothing to a str: [7] and [true] fail
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
     return isinstance(v, list) and all(_lax_int(x) for x in v)
 
 
