@@ -155,8 +155,11 @@ def test_torchzip_follows_only_what_torch_save_writes_for_tensors(tmp_path):
     from weightcheck.sources import torchzip
 
     torch.save({"x": torch.arange(6.0).view(2, 3)[1:], "n": 3}, tmp_path / "ok.pt")
-    flat, key, scalars = torchzip.read(str(tmp_path / "ok.pt"))
-    assert key is None and scalars == {"n": 3}
+    flat, key, scalars, top = torchzip.read(str(tmp_path / "ok.pt"))
+    assert key is None and scalars == {"n": 3} and top is None  # the tensors at the top level
+    torch.save({"state_dict": {"w": torch.zeros(2)}, "epoch": 3}, tmp_path / "nested.pt")
+    flat2, key2, _, top2 = torchzip.read(str(tmp_path / "nested.pt"))
+    assert key2 == "state_dict" and top2 == ("state_dict", "epoch") and list(flat2) == ["w"]
     m = flat["x"]
     assert (m.dtype, m.shape, m.nbytes, m.end - m.begin) == ("F32", (1, 3), 12, 12)
     with open(tmp_path / "ok.pt", "rb") as f:
