@@ -1151,6 +1151,12 @@ def test_a_state_dict_under_a_key_is_never_seen_by_the_engines(w):
     views = rep["engines"]
     assert views["sglang"]["starts"] is True and views["vllm"]["starts"] is False
     assert "model.fc.weight" in views["sglang"]["left_at_init"]
+    # the trainers iterate the file's entries too: SpecForge finds no draft weights (its oracle:
+    # "warm-start checkpoint ... contains no draft weights"), under the same root
+    _, trained = check(src, *args, "--training-config", str(PRODUCERS / "specforge-sglang" /
+                                                            "config.json"))  # fmt: skip
+    (root,) = [f for f in trained["findings"] if f["code"] == "WC106"]
+    assert "WC908" in {c["code"] for c in root["consequences"]}
     out = w.path("converted")
     r = run_cli("convert", src, out, "--to", "sglang", *args)
     assert r.exit_code == 0, r.stderr

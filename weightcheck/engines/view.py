@@ -185,41 +185,27 @@ PT_ITERATOR = (
 
 
 def as_the_engine_reads(drafter) -> tuple[list, list]:
-    """(what the engine's loader is handed, in order; the Landings of the tensors it never sees).
-    A pickled file's entries are handed as its top level holds them: the engines iterate
-    ``torch.load(file).items()`` and look under no key, so a file whose tensors sit under
-    ``state_dict`` hands the loader one entry named ``state_dict`` (and its other top-level
-    entries: ``epoch``, ...), and none of its tensors (seen by the SGLang and vLLM oracles: SGLang
-    drops ``state_dict`` and starts with every parameter at its initial values, vLLM fails the
-    load on it)."""
+    """(what the engine's loader is handed, in order; the Landings of the tensors it never sees):
+    model/drafter.py ``Drafter.as_handed`` (a pickled ``*.bin`` with its tensors under a key hands
+    its top-level entries: SGLang drops ``state_dict`` and starts with every parameter at its
+    initial values, vLLM fails the load on it)."""
     from weightcheck.sources.pickled import nested_files
 
+    handed, unseen = drafter.as_handed()
     nested = nested_files(drafter.source)
-    if not nested:
-        return list(drafter.tensors), []
-    from weightcheck.model.drafter import Tensor
-
-    handed, never = [], []
-    for t in drafter.tensors:
-        wf = nested.get(t.file)
-        if wf is None:
-            handed.append(t)
-            continue
-        never.append(
-            Landing(
-                t.name,
-                t.canonical,
-                None,
-                None,
-                "skipped",
-                f"under `{wf.pickle_key}` in {t.file}: the engines iterate the file's "
-                "top-level entries and never see it",
-                PT_ITERATOR,
-            )  # fmt: skip
-        )
-    for name, wf in nested.items():
-        handed += [Tensor(k, None, "dict" if k == wf.pickle_key else "object", (), 0, name)
-                   for k in (wf.pickle_top or (wf.pickle_key,))]  # fmt: skip
+    never = [
+        Landing(
+            t.name,
+            t.canonical,
+            None,
+            None,
+            "skipped",
+            f"under `{nested[t.file].pickle_key}` in {t.file}: the engines iterate the file's "
+            "top-level entries and never see it",
+            PT_ITERATOR,
+        )  # fmt: skip
+        for t in unseen
+    ]
     return handed, never
 
 

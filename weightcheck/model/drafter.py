@@ -66,6 +66,25 @@ class Drafter:
     def dialect(self) -> str | None:
         return self.naming.dialect
 
+    def as_handed(self) -> tuple[list[Tensor], list[Tensor]]:
+        """(what a loader that iterates each weight file's entries is handed, in order; the
+        tensors it never sees). A pickled ``*.bin`` whose tensors sit under a key of its dict
+        (``state_dict``, ``model``: sources/pickled.py reads them there) hands its top-level
+        entries instead — one entry named after the key (and ``epoch``, ...), none of its tensors:
+        SGLang's and vLLM's ``pt_weights_iterator`` and the trainers' loaders iterate
+        ``torch.load(file).items()`` (seen by the SGLang, vLLM and SpecForge oracles; WC106)."""
+        from weightcheck.sources.pickled import nested_files
+
+        nested = nested_files(self.source)
+        if not nested:
+            return list(self.tensors), []
+        handed = [t for t in self.tensors if t.file not in nested]
+        never = [t for t in self.tensors if t.file in nested]
+        for name, wf in nested.items():
+            handed += [Tensor(k, None, "dict" if k == wf.pickle_key else "object", (), 0, name)
+                       for k in (wf.pickle_top or (wf.pickle_key,))]  # fmt: skip
+        return handed, never
+
     def by_canonical(self) -> dict[str, Tensor]:
         """Canonical name -> the tensor; of several for one canonical tensor (WC103), the one the
         engines keep: both load files in order and names sorted within a file, the last write

@@ -287,7 +287,8 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         built_from="training" if own is training_cfg else "src",
         cite_built_from=ld.cite_builds_from,
     )
-    src = _as_loaded(ld.base_model_prefix, {t.name: t for t in d.tensors}, model)
+    handed = d.as_handed()[0] if not (state and ld.state_file) else d.tensors
+    src = _as_loaded(ld.base_model_prefix, {t.name: t for t in handed}, model)
     r.unexpected = [n for n in src if n not in model]
     r.missing = [n for n in model if n not in src]
     r.mismatched = [
