@@ -134,9 +134,10 @@ def test_torchzip_reads_what_torch_reads():
     from weightcheck.sources.tensors import read_range, torch_tensor_bytes
 
     p = RUN / "tiny-step2" / "training_state.pt"
-    flat, key = load_pickled(str(p))
+    flat, key, top = load_pickled(str(p))
     s = open_source(str(p))
     assert set(s.tensors) == set(flat) and s.files["training_state.pt"].pickle_key == key
+    assert key is not None and s.files["training_state.pt"].pickle_top == top  # both readers
     for n, t in flat.items():
         rec = s.tensors[n]
         assert rec.shape == tuple(t.shape) and rec.begin is not None

@@ -189,10 +189,8 @@ def as_the_engine_reads(drafter) -> tuple[list, list]:
     model/drafter.py ``Drafter.as_handed`` (a pickled ``*.bin`` with its tensors under a key hands
     its top-level entries: SGLang drops ``state_dict`` and starts with every parameter at its
     initial values, vLLM fails the load on it)."""
-    from weightcheck.sources.pickled import nested_files
-
     handed, unseen = drafter.as_handed()
-    nested = nested_files(drafter.source)
+    files = drafter.source.files
     never = [
         Landing(
             t.name,
@@ -200,10 +198,10 @@ def as_the_engine_reads(drafter) -> tuple[list, list]:
             None,
             None,
             "skipped",
-            f"under `{nested[t.file].pickle_key}` in {t.file}: the engines iterate the file's "
+            f"under `{files[t.file].pickle_key}` in {t.file}: the engines iterate the file's "
             "top-level entries and never see it",
             PT_ITERATOR,
-        )  # fmt: skip
+        )
         for t in unseen
     ]
     return handed, never

@@ -82,7 +82,7 @@ class Drafter:
         never = [t for t in self.tensors if t.file in nested]
         for name, wf in nested.items():
             handed += [Tensor(k, None, "dict" if k == wf.pickle_key else "object", (), 0, name)
-                       for k in (wf.pickle_top or (wf.pickle_key,))]  # fmt: skip
+                       for k in wf.pickle_top]  # fmt: skip
         return handed, never
 
     def by_canonical(self) -> dict[str, Tensor]:

@@ -108,7 +108,7 @@ def nested_state(ctx, finding):
     from weightcheck.sources.pickled import nested_files
 
     for name, wf in nested_files(ctx.drafter.source).items():
-        top = ", ".join(f"`{k}`" for k in (wf.pickle_top or (wf.pickle_key,)))
+        top = ", ".join(f"`{k}`" for k in wf.pickle_top)
         fix = ctx.fix_command(ctx.engine or "sglang")
         yield finding(
             f"{name} holds its tensors under `{wf.pickle_key}`; the engines read only its top "

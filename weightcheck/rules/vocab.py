@@ -285,19 +285,22 @@ def d2t_missing(ctx, finding):
 
 @rule("WC306", engine_free=True)
 def d2t_range(ctx, finding):
-    d2t, _ = ctx.vocab_maps()
+    d2t, t2d = ctx.vocab_maps()
     v, _ = _vocab(ctx)
     if d2t is None or not v:
         return
     bad = [i for i, off in enumerate(d2t) if not 0 <= i + off < v]
     if bad:
         i = bad[0]
-        said = f"first: draft id {i} -> target id {i + d2t[i]}; the engines index the target's logits with it"
-        if vocab.reads_as_target_ids(d2t, v, ctx.vocab_maps()[1]):
+        said = (
+            f"first: draft id {i} -> target id {i + d2t[i]}; the engines index the target's "
+            "logits with it"
+        )
+        if vocab.reads_as_target_ids(d2t, v, t2d):
             yield finding(
                 f"{vocab.TARGET_IDS_SAID} ({len(bad)} draft id(s) land outside [0, {v}))",
                 "d2t",
-                detail=f"its values are the draft tokens' target ids, rising, in the vocabulary; "
+                detail="its values are the draft tokens' target ids, rising, in the vocabulary; "
                 f"the engines add the draft id to each ({said})",
             )
             return

@@ -49,8 +49,8 @@ class WeightFile:
     # a pickled dict's top-level scalars beside the state (training_state.pt: strategy, run_id,
     # global_step): read without torch (sources/torchzip.py) when the file allows
     pickle_meta: dict | None = None
-    # with pickle_key: the top-level entries of the pickled dict, in order — what the engines see
-    # (they iterate torch.load(file).items() and never look under pickle_key: engines/view.py)
+    # set with pickle_key by both readers: the top-level entries of the pickled dict, in order —
+    # what the engines see (they iterate torch.load(file).items(), never under pickle_key)
     pickle_top: tuple[str, ...] | None = None
 
 

@@ -21,9 +21,9 @@ PICKLE_EXT = (".bin", ".pt", ".pth")
 _TORCH_DTYPES = {f"torch.{name}": st for st, name in TORCH_NAMES.items()}
 
 
-def load_pickled(path: str) -> tuple[dict, str | None]:
-    """``torch.load(path, weights_only=True)`` -> (flat name -> tensor dict, the key used).
-    :func:`top_entries` says what the file holds at its top level."""
+def load_pickled(path: str) -> tuple[dict, str | None, tuple[str, ...] | None]:
+    """``torch.load(path, weights_only=True)`` -> (flat name -> tensor dict, the key used, the
+    dict's top-level entries when the tensors sit under that key)."""
     try:
         import torch
     except ImportError:
@@ -58,7 +58,7 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
             )
         raise WeightcheckError(path, f"cannot load pickled checkpoint: {msg}") from None
     key = None
-    _TOP[path] = tuple(map(str, obj)) if isinstance(obj, dict) else ()
+    top = tuple(map(str, obj)) if isinstance(obj, dict) else ()
     if isinstance(obj, dict):
         for k in STATE_KEYS:  # where trainers keep the drafter's tensors, in order
             if isinstance(obj.get(k), dict):
@@ -81,10 +81,7 @@ def load_pickled(path: str) -> tuple[dict, str | None]:
     walk("", obj)
     if not flat:
         raise WeightcheckError(path, "pickled checkpoint holds no tensors")
-    return flat, key
-
-
-_TOP: dict[str, tuple[str, ...]] = {}  # path -> the top-level entries load_pickled saw
+    return flat, key, (top if key is not None else None)
 
 
 def add_pickled_file(src: Source, wf: WeightFile) -> None:
@@ -103,9 +100,7 @@ def add_pickled_file(src: Source, wf: WeightFile) -> None:
                 name, m.dtype, m.shape, m.nbytes, wf.name, m.begin, m.end
             )
         return
-    tensors, key = load_pickled(wf.local_path)
-    wf.pickle_key = key
-    wf.pickle_top = _TOP.pop(wf.local_path, None) if key is not None else None
+    tensors, wf.pickle_key, wf.pickle_top = load_pickled(wf.local_path)
     src.files[wf.name] = wf
     for name, t in tensors.items():
         if name in src.tensors:
