@@ -95,6 +95,7 @@ def test_header_read_500_then_success_is_retried(server, drafter, tmp_path):
     assert got[0][1] == got[1][1] == "bytes=0-4095"
 
 
+@pytest.mark.slow  # the client's whole backoff, waited out: 4-8 s
 def test_header_read_500_every_time_gives_up_with_one_line(server, tmp_path):
     server.fail_next(ST, 500, method="GET", times=None)
     r, seconds = inspect_sub(server, tmp_path)
@@ -142,6 +143,7 @@ def test_connection_reset_in_the_middle_of_a_header_read_is_retried(server, draf
     assert got[1] == (206, "bytes=0-4095", 4096), got
 
 
+@pytest.mark.slow  # the client's whole backoff, waited out: 4-8 s
 def test_connection_reset_every_time_gives_up_with_one_line(server, tmp_path):
     server.reset_connection_after(ST, 100, method="GET", times=None)
     r, seconds = inspect_sub(server, tmp_path)
@@ -166,6 +168,7 @@ def test_stalled_server_times_out_with_one_line(server, tmp_path):
     assert seconds < 8, seconds  # model_info: one request, 1 s limit
 
 
+@pytest.mark.slow  # the client's whole backoff, waited out: 4-8 s
 def test_stalled_header_reads_time_out_within_a_bound(server, tmp_path):
     server.stall(ST, 30, times=None, method="GET")
     r, seconds = inspect_sub(server, tmp_path, HF_HUB_DOWNLOAD_TIMEOUT="1")
