@@ -240,9 +240,52 @@ def test_the_header_says_where_the_mask_is_from(sp, tmp_path):
     assert r["data"]["loss_mask"] == "none" and "loss_mask_from" not in r["data"]
     assert r["data"]["note"] == (
         "speculators keeps the loss mask in its preprocessed Arrow dataset, not in "
-        f"hs_<i>.safetensors, and {bare} holds none (no state.json): every position counts"
+        f"hs_<i>.safetensors, and {bare} holds none (no state.json): every position counts "
+        "(--loss-mask names the dataset)"
     )
     assert r["drafters"][0]["steps"][0]["trained_valid"] == SAMPLES * (SEQ - 1)
+
+
+def test_files_moved_away_from_their_dataset_take_it_from_loss_mask(sp, tmp_path):
+    """hs_<i>.safetensors copied elsewhere (another disk, a bucket) count every position; with
+    --loss-mask naming the dataset they count as they do beside it."""
+    beside = _eval(sp["a"], "--hidden-states", sp["pre"], "--target", sp["target"])
+    moved = tmp_path / "moved"
+    shutil.copytree(sp["pre"] / "hidden_states", moved)
+    r = _eval(sp["a"], "--hidden-states", moved, "--target", sp["target"], "--loss-mask", sp["pre"])
+    assert r["data"]["loss_mask"] == "arrow" and r["data"]["loss_mask_from"] == str(sp["pre"])
+    assert r["drafters"][0]["steps"] == beside["drafters"][0]["steps"]
+    assert r["drafters"][0]["walked"] == beside["drafters"][0]["walked"]
+    bare = _eval(sp["a"], "--hidden-states", moved, "--target", sp["target"])
+    assert bare["data"]["loss_mask"] == "none"
+    assert bare["drafters"][0]["steps"] != r["drafters"][0]["steps"]
+    # the named dataset wins over one beside the files
+    other = tmp_path / "other"
+    ones = [[1] * SEQ for _ in range(SAMPLES)]
+    write_dataset(other, [_cols(ones)])
+    r = _eval(sp["a"], "--hidden-states", sp["pre"], "--target", sp["target"], "--loss-mask", other)
+    assert r["data"]["loss_mask_from"] == str(other)
+    assert r["drafters"][0]["steps"][0]["trained_valid"] == SAMPLES * (SEQ - 1)
+
+
+def test_loss_mask_that_is_no_dataset_or_for_specforge_is_one_line(sp, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(sp["pre"] / "hidden_states", moved)
+    (tmp_path / "empty").mkdir()
+    for given, said in (
+        (tmp_path / "missing", "--loss-mask: not a folder"),
+        (tmp_path / "empty", "--loss-mask: not a datasets save (no state.json"),
+    ):
+        r = run_cli("eval", sp["a"], "--hidden-states", moved, "--loss-mask", given)
+        assert r.exit_code == 2 and r.stdout == ""
+        assert r.stderr.startswith(f"weightcheck: error: {given}: {said}")
+        assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("eval", sp["a"], "--hidden-states", sp["sf"], "--loss-mask", sp["pre"])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.strip() == (
+        f"weightcheck: error: {sp['pre']}: --loss-mask is for speculators' hs_<i>.safetensors: "
+        f"{sp['sf']} is SpecForge's, whose files carry their own loss_mask"
+    )
 
 
 def _broken(sp, tmp_path, masks, **kw):

@@ -111,7 +111,8 @@ def evaluate(drafters, hidden_states: str | os.PathLike, **options) -> EvalResul
     target on saved hidden states — per-step accuracy, the expected acceptance length ``tau`` of
     a ``steps``-token chain and the one ``walked`` cycle by cycle as an engine drafts, ranked;
     with ``baseline_tps`` and ``cycle_ms`` the predicted tokens per second. ``options``: the
-    fields of :class:`weightcheck.requests.EvalRequest` (``target``, ``steps``, ``limit``: the
+    fields of :class:`weightcheck.requests.EvalRequest` (``target``, ``loss_mask``: speculators'
+    preprocessed dataset for hs_<i> files moved away from it, ``steps``, ``limit``: the
     first N samples; ``sample``: N drawn at random for ``seed``; ``device``: ``auto`` (None: a
     GPU when torch sees one), ``cpu``, ``cuda`` or ``cuda:N``; ``dtype``, ``baseline_tps``,
     ``cycle_ms``, ``draft_ms``, ``token``, ``progress``). Needs torch (``pip install

@@ -477,6 +477,14 @@ def clean(folder, fmt, as_json):
     help="The target (folder or Hub id): its lm_head, final norm and embedding are read by "
     "ranges. Without it the data's next token stands for the target's top-1.",
 )
+@click.option(
+    "--loss-mask",
+    "loss_mask",
+    default=None,
+    metavar="DATASET",
+    help="speculators' preprocessed dataset whose loss_mask column applies (default: the folder "
+    "above hidden_states/): for hs_<i>.safetensors moved away from it.",
+)
 @click.option("--steps", "-k", default=3, show_default=True, type=int, help="Chain length K.")
 @click.option("--limit", default=None, type=int, help="Evaluate the first N samples.")
 @click.option(

@@ -115,6 +115,7 @@ class EvalRequest:
     drafters: list[str]  # one or more drafters, each evaluated on the same data
     hidden_states: str  # SpecForge's rows_*/data_<i>.ckpt[.gz] or speculators' hs_<i>.safetensors
     target: str | None = None  # its lm_head, final norm and embedding, read by ranges
+    loss_mask: str | None = None  # speculators' preprocessed dataset (default: above hs_*)
     steps: int = 3  # the chain length K
     limit: int | None = None  # the first N samples
     sample: int | None = None  # N samples drawn at random for seed
@@ -132,3 +133,4 @@ class EvalRequest:
             self.drafters = [self.drafters]
         self.drafters = [os.fspath(d) for d in self.drafters]
         self.hidden_states, self.target = _path(self.hidden_states), _path(self.target)
+        self.loss_mask = _path(self.loss_mask)

@@ -78,6 +78,7 @@ def run(req: EvalRequest) -> EvalReport:
             req.drafters,
             req.hidden_states,
             target=req.target,
+            loss_mask=req.loss_mask,
             steps=req.steps,
             limit=req.limit,
             sample=req.sample,

@@ -118,10 +118,22 @@ class Dataset:
         return out
 
 
-def open_data(path: str) -> Dataset:
+def open_data(path: str, loss_mask: str | None = None) -> Dataset:
     """DATA: a SpecForge output folder (or one ``.ckpt``/``.ckpt.gz``), or a speculators
     hidden-states folder (``hs_<i>.safetensors``, or the preprocessed-data folder holding
-    ``hidden_states/``)."""
+    ``hidden_states/``). ``loss_mask``: speculators' preprocessed dataset whose ``loss_mask``
+    column applies, where the files were moved away from it (``--loss-mask``)."""
+    ds = _open_data(path, loss_mask)
+    if loss_mask is not None and ds.format != "speculators":
+        raise WeightcheckError(
+            loss_mask,
+            f"--loss-mask is for speculators' hs_<i>.safetensors: {path} is SpecForge's, whose "
+            "files carry their own loss_mask",
+        )
+    return ds
+
+
+def _open_data(path: str, loss_mask: str | None) -> Dataset:
     p = os.path.expanduser(path)
     if not os.path.exists(p):
         raise WeightcheckError(path, "hidden-state data not found")
@@ -129,7 +141,8 @@ def open_data(path: str) -> Dataset:
         if p.endswith(SPECFORGE_SUFFIXES):
             return Dataset(p, "specforge", [os.path.abspath(p)])
         if _HS.match(os.path.basename(p)):
-            return _speculators(p, os.path.dirname(os.path.abspath(p)), [os.path.abspath(p)])
+            hs_dir = os.path.dirname(os.path.abspath(p))
+            return _speculators(p, hs_dir, [os.path.abspath(p)], loss_mask)
         raise WeightcheckError(
             path,
             "not a hidden-state file: expected SpecForge's data_<i>.ckpt[.gz] or "
@@ -152,7 +165,7 @@ def open_data(path: str) -> Dataset:
             )
             if hs:
                 files = [os.path.abspath(os.path.join(d, n)) for _, n in hs]
-                return _speculators(p, d, files)
+                return _speculators(p, d, files, loss_mask)
     raise WeightcheckError(
         path,
         "no hidden-state files: expected SpecForge's rows_*/data_<i>.ckpt[.gz] or speculators' "
@@ -160,17 +173,28 @@ def open_data(path: str) -> Dataset:
     )
 
 
-def _speculators(path: str, hs_dir: str, files: list[str]) -> Dataset:
-    """speculators' files, with the loss mask of the Arrow dataset in the folder above
-    ``hs_dir`` (``PREPROCESSED/hidden_states/``) when it holds one."""
+def _speculators(path: str, hs_dir: str, files: list[str], given: str | None) -> Dataset:
+    """speculators' files, with the loss mask of the Arrow dataset ``given`` (--loss-mask), else
+    of the one in the folder above ``hs_dir`` (``PREPROCESSED/hidden_states/``) when it holds
+    one."""
     from weightcheck.eval import arrow
 
-    pre = os.path.dirname(os.path.normpath(os.path.abspath(hs_dir)))
-    shown = _as_given(path, pre)
+    if given is not None:
+        pre, shown = os.path.abspath(os.path.expanduser(given)), given
+        if not os.path.isdir(pre):
+            raise WeightcheckError(given, "--loss-mask: not a folder (speculators' preprocessed "
+                                   "dataset, the folder that held hidden_states/)")  # fmt: skip
+        if not arrow.is_dataset(pre):
+            raise WeightcheckError(given, "--loss-mask: not a datasets save (no state.json, "
+                                   "dataset_dict.json or data-*.arrow)")  # fmt: skip
+    else:
+        pre = os.path.dirname(os.path.normpath(os.path.abspath(hs_dir)))
+        shown = _as_given(path, pre)
     if not arrow.is_dataset(pre):
         note = (
             "speculators keeps the loss mask in its preprocessed Arrow dataset, not in "
-            f"hs_<i>.safetensors, and {shown} holds none (no state.json): every position counts"
+            f"hs_<i>.safetensors, and {shown} holds none (no state.json): every position "
+            "counts (--loss-mask names the dataset)"
         )
         return Dataset(path, "speculators", files, note, mask="none")
     col = arrow.ListColumn(pre, "loss_mask")

@@ -116,18 +116,20 @@ def evaluate(
     sample: int | None = None,
     sample_seed: int = 0,
     batch_positions: int | None = None,
+    loss_mask: str | None = None,
 ) -> dict:
     """The report: per drafter, per step accuracies and the acceptance lengths, for the
     samples selected (``limit``: the first N; ``sample``: N drawn for ``sample_seed``), computed
     on ``device`` (``auto``: a GPU when torch sees one). Ctrl-C raises :class:`Interrupted`
-    with the report of what was evaluated, or KeyboardInterrupt when nothing was."""
+    with the report of what was evaluated, or KeyboardInterrupt when nothing was. ``loss_mask``:
+    speculators' preprocessed dataset (its ``loss_mask`` column) for files moved away from it."""
     from weightcheck.eval import loop, readahead
 
     if steps < 1:
         raise WeightcheckError(None, f"--steps {steps}: at least 1")
     loop.PHASES.clear()
     loop.mark("start")
-    ds = open_data(data)
+    ds = open_data(data, loss_mask)
     chosen = select(len(ds.files), limit, sample, sample_seed)
     # with a read-ahead mode on (readahead.MODE), the disk starts now, while torch is imported
     # and the weights are loaded: torch's libraries first, then the data
