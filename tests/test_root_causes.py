@@ -189,3 +189,60 @@ def test_a_placeholder_map_makes_vllm_s_cut_head_right(tmp_path):
     _, rep = check(src)
     (f,) = by_code(rep, "WC302")
     assert f["severity"] == "warning" and "(sglang)" in f["message"]
+
+
+# --- a config copied from elsewhere: what the engines build from it ----------------------------
+def test_a_gelu_config_stops_both_engines_at_build(tmp_path):
+    """hidden_act "gelu" (a config copied from a GELU model): both engines' LlamaMLP raises
+    ValueError('Unsupported activation: gelu. Only silu is supported for now.') while the draft is
+    built (the oracles, tests/test_engine_hurried.py). On main every command said it starts and
+    check exited 0 under --engine sglang."""
+    src = hurried.BUILDERS["gelu"](tmp_path / "gelu")
+    code, rep = check(src, "--target", str(TARGET))
+    assert code == 1
+    for e in ("sglang", "vllm"):
+        assert rep["engines"][e]["says"].startswith("fails at build on `hidden_act != 'silu'`")
+        code, one = check(src, "--engine", e)
+        (f,) = one["findings"]
+        assert code == 1 and f["code"] == "WC705" and "Only silu is supported" in f["detail"]
+        assert one["engine"]["fails"]["stage"] == "build"
+    out = tmp_path / "out"
+    conv = run_cli("convert", src, out, "--to", "sglang", "--json")  # the gate refuses it
+    assert conv.exit_code == 1 and not out.exists()
+
+
+def test_a_draft_context_shorter_than_the_target_s_stops_sglang(tmp_path):
+    """max_position_embeddings 128 beside a 256-position target: SGLang gives the draft's
+    ModelConfig the target's context length and refuses a longer one than the draft derives
+    (model_config.py _derive_context_length) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1;
+    vLLM starts. Needs the target: without --target nothing is said."""
+    src = hurried.BUILDERS["short-context"](tmp_path / "short")
+    code, rep = check(src, "--engine", "sglang", "--target", str(TARGET))
+    (f,) = rep["findings"]
+    assert code == 1 and (f["code"], f["subject"]) == ("WC705", "max_position_embeddings")
+    assert "context length (128) is shorter than the target's (256)" in f["detail"]
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in f["detail"]
+    assert rep["engine"]["fails"]["stage"] == "build"
+    code, v = check(src, "--engine", "vllm", "--target", str(TARGET))
+    assert v["engine"]["fails"] is None and "WC705" not in {x["code"] for x in v["findings"]}
+    code, alone = check(src, "--engine", "sglang")  # the target's length is unknown
+    assert code == 0 and alone["engine"]["fails"] is None
+    # the same draft with the target's own length starts: the comparison, not the number
+    same = hurried.config_edit(tmp_path / "same", max_position_embeddings=256)
+    assert check(same, "--engine", "sglang", "--target", str(TARGET))[0] == 0
+
+
+@pytest.mark.parametrize(
+    "rope,starts",
+    # llama3 and yarn (transformers fills original_max_position_embeddings in) count x1; linear
+    # scaling multiplies the draft's length: 128 x 2 covers the target's 256
+    [("llama3", False), ("yarn", False), ("linear", True)],
+)
+def test_rope_scaling_counts_in_the_draft_context_length_as_sglang_counts_it(
+    tmp_path, rope, starts
+):
+    """get_context_length (sglang utils/hf_transformers/common.py) multiplies by rope_scaling's
+    factor unless the scaling is llama3 or names original_max_position_embeddings."""
+    src = hurried.rope_scaled(tmp_path / "r", rope)
+    _, rep = check(src, "--engine", "sglang", "--target", str(TARGET))
+    assert (rep["engine"]["fails"] is None) is starts, rep["engine"]["fails"]

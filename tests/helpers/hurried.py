@@ -2,7 +2,9 @@
 fixture, built at the byte level — a full-vocabulary head beside a reduced d2t, an fc exported
 transposed, a hand-edited size of 0 or below, a head left out, a plain language model (GPT-2)
 given as a drafter, the state_dict of a compiled model, vocab_size set to the draft vocabulary's,
-a d2t of target ids, only the weights downloaded, a head left in float32, a d2t saved as [1, n]. tests/test_root_causes.py checks what each command says of them;
+a d2t of target ids, only the weights downloaded, a head left in float32, a d2t saved as [1, n],
+a config copied from a GELU model, a max_position_embeddings shorter than the target's.
+tests/test_root_causes.py checks what each command says of them;
 tests/test_fix_commands.py runs every command printed for them.
 """
 
@@ -176,6 +178,37 @@ def nested_bin(out) -> pathlib.Path:
     return out
 
 
+def config_edit(out, **fields) -> pathlib.Path:
+    """The fixture's weights with its config hand-edited: ``hidden_act="gelu"`` (a config copied
+    from a GELU model), ``max_position_embeddings=128`` (shorter than target-llama's 256: a config
+    copied from a short-context model, or the training run's sequence length written there)."""
+    return edit(SPECFORGE, out, cfg=lambda c: c.update(fields))
+
+
+ROPE_SCALING = {  # rope_scaling dicts as Hub configs write them, by type
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    },
+    "yarn": {"rope_type": "yarn", "factor": 4.0},
+    "linear": {"rope_type": "linear", "factor": 2.0},
+}
+
+
+def rope_scaled(out, kind: str) -> pathlib.Path:
+    """max_position_embeddings 128 with the target's rope_scaling of ``kind`` copied in (and
+    rope_parameters removed, as in a transformers 4 config)."""
+
+    def cfg(c):
+        c.pop("rope_parameters", None)
+        c.update(max_position_embeddings=128, rope_scaling=ROPE_SCALING[kind])
+
+    return edit(SPECFORGE, out, cfg=cfg)
+
+
 # every hurried drafter, by id: build(folder) -> folder
 BUILDERS = {
     "full-head": full_head,
@@ -196,6 +229,8 @@ BUILDERS = {
     "weights-only": lambda out: write_checkpoint(out, None, read_tensors(SPECFORGE)),
     "f32-head": f32_head,
     "d2t-rank2": d2t_rank2,
+    "gelu": lambda out: config_edit(out, hidden_act="gelu"),
+    "short-context": lambda out: config_edit(out, max_position_embeddings=128),
 }
 if importlib.util.find_spec("torch") is not None:  # writing it needs torch (not imported here)
     BUILDERS["nested-bin"] = nested_bin

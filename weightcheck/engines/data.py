@@ -105,8 +105,9 @@ class Fail:
 
     when: Expr
     stage: Stage
-    why: str
+    why: str  # `{name}` is replaced by the value the engine reads for `name`
     cite: str
+    subject: str | None = None  # the config field it names (default: the condition itself)
 
 
 # the types a transformers config class declares, as huggingface_hub's strict dataclasses check
@@ -303,6 +304,9 @@ class ConfigField:
     stage: Stage = "build"  # where a rejected or required-absent value stops the engine
     auto: dict[str, str] = field(default_factory=dict)  # value -> the value the engine uses
     from_target: Literal["dtype"] | None = None  # the engine takes the target's value
+    # read from the TARGET's config instead (first path found, else `default`); unknown (None)
+    # without --target: what the engine derives from the target model it serves
+    target_paths: tuple[Path, ...] = ()
 
 
 @record(frozen=True)

@@ -5,6 +5,7 @@ applies, and the fields it stops on (with the stage: config, build, load, bind).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import field
 
 from weightcheck import expr
@@ -13,6 +14,8 @@ from weightcheck.engines.data import ConfigField, Engine, SpeculatorsAdapter, Wr
 from weightcheck.engines.replay_types import Failure
 from weightcheck.model import config as config_mod
 from weightcheck.record import record
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 def _toml_value(v):
@@ -176,6 +179,9 @@ class _Reader:
             said = "the target's" if target is not None else "the target's (no --target)"
             self.shown[fld] = {"value": v, "from": said}
             return
+        if item.target_paths:
+            self._of_target(item, target)
+            return
         found = self._from_paths(item) or self._from_length(item)
         if not found:
             self._absent(item, base)
@@ -184,6 +190,24 @@ class _Reader:
             self.values[fld] = item.auto[was]
             said = f"{self.shown[fld]['from']} ({was}, auto)"
             self.shown[fld] = {"value": self.values[fld], "from": said}
+
+    def _of_target(self, item: ConfigField, target) -> None:
+        """A value the engine reads from the target's config: the first of ``target_paths`` set
+        there, else the field's default; unknown (None) without a target."""
+        fld = item.field
+        if target is None:
+            self.values[fld] = None
+            self.shown[fld] = {"value": None, "from": "the target's (no --target)"}
+            return
+        for path in item.target_paths:
+            v = config_mod.lookup(target.config, path)
+            if v is not config_mod._MISSING and v is not None:
+                self.values[fld] = v
+                self.shown[fld] = {"value": v, "from": f"the target's {path}"}
+                return
+        v = expr.evaluate(item.default, {}) if item.default is not None else None
+        self.values[fld] = v
+        self.shown[fld] = {"value": v, "from": "the target's (absent: engine default)"}
 
     def _from_paths(self, item: ConfigField) -> bool:
         """The value at the first of the field's paths the config has; whether one was found."""
@@ -289,8 +313,13 @@ class _Reader:
             except (expr.ExprError, TypeError, ValueError):
                 hit = False
             if hit:
-                self.errors.append((f.when, f.why))
-                self.failures.append(Failure(f.stage, f.why, f.when, f.cite))
+                why = _PLACEHOLDER.sub(lambda m: self._said(m.group(1), m.group(0)), f.why)
+                self.errors.append((f.subject or f.when, why))
+                self.failures.append(Failure(f.stage, why, f.subject or f.when, f.cite))
+
+    def _said(self, name: str, otherwise: str) -> str:
+        v = self.values.get(name)
+        return otherwise if v is None else json.dumps(v)
 
 
 def engine_config(data: Engine, raw: dict, version: str, target=None) -> tuple:

@@ -1,0 +1,99 @@
+"""The hurried user's drafters (tests/helpers/hurried.py) through the engines' own loaders: what
+SGLang 0.5.23 and vLLM 0.32.0 do with each is what ``check --engine E --target target-llama``
+must say (docs/differential.md: the same comparison as the corpus's).
+
+Opt-in group (marker ``engine``; setup.cfg deselects it by default):
+``python -m pytest -m engine tests/test_engine_hurried.py``. One oracle subprocess per engine
+(tests/engine/sglang_oracle.py, vllm_oracle.py, in the side venvs) loads every drafter; an
+engine whose interpreter is absent has its tests skipped, with the reason. About a minute here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import ROOT
+from helpers import hurried
+from helpers.engine import read_oracle_records, side_python
+
+pytestmark = pytest.mark.engine
+
+ENGINE_DIR = ROOT / "tests" / "engine"
+if str(ENGINE_DIR) not in sys.path:
+    sys.path.insert(0, str(ENGINE_DIR))
+
+import differential  # noqa: E402
+
+ENGINES = ("sglang", "vllm")
+
+
+def _drafters(root) -> dict[str, str]:
+    out = {k: str(p) for k, p in hurried.all_of(root / "hurried").items()}
+    for kind in hurried.ROPE_SCALING:  # a short draft context with the target's scaling copied in
+        out[f"rope-{kind}"] = str(hurried.rope_scaled(root / "rope" / kind, kind))
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """engine -> (drafter id -> (oracle record, the replay's JSON)); an engine without its side
+    venv is absent (its tests skip)."""
+    root = tmp_path_factory.mktemp("hurried-oracles")
+    paths = _drafters(root)
+    procs = {}
+    for e in ENGINES:
+        if differential.have_engine(e):
+            jsonl = str(root / f"{e}.jsonl")
+            procs[e] = (differential.start_oracle(e, list(paths.values()), jsonl, str(root)), jsonl)
+    out = {}
+    for e, (proc, jsonl) in procs.items():
+        recs = read_oracle_records(e, proc, jsonl, len(paths), "drafter", 1200)
+        out[e] = {k: (recs[p], differential.replay(p, e)) for k, p in paths.items()}
+    return out
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request, runs):
+    if request.param not in runs:
+        side_python(request.param)  # skips, naming what to run
+    return request.param
+
+
+def test_the_replay_says_what_the_engine_does_with_every_hurried_drafter(runs, engine):
+    rows = []
+    for k, (rec, rep) in runs[engine].items():
+        rf = differential.replay_facts(rep, engine, rec.get("runner"))
+        ef = differential.engine_facts(rec, engine)
+        rows += [r for r in differential.compare(k, engine, rf, ef) if r.category == "disagree"]
+    assert rows == [], "\n".join(
+        f"{r.variant} {r.fact}: {r.replay} / {r.engine_says}" for r in rows
+    )
+
+
+def test_a_gelu_config_fails_at_build(runs, engine):
+    rec, rep = runs[engine]["gelu"]
+    assert (rec["started"], rec["stage"]) == (False, "build")
+    assert "Unsupported activation: gelu" in rec["error"]
+    assert rep["engine"]["fails"]["stage"] == "build"
+
+
+def test_a_short_draft_context_stops_sglang_only(runs, engine):
+    rec, rep = runs[engine]["short-context"]
+    if engine == "sglang":
+        assert (rec["started"], rec["stage"]) == (False, "build")
+        assert (
+            "context_length (256) is greater than the derived context_length (128)"
+            in (rec["error"])
+        )
+        assert rep["engine"]["fails"]["subject"] == "max_position_embeddings"
+    else:  # vLLM caps the draft's own max length and starts
+        assert rec["started"] and rep["engine"]["fails"] is None
+
+
+@pytest.mark.parametrize("kind", sorted(hurried.ROPE_SCALING))
+def test_rope_scaling_in_the_draft_context_length(runs, engine, kind):
+    """SGLang's get_context_length: x factor for linear, x1 for llama3 and yarn."""
+    rec, rep = runs[engine][f"rope-{kind}"]
+    assert rec["started"] == (engine == "vllm" or kind == "linear"), rec["error"]
+    assert (rep["engine"]["fails"] is None) == rec["started"]
