@@ -1130,7 +1130,9 @@ def test_vocab_size_of_the_draft_vocabulary_is_one_root(w):
         assert exit_code == 1
         (root,) = by_code(rep, "WC313")
         assert f"set vocab_size {v} and draft_vocab_size" in said(root)
-        assert {f["code"] for f in rep["findings"]} == {"WC313"}  # the rest under it
+        # the rest under it; WC712 (vLLM's V2 runner and the aux ids) is a fact of its own, seen
+        # since vLLM starts on it: it compares draft_vocab_size with the target's vocabulary
+        assert {f["code"] for f in rep["findings"]} - {"WC712"} == {"WC313"}
         under = {c["code"] for c in root["consequences"]}
         assert "WC306" in under and ("WC502" in under) == bool(extra)
         assert check(src, *extra)[0] == 0  # as the producer wrote it: passes

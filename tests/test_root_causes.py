@@ -246,3 +246,17 @@ def test_rope_scaling_counts_in_the_draft_context_length_as_sglang_counts_it(
     src = hurried.rope_scaled(tmp_path / "r", rope)
     _, rep = check(src, "--engine", "sglang", "--target", str(TARGET))
     assert (rep["engine"]["fails"] is None) is starts, rep["engine"]["fails"]
+
+
+def test_a_t2d_of_target_ids_is_info_only(tmp_path):
+    """t2d saved as the draft tokens' target ids (int64 [128]) instead of the [512] bool mask:
+    both engines skip t2d at load whatever it holds (the oracles: fate 'dropped', every parameter
+    loaded). On main it was also a WC206 error, "config implies [512]; correct the config": exit 1
+    under --engine, and advice to change a vocab_size that is right."""
+    src = hurried.BUILDERS["t2d-ids"](tmp_path / "t")
+    for engine in ENGINES:
+        code, rep = check(src, *_engine(engine), "--target", str(TARGET))
+        t2d = [f for f in _every(rep["findings"]) if f["subject"] == "t2d"]
+        assert {(f["code"], f["severity"]) for f in t2d} == {("WC308", "info")}, t2d
+        assert not any("correct the config" in f["message"] for f in t2d)
+    assert check(src, "--engine", "sglang", "--target", str(TARGET))[0] == 0

@@ -3,7 +3,8 @@ fixture, built at the byte level — a full-vocabulary head beside a reduced d2t
 transposed, a hand-edited size of 0 or below, a head left out, a plain language model (GPT-2)
 given as a drafter, the state_dict of a compiled model, vocab_size set to the draft vocabulary's,
 a d2t of target ids, only the weights downloaded, a head left in float32, a d2t saved as [1, n],
-a config copied from a GELU model, a max_position_embeddings shorter than the target's.
+a t2d saved as target ids, a config copied from a GELU model, a max_position_embeddings shorter
+than the target's.
 tests/test_root_causes.py checks what each command says of them;
 tests/test_fix_commands.py runs every command printed for them.
 """
@@ -178,6 +179,19 @@ def nested_bin(out) -> pathlib.Path:
     return out
 
 
+def t2d_ids(out) -> pathlib.Path:
+    """t2d saved as the target ids of the draft vocabulary (int64 [128], ``nonzero(mask)``)
+    instead of the [512] bool mask."""
+
+    def ids(m):
+        t = m["t2d"]
+        m[t.name] = OutTensor(
+            t.name, "I64", (128,), i64_bytes([i for i, b in enumerate(t.data) if b])
+        )
+
+    return edit(SPECFORGE, out, tensors=ids)
+
+
 def config_edit(out, **fields) -> pathlib.Path:
     """The fixture's weights with its config hand-edited: ``hidden_act="gelu"`` (a config copied
     from a GELU model), ``max_position_embeddings=128`` (shorter than target-llama's 256: a config
@@ -229,6 +243,7 @@ BUILDERS = {
     "weights-only": lambda out: write_checkpoint(out, None, read_tensors(SPECFORGE)),
     "f32-head": f32_head,
     "d2t-rank2": d2t_rank2,
+    "t2d-ids": t2d_ids,
     "gelu": lambda out: config_edit(out, hidden_act="gelu"),
     "short-context": lambda out: config_edit(out, max_position_embeddings=128),
 }
