@@ -1135,6 +1135,9 @@ def test_vocab_size_of_the_draft_vocabulary_is_one_root(w):
         assert {f["code"] for f in rep["findings"]} - {"WC712"} == {"WC313"}
         under = {c["code"] for c in root["consequences"]}
         assert "WC306" in under and ("WC502" in under) == bool(extra)
+        # not a full-vocabulary drafter: no advice to drop the run's maps (WC205), which vLLM
+        # loads (draft_vocab_size differs from the target's vocabulary)
+        assert "WC205" not in under, root["consequences"]
         assert check(src, *extra)[0] == 0  # as the producer wrote it: passes
 
 

@@ -93,7 +93,9 @@ def unexpected(ctx, finding):
         if c not in inv.tensors:
             tmpl = inv.architecture.template_for(c)
             if c in _MAPS:
-                yield _full_vocab_map(ctx, finding, c, t)
+                said = _full_vocab_map(ctx, finding, c, t)
+                if said is not None:
+                    yield said
                 continue
             why = (
                 f"`{tmpl.when}` is false"
@@ -118,7 +120,14 @@ _MAPS = ("d2t", "t2d")
 def _full_vocab_map(ctx, finding, c: str, t):
     """d2t/t2d in a drafter whose draft vocabulary is the target's (Vd = V). Both engines skip
     t2d by name; SGLang reads d2t as the map whatever the widths (the identity when all zero),
-    vLLM builds no parameter for it then and refuses it (WC703, an error under --engine vllm)."""
+    vLLM builds no parameter for it then and refuses it (WC703, an error under --engine vllm).
+    Nothing when vocab_size only looks full, holding the draft vocabulary's size (WC313): the
+    engines see a reduced vocabulary (vLLM compares draft_vocab_size with the target's), and
+    dropping the maps would lose the run's map."""
+    from weightcheck.rules.vocab import vocab_is_draft_evidence
+
+    if vocab_is_draft_evidence(ctx) is not None:
+        return None
     d2t, _ = ctx.vocab_maps()
     if c == "t2d" or (d2t is not None and not any(d2t)):
         return finding(

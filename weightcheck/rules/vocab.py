@@ -405,14 +405,15 @@ def t2d_vs_d2t(ctx, finding):
         )
 
 
-@rule("WC313", engine_free=True)
-def vocab_is_draft(ctx, finding):
-    """vocab_size holding the draft vocabulary's size (the head's rows) while the rest of the
-    drafter says the target's vocabulary is larger: t2d's length, d2t's reach, the target."""
+def vocab_is_draft_evidence(ctx) -> tuple[list[str], list[int]] | None:
+    """Whether vocab_size holds the draft vocabulary's size (the head's rows) while the rest of
+    the drafter says the target's vocabulary is larger: what says so (t2d's length, d2t's reach,
+    the target) and the sizes it gives, the target's first; None when nothing does. The one test:
+    WC313 and the full-vocabulary maps of WC205 (not full: vocab_size is wrong) read it."""
     v, vd = _vocab(ctx)
     head = ctx.tensor("lm_head.weight")
     if not isinstance(v, int) or v != vd or head is None or not head.shape or head.shape[0] != v:
-        return
+        return None
     d2t, t2d = ctx.vocab_maps()
     said, sizes = [], []
     if t2d is not None and len(t2d) > v:
@@ -425,8 +426,18 @@ def vocab_is_draft(ctx, finding):
     if isinstance(tv, int) and tv > v:
         said.append(f"the target's vocabulary is {tv}")
         sizes.insert(0, tv)
-    if not said:
+    return (said, sizes) if said else None
+
+
+@rule("WC313", engine_free=True)
+def vocab_is_draft(ctx, finding):
+    """vocab_size holding the draft vocabulary's size while the rest of the drafter says the
+    target's vocabulary is larger (:func:`vocab_is_draft_evidence`)."""
+    evidence = vocab_is_draft_evidence(ctx)
+    if evidence is None:
         return
+    said, sizes = evidence
+    v = _vocab(ctx)[0]
     to = f"vocab_size {sizes[0]}" if sizes else "vocab_size to the target's vocabulary"
     yield finding(
         f"vocab_size {v} is the draft vocabulary's (the head's rows); set {to} and "
