@@ -77,8 +77,8 @@ def read_range(src: Source, name: str, a: int, b: int) -> bytes:
     """Bytes [a, b) of tensor ``name``: a Range read for a Hub file not downloaded, a pread for a
     local one, a slice of torch's bytes for a pickled one."""
     if name in src.planned_from:  # convert's planned output: the bytes it will copy
-        origin, origin_name = src.planned_from[name]
-        return read_range(origin, origin_name, a, b)
+        origin, origin_name, off = src.planned_from[name]  # off: a fused tensor's part
+        return read_range(origin, origin_name, off + a, off + b)
     rec = src.tensors[name]
     if b <= a:
         return b""
