@@ -302,7 +302,8 @@ def test_a_fused_tensor_of_another_shape_is_one_shape_error(tmp_path):
             top = {f["code"] for f in rep["findings"]}
             assert "WC206" in top and not top & {"WC101", "WC204", "WC205"}, top
             (f,) = by_code(rep, "WC206")
-            assert "q_proj 64 + k_proj 32 + v_proj 32 rows" in f["message"]
+            assert "config implies [128, 128]" in f["message"]
+            assert "rows q 64 + k 32 + v 32" in f["detail"]
             assert rep["engine"]["starts"] is starts
         r = run_cli("convert", str(src), str(tmp_path / f"{kind}-out"), "--to", "sglang")
         assert r.exit_code == 1 and not (tmp_path / f"{kind}-out").exists()

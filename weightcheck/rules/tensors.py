@@ -175,16 +175,16 @@ def _fused_shape(finding, t, f, inv):
     """A fused tensor whose shape is not its parts' config shapes concatenated: the engines split
     it at the config's offsets all the same (their weight loaders narrow each part's rows and
     assert its columns), so the parts they load are not the ones trained."""
-    parts = " + ".join(f"{p.rsplit('.', 2)[-2]} {inv.tensors[p].shape[0]}" for p in f.parts)
+    parts = " + ".join(
+        f"{p.rsplit('.', 2)[-2].removesuffix('_proj')} {inv.tensors[p].shape[0]}" for p in f.parts
+    )
     return finding(
-        f"{t.name}: shape {list(t.shape)}, config implies {list(f.shape)} ({parts} rows); correct "
-        "the config",
+        f"{t.name}: shape {list(t.shape)}, config implies {list(f.shape)}; correct the config",
         t.name,
-        detail=f"{f.note}: the engines' weight loaders split it at the config's row offsets "
-        f"({parts}) and assert each part's columns; rows past them are never read, too few stop "
-        "the load (SGLang's CPU build scales the offsets instead), so the parts served are not "
-        "the ones trained; `weightcheck inspect SRC` shows each config value and where it came "
-        "from",
+        detail=f"{f.note}; the config implies rows {parts}: the engines' weight loaders split it "
+        "at those offsets and assert each part's columns; rows past them are never read, too few "
+        "stop the load, so the parts served are not the ones trained; `weightcheck inspect SRC` "
+        "shows each config value and where it came from",
     )
 
 
