@@ -260,3 +260,50 @@ def test_a_t2d_of_target_ids_is_info_only(tmp_path):
         assert {(f["code"], f["severity"]) for f in t2d} == {("WC308", "info")}, t2d
         assert not any("correct the config" in f["message"] for f in t2d)
     assert check(src, "--engine", "sglang", "--target", str(TARGET))[0] == 0
+
+
+# --- q/k/v and gate/up stored fused (mappings/architectures/llama_eagle3.toml [[fused]]) --------
+@pytest.mark.parametrize("kind", ["fused", "fused-qkv", "fused-gate-up"])
+def test_fused_projections_are_their_parts_to_every_command(tmp_path, kind):
+    """Both engines load qkv_proj / gate_up_proj whole (the oracles: docs/differential.md R22):
+    check says what it says of the fixture stored apart, inspect reads the parts, compare pairs them with the parts stored apart
+    (compatible, a layout note), convert writes the parts (the fixture's bytes exactly)."""
+    src = hurried.BUILDERS[kind](tmp_path / kind)
+    for engine in ENGINES:
+        code, rep = check(src, *_engine(engine), "--target", str(TARGET))
+        code0, rep0 = check(hurried.SPECFORGE, *_engine(engine), "--target", str(TARGET))
+        msgs = [f["message"] for f in rep["findings"]]
+        assert (code, msgs) == (code0, [f["message"] for f in rep0["findings"]]), msgs
+    r = run_cli("inspect", str(src), "--json")
+    tensors = json.loads(r.stdout)["tensors"]
+    assert {t["status"] for t in tensors if "fused" in t["status"]} and all(
+        t["status"] == "ok" or t["status"].startswith("fused ") for t in tensors
+    )
+    assert not [m for m in json.loads(r.stdout)["missing"] if m["presence"] == "required"]
+    r = run_cli("compare", str(src), str(hurried.SPECFORGE), "--json")
+    c = json.loads(r.stdout)
+    assert c["verdict"] == "compatible" and r.exit_code == 0
+    assert any(n.startswith("layout: ") for n in c["strict_failures"]), c["strict_failures"]
+    assert c["bytes"]["different"] == c["bytes"]["not_compared"] == 0, c["bytes"]
+    out = tmp_path / "out"
+    r = run_cli("convert", str(src), str(out), "--to", "sglang")
+    assert r.exit_code == 0, r.output
+    c = json.loads(run_cli("compare", str(out), str(hurried.SPECFORGE), "--json").stdout)
+    assert c["verdict"] == "identical", c
+
+
+def test_a_fused_tensor_of_another_shape_is_one_shape_error(tmp_path):
+    """Its parts are not reported missing; WC206 names the rows the config implies, and the
+    replay follows the engines (longer: loaded, its tail unread; shorter: the load stops)."""
+    for kind, starts in (("fused-qkv-long", True), ("fused-qkv-short", False)):
+        src = hurried.BUILDERS[kind](tmp_path / kind)
+        for engine in ("sglang", "vllm"):
+            _, rep = check(src, "--engine", engine, "--target", str(TARGET))
+            top = {f["code"] for f in rep["findings"]}
+            assert "WC206" in top and not top & {"WC101", "WC204", "WC205"}, top
+            (f,) = by_code(rep, "WC206")
+            assert "config implies [128, 128]" in f["message"]
+            assert "rows q 64 + k 32 + v 32" in f["detail"]
+            assert rep["engine"]["starts"] is starts
+        r = run_cli("convert", str(src), str(tmp_path / f"{kind}-out"), "--to", "sglang")
+        assert r.exit_code == 1 and not (tmp_path / f"{kind}-out").exists()

@@ -160,11 +160,23 @@ class TensorTemplate:
     later_note: str = field(default="", metadata={"key": "note_in_later_layers"})
 
 
+@record(frozen=True)
+class FusedTemplate:
+    """[[fused]]: one tensor that is another spelling of several of the architecture's tensors,
+    concatenated along dim 0 in the order of ``parts`` (all canonical names of [[tensor]])."""
+
+    name: str
+    parts: tuple[str, ...]
+    note: str = ""
+    cite: str = ""
+
+
 @shape
 class ArchitectureFile:
     architecture: ArchitectureInfo
     tensor: tuple[TensorTemplate, ...]
     layers: LayersSpec | None = None
+    fused: tuple[FusedTemplate, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -489,7 +489,7 @@ class _Recorder(instrument.LoaderLog):
                     ent["params"].append(pname)
             return
         rows = None
-        if w.before is not None:  # which rows (dim 0) this shard's write changed
+        if w.before is not None and w.before.numel():  # which rows (dim 0) this write changed
             before, after = w.before, w.tensor.data
             same = (before == after) | (torch.isnan(before) & torch.isnan(after))
             changed = (~same).reshape(same.shape[0], -1).any(dim=1).nonzero()
@@ -563,7 +563,9 @@ class _Recorder(instrument.LoaderLog):
     def end(self):
         torch = self.engine.torch
         for name, p in self.model.named_parameters():
-            if not p.is_floating_point():
+            if not p.is_floating_point() or not p.numel():
+                # an integer parameter, or an empty one (intermediate_size 0): no NaN to read,
+                # loaded when its weight loader was called for it
                 self.nan_state[name] = "loaded" if name in self.writes else "init"
                 continue
             nan = torch.isnan(p.data)

@@ -90,6 +90,9 @@ class Recorder(instrument.LoaderLog):
         self.pulled: set = set()  # keys the AutoWeightsLoader pulled from what it was given
         self.load_failed = False  # DefaultModelLoader.load_weights raised
         self.failing: str | None = None  # the key loading stopped on
+        # id -> key of what the iterator yielded that cannot be tagged (a pickled .bin's dict
+        # entries: {"state_dict": {...}, "epoch": 3}), so a failure on one names its key
+        self.untagged: dict[int, str] = {}
 
     def before(self, param, shard):
         return _bits(param.data).clone()
@@ -148,8 +151,14 @@ def _expected_and_state(name: str, p) -> dict:
     bits = _bits(data).reshape(-1)
     written = bits != _sentinel(data)
     n = int(written.sum())
-    state = "init" if n == 0 else ("loaded" if n == bits.numel() else "partial")
     writes = REC.writes.get(name, [])
+    state = "init" if n == 0 else ("loaded" if n == bits.numel() else "partial")
+    if bits.numel() == 0 and writes:
+        # an empty parameter (intermediate_size 0) its weight loader was called for: loaded, as
+        # vLLM counts it (vllm==0.32.0 vllm/model_executor/models/utils.py:299-345
+        # AutoWeightsLoader._load_param yields its name once its weight_loader returned;
+        # model_loader/default_loader.py:562-566 checks that set)
+        state = "loaded"
     equals = None
     if writes:
         exp = bits.clone()
@@ -229,6 +238,8 @@ def install_hooks() -> None:
             entry["tensor"] = tensor
             entry["yielded"] = True
             instrument.tag(tensor, name)
+            if instrument.key_of(tensor) is None:
+                REC.untagged[id(tensor)] = name
             REC.current = name
             yield name, tensor
         REC.current = None
@@ -262,9 +273,9 @@ def install_hooks() -> None:
         if REC is None or REC.stage != "load" or self.module is not REC.model:
             return orig_auto(self, weights, *args, **kwargs)
         if not isinstance(weights, Iterator):
-            handed = (instrument.key_of(t) for _, t in weights)
+            handed = (_key_of(t) for _, t in weights)
             REC.handed = (REC.handed or set()) | {k for k in handed if k is not None}
-        return orig_auto(self, REC.follow(weights, REC.pulled.add), *args, **kwargs)
+        return orig_auto(self, _follow(weights), *args, **kwargs)
 
     AutoWeightsLoader.load_weights = auto_load_weights
 
@@ -277,6 +288,26 @@ def install_hooks() -> None:
         return model
 
     SpecDecodeBaseProposer._get_model = _get_model
+
+
+def _key_of(t) -> str | None:
+    """The checkpoint key of what the loader holds: its tag, or (an object that takes no tag:
+    a pickled dict entry) the key it was yielded under."""
+    key = instrument.key_of(t)
+    return key if key is not None else REC.untagged.get(id(t))
+
+
+def _follow(weights):
+    """instrument.LoaderLog.follow, with untaggable entries known by their key too: the key
+    AutoWeightsLoader stops on when it refuses one (vLLM raises on a pickled .bin's
+    ``state_dict`` entry: no such parameter) is the one being loaded."""
+    for name, t in weights:
+        key = _key_of(t)
+        if key is not None:
+            REC.current = key
+            REC.pulled.add(key)
+        yield name, t
+    REC.current = None
 
 
 _DIST_READY = False

@@ -223,6 +223,37 @@ def rope_scaled(out, kind: str) -> pathlib.Path:
     return edit(SPECFORGE, out, cfg=cfg)
 
 
+FUSED = {  # fused tensor -> its parts, in the order they are concatenated (rows)
+    "midlayer.self_attn.qkv_proj.weight": (
+        "midlayer.self_attn.q_proj.weight",
+        "midlayer.self_attn.k_proj.weight",
+        "midlayer.self_attn.v_proj.weight",
+    ),
+    "midlayer.mlp.gate_up_proj.weight": (
+        "midlayer.mlp.gate_proj.weight",
+        "midlayer.mlp.up_proj.weight",
+    ),
+}
+
+
+def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None) -> pathlib.Path:
+    """q/k/v and/or gate/up stored fused, as a vLLM/SGLang-internal export writes them
+    (``qkv_proj.weight`` = cat([q, k, v]) [(nh + 2 nkv) hd, 2H], ``gate_up_proj.weight`` =
+    cat([gate, up]) [2I, H]); ``extra_rows`` appends rows of zeros to each (negative: drops its
+    last rows), ``cfg`` edits the config (a wrong fused shape either way)."""
+
+    def fuse(m):
+        for name in which:
+            parts = [m.pop(p) for p in FUSED[name]]
+            rows = sum(p.shape[0] for p in parts)
+            cols = parts[0].shape[1]
+            data = b"".join(p.data for p in parts) + bytes(2 * max(extra_rows, 0) * cols)
+            data = data[: 2 * (rows + extra_rows) * cols]
+            m[name] = OutTensor(name, parts[0].dtype, (rows + extra_rows, cols), data)
+
+    return edit(SPECFORGE, out, cfg=cfg, tensors=fuse)
+
+
 # every hurried drafter, by id: build(folder) -> folder
 BUILDERS = {
     "full-head": full_head,
@@ -246,6 +277,21 @@ BUILDERS = {
     "t2d-ids": t2d_ids,
     "gelu": lambda out: config_edit(out, hidden_act="gelu"),
     "short-context": lambda out: config_edit(out, max_position_embeddings=128),
+    "fused": fused,
+    "fused-qkv": lambda out: fused(out, which=("midlayer.self_attn.qkv_proj.weight",)),
+    "fused-gate-up": lambda out: fused(out, which=("midlayer.mlp.gate_up_proj.weight",)),
+    "fused-qkv-long": lambda out: fused(
+        out, which=("midlayer.self_attn.qkv_proj.weight",), extra_rows=32
+    ),
+    "fused-qkv-short": lambda out: fused(
+        out, which=("midlayer.self_attn.qkv_proj.weight",), extra_rows=-32
+    ),
+    # the config's intermediate_size halved (64): gate_up [256, 64] is twice the rows it implies
+    "fused-gate-up-wide": lambda out: fused(
+        out,
+        which=("midlayer.mlp.gate_up_proj.weight",),
+        cfg=lambda c: c.update(intermediate_size=64),
+    ),
 }
 if importlib.util.find_spec("torch") is not None:  # writing it needs torch (not imported here)
     BUILDERS["nested-bin"] = nested_bin

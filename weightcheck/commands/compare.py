@@ -77,7 +77,8 @@ def _same_lfs_place(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
 def _bytes_equal(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> bool:
     if ta.nbytes != tb.nbytes:
         return False
-    for ca, cb in zip(iter_chunks(a.source, ta.name), iter_chunks(b.source, tb.name)):
+    chunks_a = iter_chunks(a.source, ta.name, window=ta.window)
+    for ca, cb in zip(chunks_a, iter_chunks(b.source, tb.name, window=tb.window)):
         if ca != cb:
             return False
     return True
@@ -110,7 +111,8 @@ def _values(a: Drafter, b: Drafter, ta: Tensor, tb: Tensor) -> dict:
     nonfinite = 0
     bytes_eq = ta.dtype == tb.dtype
     for ca, cb in zip(
-        iter_chunks(a.source, ta.name, n * isa, isa), iter_chunks(b.source, tb.name, n * isb, isb)
+        iter_chunks(a.source, ta.name, n * isa, isa, ta.window),
+        iter_chunks(b.source, tb.name, n * isb, isb, tb.window),
     ):
         if bytes_eq and ca != cb:
             bytes_eq = False

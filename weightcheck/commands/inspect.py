@@ -55,7 +55,10 @@ def tensor_status(d: Drafter, t) -> str:
         return "duplicate"
     if d.inventory is None:
         return "ok"
-    exp = d.inventory.tensors.get(t.canonical)
+    f = d.inventory.fused.get(t.canonical)
+    if f is not None and d.parts_of(t):  # split where the engines split it
+        return "fused " + "+".join(p.rsplit(".", 2)[-2].removesuffix("_proj") for p in f.parts)
+    exp = f or d.inventory.tensors.get(t.canonical)
     if exp is None:
         return "not expected by config"
     if exp.shape is not None and inventory.transposed(t.shape, exp.shape):
@@ -69,7 +72,8 @@ def report(d: Drafter) -> InspectReport:
     norm = d.normalized
     tensors = []
     for t in sorted(d.tensors, key=lambda t: (t.canonical is None, t.canonical or t.name, t.name)):
-        exp = d.inventory.tensors.get(t.canonical) if (d.inventory and t.canonical) else None
+        inv = d.inventory if t.canonical else None
+        exp = (inv.fused.get(t.canonical) or inv.tensors.get(t.canonical)) if inv else None
         tensors.append(
             InspectTensor(
                 name=t.name,
@@ -84,7 +88,7 @@ def report(d: Drafter) -> InspectReport:
                 status=tensor_status(d, t),
             )
         )
-    present = {t.canonical for t in d.tensors if t.canonical}
+    present = d.covered()
     missing = [
         MissingTensor(name, e.presence, list(e.shape) if e.shape is not None else None, e.note)
         for name, e in (d.inventory.tensors.items() if d.inventory else ())

@@ -184,6 +184,9 @@ def _into_parameter(t, r: _Route, ctx: _Rules) -> Landing | None:
     want = shapes.get(key) if p is not None else None
     got = list(t.shape) if getattr(t, "shape", None) is not None else None
     narrow = narrowed(p, got, want) if p is not None else None
+    if p is None:  # a fused parameter's whole name: the loader splits it into every shard
+        fate, why = _split_whole(got, [shapes.get(k) for k in fused[name]], pname)
+        return Landing(t.name, t.canonical, name, pname, fate, why, params[fused[name][0]].cite)
     if want is not None and got is not None and got != want and not narrow:
         why = (
             f"shape {got} into parameter {pname} {want}: the weight loader asserts and the "
@@ -192,6 +195,35 @@ def _into_parameter(t, r: _Route, ctx: _Rules) -> Landing | None:
         return Landing(t.name, t.canonical, name, pname, "error", why, p.cite)
     cite = p.cite if p is not None else params[fused[name][0]].cite
     return Landing(t.name, t.canonical, name, pname, "loaded", narrow or "", cite)
+
+
+def _split_whole(got: list | None, shards: list, pname: str) -> tuple[str, str]:
+    """A tensor given under a fused parameter's own name (``qkv_proj``, ``gate_up_proj``): both
+    engines' weight loaders, given no shard id, narrow its rows at each shard's offset and size
+    and load each shard (asserting its shape), so rows past the shards' are never read, too few
+    fail the last narrow, other columns fail the assertion. Its fate ("loaded" or "error") and
+    why ("" when it is the shards' shape).
+    cite: sglang==0.5.23 sglang/srt/layers/linear.py:753-806,1373-1431; vllm==0.32.0
+    vllm/model_executor/layers/linear.py:772-830,1212-1263 (the oracles: docs/differential.md R22)"""
+    if got is None or any(s is None or len(s) != 2 for s in shards) or len(got) != 2:
+        return "loaded", ""
+    want = [sum(s[0] for s in shards), shards[0][1]]
+    if got == want:
+        return "loaded", ""
+    if got[1] != want[1]:
+        return "error", (
+            f"shape {got} into parameter {pname} {want}: each shard's weight loader asserts its "
+            "columns and the load stops"
+        )
+    if got[0] < want[0]:
+        return "error", (
+            f"shape {got} into parameter {pname} {want}: the split at the shards' row offsets "
+            "runs past its rows and the load stops"
+        )
+    return "loaded", (
+        f"shape {got} into {want}: the weight loader splits its first {want[0]} rows at the "
+        "shards' offsets and drops the rest"
+    )
 
 
 def _unknown(t, name: str, ctx: _Rules) -> Landing:

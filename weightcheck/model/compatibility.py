@@ -27,8 +27,9 @@ Decided = Literal["lfs-sha256", "bytes", "dtype"]
 
 
 # what a difference is about: a side that is a target model, the architectures, the drafter
-# classes the configs build, a tensor on one side only, a tensor's shape or dtype, a config field
-Kind = Literal["target", "architecture", "declared", "only", "shape", "dtype", "config"]
+# classes the configs build, a tensor on one side only, a tensor's shape or dtype, a config field,
+# tensors stored fused on one side and separately on the other (the same parts: not identical)
+Kind = Literal["target", "architecture", "declared", "only", "shape", "dtype", "config", "layout"]
 
 
 @record(frozen=True)
@@ -101,8 +102,10 @@ def _key(t: Tensor) -> tuple[bool, str]:
 
 
 def pair_tensors(a: Drafter, b: Drafter) -> list[Pair]:
-    ma = {_key(t): t for t in a.tensors}
-    mb = {_key(t): t for t in b.tensors}
+    """Pairs by canonical name, a fused tensor as its parts (Drafter.logical): q/k/v stored
+    fused pair with q/k/v stored apart."""
+    ma = {_key(t): t for t in a.logical()}
+    mb = {_key(t): t for t in b.logical()}
     return [
         Pair(
             None if unexplained else name, ma.get((unexplained, name)), mb.get((unexplained, name))
@@ -198,6 +201,7 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
     _judge_models(c)
     for p in c.pairs:
         _judge_pair(c, p)
+    _judge_layout(c)
     if a.source.config is None or b.source.config is None:
         diffs = []
         c.notes.append(
@@ -277,10 +281,35 @@ def _judge_pair(c: Comparison, p: Pair) -> None:
         c.strict_failures.append(Difference("dtype", p.label, p.a.dtype, p.b.dtype, said))
 
 
+def _judge_layout(c: Comparison) -> None:
+    """A fused tensor on one side whose parts the other stores apart (or fused under another
+    name): the same parameters, compared part by part; the files differ, so not identical."""
+    seen: dict[tuple, list[str]] = {}
+    for p in c.pairs:
+        if p.a is None or p.b is None:
+            continue
+        fa = p.a.name if p.a.window is not None else None
+        fb = p.b.name if p.b.window is not None else None
+        if fa != fb and (fa or fb):
+            at = (p.a.window or p.b.window)[0] if fa else p.b.window[0]
+            seen.setdefault((fa, fb), []).append((at, p.canonical))
+    for (fa, fb), parts in seen.items():
+        short = "+".join(x.rsplit(".", 2)[-2].removesuffix("_proj") for _, x in sorted(parts))
+        said = (
+            f"layout: {short} fused in "
+            + " and ".join(f"{s} ({n})" for s, n in (("A", fa), ("B", fb)) if n)
+            + (", apart in " + ("B" if fa else "A") if not (fa and fb) else "")
+            + "; compared part by part"
+        )
+        c.strict_failures.append(Difference("layout", fa or fb, fa, fb, said))
+
+
 def verdict(c: Comparison) -> str:
     if c.reasons:
         return "incompatible"
     sides_match = all(p.a is not None and p.b is not None for p in c.pairs)
+    if any(d.kind == "layout" for d in c.strict_failures):
+        return "compatible"  # the same parameters, not the same files
     if (
         sides_match
         and all(p.bytes_equal is True for p in c.pairs)

@@ -8,6 +8,7 @@ decides its architecture, and expands the inventory its config implies
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import field
 
@@ -31,6 +32,8 @@ class Tensor:
     begin: int | None = None
     end: int | None = None
     via: str | None = None  # the dialect that explained the name
+    # a part of a fused tensor (Drafter.parts_of): its bytes [a, b) within tensor ``name``
+    window: tuple[int, int] | None = None
 
     @property
     def numel(self) -> int:
@@ -85,12 +88,50 @@ class Drafter:
                        for k in wf.pickle_top]  # fmt: skip
         return handed, never
 
-    def by_canonical(self) -> dict[str, Tensor]:
-        """Canonical name -> the tensor; of several for one canonical tensor (WC103), the one the
-        engines keep: both load files in order and names sorted within a file, the last write
-        stays (engines/parameters.py winner)."""
-        out: dict[str, Tensor] = {}
+    def parts_of(self, t: Tensor) -> list[Tensor] | None:
+        """A fused tensor (mappings/architectures [[fused]]) whose shape is its parts' config
+        shapes, as its parts: one view per part, its rows' bytes a window of ``t`` — where the
+        engines' weight loaders split it. None for any other tensor (a fused one of another
+        shape stays whole: WC206 says so)."""
+        inv = self.inventory
+        f = inv.fused.get(t.canonical) if inv is not None and t.canonical else None
+        if f is None or f.shape is None or tuple(t.shape) != f.shape or t.window is not None:
+            return None
+        row = t.nbytes // f.shape[0] if f.shape[0] else 0
+        out = []
+        for part, r0, rows in f.offsets(inv):
+            a, b = r0 * row, (r0 + rows) * row
+            out.append(dataclasses.replace(
+                t, canonical=part, shape=(rows, f.shape[1]), nbytes=b - a, window=(a, b),
+                begin=None if t.begin is None else t.begin + a,
+                end=None if t.begin is None else t.begin + b,
+            ))  # fmt: skip
+        return out
+
+    def logical(self) -> list[Tensor]:
+        """The tensors with every fused one that splits (:meth:`parts_of`) replaced by its parts:
+        what the engines' parameters receive, one canonical tensor each."""
+        out: list[Tensor] = []
         for t in self.tensors:
+            out += self.parts_of(t) or [t]
+        return out
+
+    def covered(self) -> set[str]:
+        """Every canonical name the checkpoint holds: its tensors', and the parts of each fused
+        tensor (split or not: one of another shape is a shape error, not missing parts)."""
+        out = set(self.by_canonical())
+        if self.architecture is not None:
+            for c in list(out):
+                got = self.architecture.fused_of(c)
+                out.update(got[1] if got else ())
+        return out
+
+    def by_canonical(self) -> dict[str, Tensor]:
+        """Canonical name -> the tensor (a fused tensor's parts: :meth:`logical`); of several for
+        one canonical tensor (WC103), the one the engines keep: both load files in order and
+        names sorted within a file, the last write stays (engines/parameters.py winner)."""
+        out: dict[str, Tensor] = {}
+        for t in self.logical():
             if t.canonical is None:
                 continue
             had = out.get(t.canonical)
@@ -190,7 +231,7 @@ def from_source(src: Source, extra_dialects=()) -> Drafter:
                 naming.via.get(n),
             )
         )
-    canonical = {t.canonical for t in tensors if t.canonical}
+    canonical = inventory.with_parts({t.canonical for t in tensors if t.canonical})
     arch, why = inventory.architecture_for(cfg, canonical)
     inv = inventory.expected(arch, norm.symbols(), arch.layers_held(canonical)) if arch else None
     d = Drafter(

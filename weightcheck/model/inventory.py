@@ -13,7 +13,7 @@ from typing import Literal
 from weightcheck import expr, mappings, schema
 from weightcheck.model import config as config_mod
 from weightcheck.record import record
-from weightcheck.schema import TensorTemplate
+from weightcheck.schema import FusedTemplate, TensorTemplate
 from weightcheck.storage.header import CONFIG_DTYPES
 
 # most copies a for_each template expands to (n_aux is 3 in practice; SGLang reads at most a few)
@@ -58,11 +58,16 @@ class Architecture:
     attention: Literal["gqa", "mla"] = "gqa"
     default: bool = False
     layers: Layers | None = None
+    fused: tuple[FusedTemplate, ...] = ()
 
     def canonical_names(self, max_aux: int = 8, max_layers: int = MAX_LAYERS) -> set[str]:
         """Every canonical name this architecture can have (for_each expanded up to max_aux,
-        decoder layers up to max_layers)."""
+        decoder layers up to max_layers), its fused spellings ([[fused]]) included."""
         out = set()
+        for f in self.fused:
+            in_layer = self.layers is not None and f.name.startswith(self.layers.first)
+            out.update(self.layers.name(f.name, i) for i in range(max_layers) if in_layer)
+            out.add(f.name)
         for t in self.tensors:
             if t.for_each:
                 out.update(t.name.format(i=i) for i in range(max_aux))
@@ -91,6 +96,16 @@ class Architecture:
         one (a drafter without layer tensors is still expected to have layer 0)."""
         idx = [self.layer_of(c) for c in canonical_names if c]
         return 1 + max((i for i in idx if i is not None), default=0)
+
+    def fused_of(self, canonical: str) -> tuple[FusedTemplate, tuple[str, ...]] | None:
+        """The [[fused]] entry a fused name is, with the canonical parts it stands for in their
+        order along dim 0 (in its own decoder layer); None for any other name."""
+        got = self.layers.split(canonical) if self.layers is not None else None
+        layer, base = got if got is not None else (0, canonical)
+        for f in self.fused:
+            if f.name == base:
+                return f, tuple(self.layers.name(p, layer) if got else p for p in f.parts)
+        return None
 
     def template_for(self, canonical: str) -> TensorTemplate | None:
         got = self.layers.split(canonical) if self.layers is not None else None
@@ -121,10 +136,33 @@ class Expected:
 
 
 @record
+class Fused:
+    """A fused spelling of some expected tensors ([[fused]]): the shape it has when its parts
+    have their config shapes (None: a part's shape is not known)."""
+
+    name: str
+    parts: tuple[str, ...]
+    shape: tuple[int, ...] | None
+    note: str = ""
+
+    def offsets(self, inv: "Inventory") -> list[tuple[str, int, int]] | None:
+        """(part, first row, rows) of each part along dim 0; None when a shape is not known."""
+        if self.shape is None:
+            return None
+        out, row = [], 0
+        for p in self.parts:
+            rows = inv.tensors[p].shape[0]
+            out.append((p, row, rows))
+            row += rows
+        return out
+
+
+@record
 class Inventory:
     architecture: Architecture
     tensors: dict[str, Expected] = field(default_factory=dict)
     not_applicable: set[str] = field(default_factory=set)  # templates whose `when` is false
+    fused: dict[str, Fused] = field(default_factory=dict)  # fused name -> its parts' shapes
 
 
 def _architecture(data: schema.ArchitectureFile) -> Architecture:
@@ -138,6 +176,7 @@ def _architecture(data: schema.ArchitectureFile) -> Architecture:
         attention=a.attention,
         default=a.default,
         layers=Layers(data.layers.first, data.layers.other) if data.layers else None,
+        fused=data.fused,
     )
 
 
@@ -211,6 +250,17 @@ def transposed(shape, expected) -> bool:
     return len(want) == 2 and want[0] != want[1] and tuple(shape) == want[::-1]
 
 
+def with_parts(canonical: set[str]) -> set[str]:
+    """``canonical`` and the parts of every fused name in it (of any architecture): the names a
+    signature is looked for in (a drafter with q/k/v fused still has q_proj)."""
+    out = set(canonical)
+    for a in architectures():
+        for c in canonical:
+            got = a.fused_of(c)
+            out.update(got[1] if got else ())
+    return out
+
+
 def all_canonical_names() -> frozenset[str]:
     out = set()
     for a in architectures():
@@ -238,7 +288,20 @@ def expected(arch: Architecture, symbols: dict, layers: int = 1) -> Inventory:
                     t.later_note or t.note,
                 )
             _expand(inv, u, {**symbols, "layer": layer})
+    for name in sorted(arch.canonical_names(max_layers=min(max(layers, 1), MAX_LAYERS))):
+        got = arch.fused_of(name)
+        if got is not None and all(p in inv.tensors for p in got[1]):
+            inv.fused[name] = _fused(inv, name, *got)
     return inv
+
+
+def _fused(inv: Inventory, name: str, f: FusedTemplate, parts: tuple[str, ...]) -> Fused:
+    """The shape of ``parts`` concatenated along dim 0, when every part's is known and 2-D with
+    one column count."""
+    shapes = [inv.tensors[p].shape for p in parts]
+    if any(s is None or len(s) != 2 for s in shapes) or len({s[1] for s in shapes}) != 1:
+        return Fused(name, parts, None, f.note)
+    return Fused(name, parts, (sum(s[0] for s in shapes), shapes[0][1]), f.note)
 
 
 def _expand(inv: Inventory, t: TensorTemplate, symbols: dict) -> None:

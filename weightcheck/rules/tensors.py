@@ -67,7 +67,7 @@ def missing(ctx, finding):
     inv = ctx.drafter.inventory
     if inv is None or ctx.drafter.source.config is None:
         return
-    present = set(ctx.drafter.by_canonical())
+    present = ctx.drafter.covered()  # a fused tensor's parts too
     for name, e in inv.tensors.items():
         if name in present or e.presence != "required":
             continue
@@ -90,7 +90,7 @@ def unexpected(ctx, finding):
     if inv is None or ctx.drafter.source.config is None:
         return
     for c, t in ctx.drafter.by_canonical().items():
-        if c not in inv.tensors:
+        if c not in inv.tensors and c not in inv.fused:
             tmpl = inv.architecture.template_for(c)
             if c in _MAPS:
                 said = _full_vocab_map(ctx, finding, c, t)
@@ -154,6 +154,10 @@ def shapes(ctx, finding):
     if inv is None or ctx.drafter.source.config is None:
         return
     for c, t in ctx.drafter.by_canonical().items():
+        if c in inv.fused:  # a fused tensor left whole: its shape is not its parts'
+            if inv.fused[c].shape is not None:
+                yield _fused_shape(finding, t, inv.fused[c], inv)
+            continue
         e = inv.tensors.get(c)
         if e is None:
             continue
@@ -174,6 +178,23 @@ def shapes(ctx, finding):
                 "asserts on another shape; `weightcheck inspect SRC` shows each config value and "
                 "where it came from",
             )
+
+
+def _fused_shape(finding, t, f, inv):
+    """A fused tensor whose shape is not its parts' config shapes concatenated: the engines split
+    it at the config's offsets all the same (their weight loaders narrow each part's rows and
+    assert its columns), so the parts they load are not the ones trained."""
+    parts = " + ".join(
+        f"{p.rsplit('.', 2)[-2].removesuffix('_proj')} {inv.tensors[p].shape[0]}" for p in f.parts
+    )
+    return finding(
+        f"{t.name}: shape {list(t.shape)}, config implies {list(f.shape)}; correct the config",
+        t.name,
+        detail=f"{f.note}; the config implies rows {parts}: the engines' weight loaders split it "
+        "at those offsets and assert each part's columns; rows past them are never read, too few "
+        "stop the load, so the parts served are not the ones trained; `weightcheck inspect SRC` "
+        "shows each config value and where it came from",
+    )
 
 
 @rule("WC207")

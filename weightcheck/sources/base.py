@@ -90,7 +90,7 @@ class Source:
     # pickled files' tensors once loaded for their bytes (sources/tensors.py), by file name
     pickle_cache: dict[str, dict] = field(default_factory=dict, repr=False)
     # a planned output not written yet (convert's gate): tensor name -> (the source, its name
-    # there) whose bytes it will hold, read from there (sources/tensors.py read_range)
+    # there, the byte offset there: a fused tensor's part) whose bytes it will hold, read from there (sources/tensors.py read_range)
     planned_from: dict[str, tuple] = field(default_factory=dict, repr=False)
     # a Hub repo's top-level file names (its listing); None for a local source (read the folder)
     listing: tuple[str, ...] | None = None

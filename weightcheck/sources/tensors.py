@@ -40,14 +40,18 @@ def torch_tensor_view(t) -> memoryview:
     return memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B")
 
 
-def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> Iterator[bytes]:
+def iter_chunks(
+    src: Source, name: str, chunk: int = CHUNK, align: int = 1, window: tuple | None = None
+) -> Iterator[bytes]:
     """Yield the bytes of tensor ``name`` (a source name) in chunks of at most ``chunk`` bytes,
-    each a multiple of ``align`` bytes except possibly the last."""
+    each a multiple of ``align`` bytes except possibly the last; ``window`` (a, b): only its
+    bytes [a, b) (a part of a fused tensor: Tensor.window)."""
     rec = src.tensors[name]
     wf = src.files[rec.file]
     chunk = max(align, chunk - chunk % align)
+    a, b = window if window is not None else (0, rec.nbytes)
     if wf.format == "pickle" and rec.begin is None:
-        data = torch_tensor_bytes(_pickle_tensors(src, rec.file)[name])
+        data = torch_tensor_bytes(_pickle_tensors(src, rec.file)[name])[a:b]
         for i in range(0, len(data), chunk):
             yield data[i : i + chunk]
         return
@@ -57,7 +61,7 @@ def iter_chunks(src: Source, name: str, chunk: int = CHUNK, align: int = 1) -> I
     except OSError as e:
         raise WeightcheckError(path, f"cannot read: {e.strerror}") from None
     try:
-        pos, end = rec.begin, rec.end
+        pos, end = rec.begin + a, rec.begin + b
         while pos < end:
             n = min(chunk, end - pos)
             buf = os.pread(fd, n, pos)
@@ -73,8 +77,8 @@ def read_range(src: Source, name: str, a: int, b: int) -> bytes:
     """Bytes [a, b) of tensor ``name``: a Range read for a Hub file not downloaded, a pread for a
     local one, a slice of torch's bytes for a pickled one."""
     if name in src.planned_from:  # convert's planned output: the bytes it will copy
-        origin, origin_name = src.planned_from[name]
-        return read_range(origin, origin_name, a, b)
+        origin, origin_name, off = src.planned_from[name]  # off: a fused tensor's part
+        return read_range(origin, origin_name, off + a, off + b)
     rec = src.tensors[name]
     if b <= a:
         return b""

@@ -57,7 +57,7 @@ def planned_drafter(p: Plan) -> Drafter:
         }.get(it.kind)
         same_dtype = it.kind in ("copy", "pickle") or it.src_dtype in (None, it.dtype)
         if origin is not None and it.src_name is not None and same_dtype:
-            src.planned_from[it.out_name] = (origin.source, it.src_name)
+            src.planned_from[it.out_name] = (origin.source, it.src_name, it.src_offset)
     return from_source(src)
 
 

@@ -34,6 +34,8 @@ class Item:
     src_name: str | None = None  # name in the source (drafter or target)
     src_dtype: str | None = None
     shard: int = 0
+    # a part of a fused source tensor (Drafter.parts_of): its bytes start here within src_name's
+    src_offset: int = 0
     data: object = None  # vocab-map: the bytes; reindex: where each row comes from (model/vocab.py)
 
     @property

@@ -119,6 +119,7 @@ def plan(
     canon = src.by_canonical()
     copy_items(p, canon, embeddings, out_spec, out_dtype, names_dialect)
     name_table_notes(p)
+    split_notes(p)
     if embeddings.startswith("from="):
         embed_item(p, embeddings[5:], norm.get("hidden_size"), out_dtype, names_dialect)
     elif embeddings == "drop" and "embed_tokens.weight" in canon:
@@ -218,6 +219,21 @@ def name_table_notes(p: Plan) -> None:
         p.notes.append(f"legacy spelling(s) renamed (mappings/names.toml): {said}")
 
 
+def split_notes(p: Plan) -> None:
+    """A fused tensor (mappings/architectures [[fused]]) is written as its parts, split where
+    the engines split it: each part's bytes a range of the fused tensor's (copied ones re-read
+    and compared when written). Every engine and trainer reads the parts."""
+    split: dict[str, list[tuple]] = {}
+    canon = p.src.by_canonical()
+    for it in p.items:
+        t = canon.get(it.canonical)
+        if t is not None and t.window is not None:
+            split.setdefault(t.name, []).append((t.window, it.out_name))
+    for name, parts in split.items():
+        said = ", ".join(n for _, n in sorted(parts))
+        p.notes.append(f"{name} split into {said} (rows at the config's offsets)")
+
+
 def base_config(p: Plan, src: Drafter, config_from: Drafter | None) -> dict:
     """The config the output's is built from: SRC's, or ``--config-from`` REF's when compare
     says the two are compatible."""
@@ -255,8 +271,18 @@ def copy_items(p: Plan, canon: dict, embeddings: str, out_spec, out_dtype, names
             kind = "pickle"
         if out_dtype and d in ("BF16", "F16", "F32", "F64") and d != out_dtype:
             kind, d = "cast", out_dtype
+        off = t.window[0] if t.window is not None else 0  # a fused tensor's part: split
         p.items.append(
-            Item(names_dialect.from_canonical(c), c, d, tuple(t.shape), kind, t.name, t.dtype)
+            Item(
+                names_dialect.from_canonical(c),
+                c,
+                d,
+                tuple(t.shape),
+                kind,
+                t.name,
+                t.dtype,
+                src_offset=off,
+            )  # fmt: skip
         )
 
 

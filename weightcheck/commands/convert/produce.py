@@ -56,7 +56,9 @@ def produce(plan: Plan, it: Item, write) -> None:
 
     if it.kind in ("cast", "pickle"):
         isz = itemsize(it.src_dtype)
-        for chunk in iter_chunks(plan.src.source, it.src_name, CHUNK // isz * isz, isz):
+        n = it.nbytes // itemsize(it.dtype) * isz  # the source bytes (a part's: a window)
+        window = (it.src_offset, it.src_offset + n)
+        for chunk in iter_chunks(plan.src.source, it.src_name, CHUNK // isz * isz, isz, window):
             write_cast(write, chunk, it.src_dtype, it.dtype)
         return
     if it.kind == "embed-from-target":
@@ -166,10 +168,11 @@ def write_shards(plan: Plan, tmp: str, progress, checker, fsync: bool) -> dict:
                 if it.kind == "copy":
                     rec = plan.src.source.tensors[it.src_name]
                     spath = plan.src.source.local_path(rec.file)
+                    begin = rec.begin + it.src_offset  # a fused tensor's part: its rows
                     for rel in range(0, it.nbytes, COPY_CHUNK):
                         n = min(COPY_CHUNK, it.nbytes - rel)
-                        copy_range(spath, rec.begin + rel, n, fd, off + rel)
-                        checker.same(path, layout, it.out_name, rel, n, spath, rec.begin + rel)
+                        copy_range(spath, begin + rel, n, fd, off + rel)
+                        checker.same(path, layout, it.out_name, rel, n, spath, begin + rel)
                         if checker.error is not None:
                             raise checker.error
                         written(off + rel + n)
@@ -274,14 +277,14 @@ def aligned_order(plan: Plan, items: list) -> tuple[list, int | None]:
 
     def src_pos(it):
         rec = plan.src.source.tensors[it.src_name]
-        return (rec.file, rec.begin)
+        return (rec.file, rec.begin + it.src_offset)
 
     copies = sorted((it for it in items if it.kind == "copy"), key=src_pos)
     ordered = copies + [it for it in items if it.kind != "copy"]
     weight: dict[int, int] = {}
     pos = 0
     for it in copies:
-        r = (plan.src.source.tensors[it.src_name].begin - pos) % ALIGN
+        r = (plan.src.source.tensors[it.src_name].begin + it.src_offset - pos) % ALIGN
         if r % 8 == 0:  # the data buffer itself stays 8-byte aligned, as the library writes it
             weight[r] = weight.get(r, 0) + it.nbytes
         pos += it.nbytes
