@@ -140,6 +140,27 @@ def test_every_dialect_gives_the_same_drafts(ex, tmp_path):
     assert torch.equal(a, b)
 
 
+def test_a_fused_drafter_drafts_as_its_parts_stored_apart(ex, tmp_path):
+    """q/k/v in one qkv_proj and gate/up in one gate_up_proj (as the engines load them, split at
+    the config's offsets): the same drafts and the same report as the drafter they were fused
+    from."""
+    from helpers import hurried
+
+    from weightcheck.eval.data import open_data
+
+    fz = hurried.fused(tmp_path / "fused", src=ex["a"])
+    m = _model(str(fz), ex["target"])
+    assert "midlayer.self_attn.qkv_proj.weight" in m.d.source.tensors
+    assert "midlayer.self_attn.q_proj.weight" not in m.d.source.tensors
+    s = next(open_data(ex["specforge"]).samples())
+    a = _model(ex["a"], ex["target"]).unroll(s.aux, s.input_ids, 2)
+    assert torch.equal(m.unroll(s.aux, s.input_ids, 2), a)
+    one = _eval(ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"])
+    two = _eval(str(fz), "--hidden-states", ex["specforge"], "--target", ex["target"])
+    assert two["drafters"][0]["steps"] == one["drafters"][0]["steps"]
+    assert one["drafters"][0]["steps"][0]["hits"] > 0  # not a 0 == 0 proof
+
+
 def test_drafts_are_target_ids_through_d2t(ex):
     from weightcheck.eval.data import open_data
 

@@ -236,11 +236,12 @@ FUSED = {  # fused tensor -> its parts, in the order they are concatenated (rows
 }
 
 
-def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None) -> pathlib.Path:
+def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None, src=SPECFORGE) -> pathlib.Path:
     """q/k/v and/or gate/up stored fused, as a vLLM/SGLang-internal export writes them
     (``qkv_proj.weight`` = cat([q, k, v]) [(nh + 2 nkv) hd, 2H], ``gate_up_proj.weight`` =
     cat([gate, up]) [2I, H]); ``extra_rows`` appends rows of zeros to each (negative: drops its
-    last rows), ``cfg`` edits the config (a wrong fused shape either way)."""
+    last rows), ``cfg`` edits the config (a wrong fused shape either way); ``src``: the
+    checkpoint fused (SpecForge's names, bfloat16), the SpecForge fixture by default."""
 
     def fuse(m):
         for name in which:
@@ -251,7 +252,7 @@ def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None) -> pathlib.Pat
             data = data[: 2 * (rows + extra_rows) * cols]
             m[name] = OutTensor(name, parts[0].dtype, (rows + extra_rows, cols), data)
 
-    return edit(SPECFORGE, out, cfg=cfg, tensors=fuse)
+    return edit(src, out, cfg=cfg, tensors=fuse)
 
 
 # every hurried drafter, by id: build(folder) -> folder

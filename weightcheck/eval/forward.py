@@ -204,6 +204,7 @@ class Eagle3Drafter:
         self.norm_output = bool(norm.get("norm_output"))
         self.norm_before_residual = bool(norm.get("norm_before_residual"))
         self._canon = d.by_canonical()
+        self._fused: dict = {}  # a fused tensor's source name -> the whole of it (_w's parts view it)
         self._load_input(norm)
         self.n_layers = int(norm.get("num_hidden_layers") or 1)
         self.layers = [DecoderLayer(self, i) for i in range(self.n_layers)]
@@ -260,7 +261,20 @@ class Eagle3Drafter:
             if required:
                 raise WeightcheckError(self.label, f"has no {name}: the drafter cannot run")
             return None
-        return load_tensor(self.d.source, t.name, shape, self.dtype_name, self.device)
+        if t.window is None:
+            return load_tensor(self.d.source, t.name, shape, self.dtype_name, self.device)
+        # a part of a fused tensor (Drafter.parts_of: qkv_proj, gate_up_proj): its rows of the
+        # whole, loaded once, where the engines' weight loaders split it
+        whole = self._fused.get(t.name)
+        if whole is None:
+            whole = load_tensor(self.d.source, t.name, None, self.dtype_name, self.device)
+            self._fused[t.name] = whole
+        row = self.d.source.tensors[t.name].nbytes // max(whole.shape[0], 1)
+        part = whole[t.window[0] // row : t.window[1] // row]
+        if shape is not None and tuple(part.shape) != tuple(shape):
+            raise WeightcheckError(self.d.source.spec, f"{name} (rows of {t.name}) is "
+                                   f"{list(part.shape)}, the config implies {list(shape)}")  # fmt: skip
+        return part
 
     def _load_input(self, norm) -> None:
         """fc and the norms before it (``input_norm`` only for a Llama drafter: neither engine
