@@ -45,12 +45,70 @@ def test_the_read_ahead_stays_within_its_window(tmp_path):
     ahead = ReadAhead(files, mode="read", window=250 * KB, threads=2)
     try:
         assert _settle(ahead, 200 * KB) == 200 * KB  # files 0 and 1: a third would pass 250 KB
-        ahead.handed(5)  # the consumer took files 0-4: 5 and 6 now, never 2-4
-        assert _settle(ahead, 400 * KB) == 400 * KB
-        ahead.handed(10)  # the rest is the consumer's: the threads end
+        ahead.handed(5)  # the consumer took files 0-4 (it waits for them): 2-6 now
+        assert _settle(ahead, 700 * KB) == 700 * KB
+        ahead.handed(10)  # the rest: every file, in order
+        assert _settle(ahead, 1000 * KB) == 1000 * KB
     finally:
         ahead.close()
-    assert ahead.finished is not None and ahead.bytes == 400 * KB
+    assert ahead.finished is not None and ahead.bytes == 1000 * KB
+    # advise: the files the consumer has taken are its own to read, never advised
+    advise = ReadAhead(files, mode="advise", window=250 * KB)
+    try:
+        assert _settle(advise, 200 * KB) == 200 * KB
+        advise.handed(5)
+        assert _settle(advise, 400 * KB) == 400 * KB
+    finally:
+        advise.close()
+
+
+def test_the_consumer_reads_a_file_once_the_read_ahead_has(tmp_path):
+    """In read mode the staging readers wait for the read-ahead's threads to have read a file
+    (the disk serves their in-order reads alone); at once in another mode, for a file it does not
+    read, and once it is closed."""
+    import threading
+
+    from weightcheck.eval import readahead
+
+    files = _files(tmp_path, 4)
+    gate, events = threading.Event(), []
+
+    class Slow(readahead.ReadAhead):
+        def _read(self, path, spans, buf):
+            if path == files[2]:
+                gate.wait(20)
+            got = super()._read(path, spans, buf)
+            events.append(("read", os.path.basename(path)))
+            return got
+
+    ahead = Slow(files, mode="read", window=10 << 20, threads=2)
+    try:
+        waiter = threading.Thread(
+            target=lambda: (ahead.wait(files[2]), events.append(("waited", "f2.bin")))
+        )
+        waiter.start()
+        ahead.wait(files[0])  # read (or being read): returns once it is
+        assert ("read", "f0.bin") in events
+        time.sleep(0.3)
+        assert ("waited", "f2.bin") not in events  # f2's read is held: so is the wait
+        gate.set()
+        waiter.join(20)
+        assert events.index(("read", "f2.bin")) < events.index(("waited", "f2.bin"))
+        ahead.wait(str(tmp_path / "not-listed.bin"))  # not one of its files: at once
+    finally:
+        ahead.close()
+    held = threading.Event()
+    gate.clear()  # f2's read held again: f3 is never read while the waiter waits for it
+    stuck = Slow(files, mode="read", window=10 << 20, threads=1)
+    t = threading.Thread(target=lambda: (stuck.wait(files[3]), held.set()))
+    t.start()
+    stuck.close()  # closed: the waiter goes on (its own read says what is wrong, if anything)
+    gate.set()
+    t.join(20)
+    assert held.is_set()
+    off = readahead.ReadAhead(files, mode="off")
+    off.wait(files[0])  # nothing to wait for
+    off.close()
 
 
 def test_one_file_always_goes_ahead_and_the_modes(tmp_path):
@@ -122,6 +180,19 @@ def test_the_libraries_go_first_whole_and_outside_the_window(tmp_path):
     advise = Traced(files, mode="advise", window=10 << 20, first=libs)
     advise.close()
     assert advise.first == [] and advise.first_bytes == 0
+
+
+def test_a_cuda_builds_libraries_are_not_read_first(monkeypatch):
+    """libraries(): none for a CUDA build (libtorch_cuda beside libtorch_cpu: GBs the import and a
+    forward mostly never touch; measured slower, docs/eval.md §7), a CPU build's all."""
+    from weightcheck.eval import readahead
+
+    monkeypatch.delitem(__import__("sys").modules, "torch", raising=False)
+    cpu = ["/t/lib/libtorch_cpu.so", "/t/lib/libc10.so"]
+    monkeypatch.setattr(readahead, "torch_libraries", lambda: cpu)
+    assert readahead.libraries() == cpu
+    monkeypatch.setattr(readahead, "torch_libraries", lambda: ["/t/lib/libtorch_cuda.so", *cpu])
+    assert readahead.libraries() == []
 
 
 def test_torchs_libraries_are_found_without_importing_torch():

@@ -59,9 +59,19 @@ def default_window() -> int:
 
 
 def libraries() -> list[str]:
-    """What a run reads first: :func:`torch_libraries`, none once torch is imported (nothing left
-    for its import to wait for)."""
-    return [] if "torch" in sys.modules else torch_libraries()
+    """What a run reads first: :func:`torch_libraries` of a CPU build; none once torch is
+    imported (nothing left for its import to wait for), and none for a CUDA build: its libraries
+    (3.8 GB on the H200 machine: cuBLAS's and cuDNN's kernels for every GPU, NCCL) are mostly
+    never touched by the import or a forward, and reading them whole cost more of the disk than
+    the import gained — with them cold, 27.5 s against 25.7 s for the whole run (torch in at
+    10.1 s against 7.6 s), and 5 s of the disk's time with them half cached (docs/eval.md §7).
+    A CPU build's (0.47 GB on the build machine) are what its import reads."""
+    if "torch" in sys.modules:
+        return []
+    found = torch_libraries()
+    if any(os.path.basename(f).startswith("libtorch_cuda.") for f in found):
+        return []
+    return found
 
 
 def torch_libraries() -> list[str]:
@@ -111,6 +121,8 @@ class ReadAhead:
             self._cum.append(self._cum[-1] + _size(p))
         self._next = 0  # the next file to read ahead
         self._handed = 0  # files the consumer has taken
+        self._at = {p: j for j, p in enumerate(self.paths)}
+        self._done = [False] * len(self.paths)  # read ahead (or failed: the consumer says why)
         self._cond = threading.Condition()
         self._stop = False
         self.bytes = 0  # read (or advised) ahead so far
@@ -135,6 +147,20 @@ class ReadAhead:
                 self._handed = n
                 self._cond.notify_all()
 
+    def wait(self, path: str) -> None:
+        """Return once ``path`` has been read ahead (at once in another mode, for a file it does
+        not read, or once it stopped): in ``read`` mode the consumer reads each file from the
+        page cache after the threads, so that the disk serves the threads' large in-order reads
+        alone. A consumer reading the files it had been handed itself, beside the threads reading
+        the next ones, made 12 streams in the disk's queue: the data came at 1.59 GB/s where the
+        threads alone read 1.78-1.88 GB/s (H200 machine, 34 GB dump; docs/eval.md §7)."""
+        j = self._at.get(path)
+        if j is None or self.mode != "read":
+            return
+        with self._cond:
+            while not self._done[j] and not self._stop and self._running:
+                self._cond.wait(0.5)
+
     def close(self) -> None:
         with self._cond:
             self._stop = True
@@ -146,10 +172,12 @@ class ReadAhead:
         """The next file to read ahead, once it is inside the window (None: stop)."""
         with self._cond:
             while not self._stop:
-                j = max(self._next, self._handed)
+                # read mode: every file, in order (the consumer waits for it: wait); advise: the
+                # files the consumer has not taken yet
+                j = self._next if self.mode == "read" else max(self._next, self._handed)
                 if j >= len(self.paths):
                     return None
-                if j == self._handed or self._cum[j + 1] - self._cum[self._handed] <= self.window:
+                if j <= self._handed or self._cum[j + 1] - self._cum[self._handed] <= self.window:
                     self._next = j + 1
                     return j
                 self._cond.wait(0.2)
@@ -189,11 +217,14 @@ class ReadAhead:
                     got = 0
                 with self._cond:
                     self.bytes += got
+                    self._done[j] = True
+                    self._cond.notify_all()
         finally:
             with self._cond:
                 self._running -= 1
                 if not self._running:
                     self.finished = time.perf_counter()
+                self._cond.notify_all()
 
     def _read(self, path: str, spans, buf) -> int:
         """Bring ``spans`` of ``path`` (all of it when None) into the page cache: bytes."""

@@ -170,7 +170,7 @@ class Prefetch:
             nbytes = os.path.getsize(self.ds.files[i])
         except OSError:
             nbytes = 0
-        return s, nbytes
+        return s, nbytes, self.ds.files[i]
 
     def _buffer(self, rows: int, first):
         """A staging buffer of at least ``rows`` rows: a pooled one (waiting for one to come back
@@ -206,7 +206,7 @@ class Prefetch:
     def _start(self, batch) -> bool:
         """Queue the reads of ``batch`` into a buffer (they run while earlier batches' do); hand
         over the batches whose reads are done, in order."""
-        lengths = [int(s.input_ids.shape[0]) for s, _ in batch]
+        lengths = [int(s.input_ids.shape[0]) for s, *_ in batch]
         buf = self._buffer(sum(lengths), batch[0][0])
         if buf is None:
             return False
@@ -215,19 +215,19 @@ class Prefetch:
             starts.append(at)
             at += n
         jobs = [
-            self._pool.submit(self._copy, s, buf, a, n)
-            for (s, _), a, n in zip(batch, starts, lengths)
+            self._pool.submit(self._copy, s, path, buf, a, n, self.ahead)
+            for (s, _, path), a, n in zip(batch, starts, lengths)
         ]
         L = at
         b = Batch(
-            files=[s.file for s, _ in batch],
+            files=[s.file for s, *_ in batch],
             lengths=lengths,
             aux=buf.aux[:L],
             ids=buf.ids[:L],
             mask=buf.mask[:L],
             last=buf.last[:L] if buf.last is not None else None,
             normed=bool(batch[0][0].last_normed),
-            nbytes=sum(nb for _, nb in batch),
+            nbytes=sum(nb for _, nb, _ in batch),
             buffer=buf,
         )
         batch.clear()  # the samples go with their reads
@@ -247,7 +247,9 @@ class Prefetch:
         return self._put(b)
 
     @staticmethod
-    def _copy(s, buf: _Buffer, a: int, n: int) -> None:
+    def _copy(s, path: str, buf: _Buffer, a: int, n: int, ahead=None) -> None:
+        if ahead is not None:  # read from the page cache once the read-ahead has read the file
+            ahead.wait(path)
         _fill(buf.aux[a : a + n], s.aux)
         buf.ids[a : a + n].copy_(s.input_ids)
         buf.mask[a : a + n].copy_(s.loss_mask)
