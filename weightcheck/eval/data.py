@@ -184,13 +184,13 @@ def _speculators(path: str, hs_dir: str, files: list[str], given: str | None) ->
         if not os.path.isdir(pre):
             raise WeightcheckError(given, "--loss-mask: not a folder (speculators' preprocessed "
                                    "dataset, the folder that held hidden_states/)")  # fmt: skip
-        if not arrow.is_dataset(pre):
-            raise WeightcheckError(given, "--loss-mask: not a datasets save (no state.json, "
-                                   "dataset_dict.json or data-*.arrow)")  # fmt: skip
     else:
         pre = os.path.dirname(os.path.normpath(os.path.abspath(hs_dir)))
         shown = _as_given(path, pre)
     if not arrow.is_dataset(pre):
+        if given is not None:
+            raise WeightcheckError(given, "--loss-mask: not a datasets save (no state.json, "
+                                   "dataset_dict.json or data-*.arrow)")  # fmt: skip
         note = (
             "speculators keeps the loss mask in its preprocessed Arrow dataset, not in "
             f"hs_<i>.safetensors, and {shown} holds none (no state.json): every position "

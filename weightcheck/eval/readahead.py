@@ -6,24 +6,27 @@ files in order (each byte once, into a small reused buffer: the kernel keeps the
 at most a window of bytes ahead of the files already handed to the staging buffers (stream.py),
 so that when the batches start, their reads come from memory while the disk goes on with the next
 files; a staging reader that reaches a file before the threads have read it waits for them
-(:meth:`ReadAhead.wait`), so that the disk serves the threads' in-order reads alone. The process holds only the threads' buffers; the window is page cache, which the kernel
-takes back under memory pressure (a page evicted before it was used is read again, never wrong).
+(:meth:`ReadAhead.wait`), so that the disk serves the threads' in-order reads alone. The process
+holds only the threads' buffers; the window is page cache, which the kernel takes back under
+memory pressure (a page evicted before it was used is read again, never wrong).
 
 Before the data, the threads read ``first``: the shared libraries torch's import is about to map
-(:func:`libraries`: a CPU build's; a CUDA build's are GBs its import never touches). Read by the import's own page faults, a few pages at a time, they wait behind
-the data's large reads in the disk's queue: on the H200, with torch's libraries cold, reading the
+(:func:`libraries`: a CPU build's; a CUDA build's are GBs its import never touches). Read by the
+import's own page faults, a few pages at a time, they wait behind the data's large reads in the
+disk's queue: on the H200, with torch's libraries cold, reading the
 data ahead made torch's import 12.2 s against 4.9 s alone. Read first, in large reads, they are
 mostly in the page cache when the import faults them in: on the build machine (2 cores, torch
 2.13's 0.47 GB of libraries and a 6.4 GB data file evicted before each trial; bench/
 bench_readahead.py, medians of 4 and 6 trials) the cold import took 1.53-1.63 s alone, 1.65-1.76x
 that beside the data's read-ahead, 1.32-1.41x with the libraries read first.
 
-``MODE``: ``read`` (the threads read: the libraries, then the data), ``advise`` (one thread asks
-the kernel to read each data file ahead with ``posix_fadvise(WILLNEED)``; its progress is not
-seen, so it only keeps the window) or ``off`` (the staging buffers' readers, stream.py, are the
-reading, from when the weights are on the device). Measured end to end on one H200 with a
-200,000-position dump and torch's libraries in the page cache: 13.5 s ``read``, 14.1 s ``off``,
-15.7 s ``advise`` (docs/eval.md §7).
+``MODE``: ``read`` (the threads read: a CPU build's libraries, then the data; the staging readers
+wait for them), ``advise`` (one thread asks the kernel to read each data file ahead with
+``posix_fadvise(WILLNEED)``; its progress is not seen, so it only keeps the window) or ``off``
+(the staging buffers' readers, stream.py, are the reading, from when the weights are on the
+device). Measured end to end on one H200 with a 600,000-position dump (34.42 GB) and torch's
+libraries in the page cache, before the staging readers waited: 28.0 s ``read``, 29.2 s ``off``;
+earlier, at 200,000 positions, ``advise`` was the slowest (docs/eval.md §7).
 """
 
 from __future__ import annotations

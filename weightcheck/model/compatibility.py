@@ -284,14 +284,14 @@ def _judge_pair(c: Comparison, p: Pair) -> None:
 def _judge_layout(c: Comparison) -> None:
     """A fused tensor on one side whose parts the other stores apart (or fused under another
     name): the same parameters, compared part by part; the files differ, so not identical."""
-    seen: dict[tuple, list[str]] = {}
+    seen: dict[tuple, list[tuple[int, str]]] = {}  # (fused in A, in B) -> (byte offset, part)
     for p in c.pairs:
         if p.a is None or p.b is None:
             continue
         fa = p.a.name if p.a.window is not None else None
         fb = p.b.name if p.b.window is not None else None
         if fa != fb and (fa or fb):
-            at = (p.a.window or p.b.window)[0] if fa else p.b.window[0]
+            at = (p.a.window if fa else p.b.window)[0]
             seen.setdefault((fa, fb), []).append((at, p.canonical))
     for (fa, fb), parts in seen.items():
         short = "+".join(x.rsplit(".", 2)[-2].removesuffix("_proj") for _, x in sorted(parts))

@@ -120,11 +120,7 @@ class Drafter:
         """Every canonical name the checkpoint holds: its tensors', and the parts of each fused
         tensor (split or not: one of another shape is a shape error, not missing parts)."""
         out = set(self.by_canonical())
-        if self.architecture is not None:
-            for c in list(out):
-                got = self.architecture.fused_of(c)
-                out.update(got[1] if got else ())
-        return out
+        return self.architecture.with_parts(out) if self.architecture is not None else out
 
     def by_canonical(self) -> dict[str, Tensor]:
         """Canonical name -> the tensor (a fused tensor's parts: :meth:`logical`); of several for

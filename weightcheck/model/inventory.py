@@ -63,11 +63,7 @@ class Architecture:
     def canonical_names(self, max_aux: int = 8, max_layers: int = MAX_LAYERS) -> set[str]:
         """Every canonical name this architecture can have (for_each expanded up to max_aux,
         decoder layers up to max_layers), its fused spellings ([[fused]]) included."""
-        out = set()
-        for f in self.fused:
-            in_layer = self.layers is not None and f.name.startswith(self.layers.first)
-            out.update(self.layers.name(f.name, i) for i in range(max_layers) if in_layer)
-            out.add(f.name)
+        out = set(self.fused_names(max_layers))
         for t in self.tensors:
             if t.for_each:
                 out.update(t.name.format(i=i) for i in range(max_aux))
@@ -96,6 +92,23 @@ class Architecture:
         one (a drafter without layer tensors is still expected to have layer 0)."""
         idx = [self.layer_of(c) for c in canonical_names if c]
         return 1 + max((i for i in idx if i is not None), default=0)
+
+    def fused_names(self, max_layers: int) -> set[str]:
+        """Every fused name ([[fused]]): a decoder layer's in each of ``max_layers`` layers."""
+        out = set()
+        for f in self.fused:
+            out.add(f.name)
+            if self.layers is not None and f.name.startswith(self.layers.first):
+                out.update(self.layers.name(f.name, i) for i in range(max_layers))
+        return out
+
+    def with_parts(self, canonical) -> set[str]:
+        """``canonical`` and the parts of every fused name in it (:meth:`fused_of`)."""
+        out = set(canonical)
+        for c in canonical:
+            got = self.fused_of(c)
+            out.update(got[1] if got else ())
+        return out
 
     def fused_of(self, canonical: str) -> tuple[FusedTemplate, tuple[str, ...]] | None:
         """The [[fused]] entry a fused name is, with the canonical parts it stands for in their
@@ -255,9 +268,7 @@ def with_parts(canonical: set[str]) -> set[str]:
     signature is looked for in (a drafter with q/k/v fused still has q_proj)."""
     out = set(canonical)
     for a in architectures():
-        for c in canonical:
-            got = a.fused_of(c)
-            out.update(got[1] if got else ())
+        out |= a.with_parts(canonical)
     return out
 
 
@@ -288,7 +299,7 @@ def expected(arch: Architecture, symbols: dict, layers: int = 1) -> Inventory:
                     t.later_note or t.note,
                 )
             _expand(inv, u, {**symbols, "layer": layer})
-    for name in sorted(arch.canonical_names(max_layers=min(max(layers, 1), MAX_LAYERS))):
+    for name in sorted(arch.fused_names(min(max(layers, 1), MAX_LAYERS))):
         got = arch.fused_of(name)
         if got is not None and all(p in inv.tensors for p in got[1]):
             inv.fused[name] = _fused(inv, name, *got)
