@@ -465,6 +465,13 @@ def t_mla_dims(w):
     return edit(src, w.path("x"), cfg=lambda c: c.update(kv_lora_rank=48)), []
 
 
+@trigger("WC409", "intermediate_size")
+def t_config_contradicted(w):
+    """intermediate_size 256 beside gate/up/down trained with 128 (a config copied from a wider
+    model)."""
+    return edit(w.clean(), w.path("x"), cfg=lambda c: c.update(intermediate_size=256)), []
+
+
 # --- WC5xx target --------------------------------------------------------------------------------
 @trigger("WC501", "target_hidden_size")
 def t_target_hidden(w):

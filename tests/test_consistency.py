@@ -164,8 +164,8 @@ def test_the_same_architecture_initializes_everything(tmp_path, examples_out):
 
 # --- item 4: answers depend on facts, not tensor names --------------------------------------------
 def test_one_wrong_intermediate_size_is_one_root_in_every_layout(tmp_path):
-    """One wrong intermediate_size: WC206 roots with whatever the engines make of it under them,
-    the same in the midlayer.* and layers.0.* layouts (the engine's parameters are canonical
+    """One wrong intermediate_size: one WC409 root naming the field, the shape findings (WC206)
+    and whatever the engines make of them under it, the same in the midlayer.* and layers.0.* layouts (the engine's parameters are canonical
     names, the checkpoint's are not: the causes relate them through the canonical names)."""
 
     def shape(rep):
@@ -181,7 +181,10 @@ def test_one_wrong_intermediate_size_is_one_root_in_every_layout(tmp_path):
     for args in ([], ["--engine", "sglang"], ["--engine", "vllm"]):
         a, b = check(mid, *args)[1], check(l0, *args)[1]
         assert shape(a) == shape(b), args
-        assert {f["code"] for f in a["findings"]} <= {"WC206", "WC710"}, a["findings"]
+        assert {f["code"] for f in a["findings"]} <= {"WC409", "WC710"}, a["findings"]
+        (root,) = [f for f in a["findings"] if f["code"] == "WC409"]
+        assert root["subject"] == "intermediate_size" and "hold 128" in root["message"]
+        assert {c["code"] for c in root["consequences"]} == {"WC206"}
 
 
 def test_the_aux_convention_comes_from_the_config_not_the_names(tmp_path):

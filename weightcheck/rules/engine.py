@@ -10,6 +10,7 @@ from weightcheck.engines.data import load, loaders, newest
 from weightcheck.engines.replay_types import BUFFER
 from weightcheck.errors import WeightcheckError
 from weightcheck.rules.base import CONDITIONAL, MISFED, UNCHANGED, rule
+from weightcheck.rules.tensors import shape_advice
 
 
 @rule("WC701", needs="engine")
@@ -395,9 +396,10 @@ def engine_narrows(ctx, finding):
         # routing.py: a tensor of another shape that the loader narrows or pads (parameters.py
         # narrowed()) loads, its why giving both shapes
         if landing.fate == "loaded" and landing.why.startswith("shape "):
+            advice = shape_advice(ctx, ctx.drafter.naming.canonical.get(landing.name, ""))
             yield finding(
-                f"{v.engine} cuts or pads it to its parameter: it serves other values than "
-                "trained; correct the config",
+                f"{v.engine} cuts or pads it to its parameter: not the values trained"
+                f"{advice or '; correct the config'}",
                 landing.name,
                 detail=f"loaded into {landing.param}: {landing.why}",
             )

@@ -13,7 +13,7 @@ from weightcheck.engines.data import (
 from weightcheck.model import config as config_mod
 from weightcheck.model import inventory
 from weightcheck.rules.base import CONDITIONAL, agree, engines_do, rule
-from weightcheck.rules.tensors import swapped_pairs, transposed
+from weightcheck.rules.tensors import config_held, swapped_pairs, transposed
 
 TARGET_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration")
 
@@ -105,6 +105,11 @@ def fc_width(ctx, finding):
         return
     if "fc.weight" in transposed(ctx):  # its width is right, stored [in, out]: WC213 says so
         return
+    held = config_held(ctx)
+    if held.settles("fc.weight"):
+        return  # a config size the weights contradict sizes it: WC409 says which (WC206 the rest)
+    # no config value fits fc beside the other tensors: the tensor is wrong (model/held.py)
+    wrong = "fc.weight" in held.wrong
     if t.shape[1] != T * n_aux:
         k = t.shape[1] / T if T else None
         guess = (
@@ -113,15 +118,20 @@ def fc_width(ctx, finding):
             else ""
         )
         yield finding(
-            f"{t.name} reads {t.shape[1]} features, not {T * n_aux}; set target_hidden_size and "
-            "the aux layers as trained",
+            f"{t.name} reads {t.shape[1]} features, not {T * n_aux}; "
+            + (
+                "the tensor is wrong: re-export it"
+                if wrong
+                else "set target_hidden_size and the aux layers as trained"
+            ),
             t.name,
             detail=f"the config says target_hidden_size {T} x {n_aux} aux layers = {T * n_aux}"
             f"{guess}; the engines build fc from them and their loaders assert on the width",
         )
     if H and t.shape[0] != H:
         yield finding(
-            f"{t.name} writes {t.shape[0]} features but hidden_size is {H}; make them agree",
+            f"{t.name} writes {t.shape[0]} features but hidden_size is {H}; "
+            + ("the tensor is wrong: re-export it" if wrong else "make them agree"),
             t.name,
             detail="the engines build fc as [hidden_size, target_hidden_size x n_aux] and their "
             "loaders assert on another shape",
@@ -397,4 +407,20 @@ def mla_dims(ctx, finding):
             fix=f'set "{field}": {value} in config.json',
             detail=f"the weights say {value} ({', '.join(names)}); the engines build every "
             "projection it sizes from the config and stop on the shapes",
+        )
+
+
+@rule("WC409")
+def config_contradicted(ctx, finding):
+    for h in config_held(ctx).fields:  # weightcheck/model/held.py decides them
+        names = [ctx.tensor(c).name if ctx.tensor(c) is not None else c for c in h.tensors]
+        yield finding(
+            f"{h.field} {h.was()} but the weights hold {h.value}; set it to {h.value} in "
+            "config.json",
+            h.field,
+            fix=f'set "{h.path}": {h.value} in config.json'
+            if "." not in h.path
+            else f"set {h.path} to {h.value} in config.json",
+            detail=f"{len(names)} tensor(s) say {h.value}: {', '.join(names)}; the engines "
+            "build every parameter it sizes from the config and their loaders stop on these shapes",
         )

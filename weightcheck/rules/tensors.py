@@ -6,7 +6,7 @@ import re
 
 from weightcheck import expr
 from weightcheck.model import config as config_mod
-from weightcheck.model import inventory
+from weightcheck.model import held, inventory
 from weightcheck.model import names as name_table
 from weightcheck.rules.base import CONDITIONAL, CRASH, UNCHANGED, UNTRAINED, rule
 from weightcheck.storage.header import CONFIG_DTYPES
@@ -153,34 +153,81 @@ def shapes(ctx, finding):
     inv = ctx.drafter.inventory
     if inv is None or ctx.drafter.source.config is None:
         return
-    for c, t in ctx.drafter.by_canonical().items():
+    by_canonical = ctx.drafter.by_canonical()
+    wrong = held.mismatches(inv, {c: tuple(t.shape) for c, t in by_canonical.items()})
+    for c, want in wrong.items():
+        t = by_canonical[c]
+        said = f"{t.name}: shape {list(t.shape)}, config implies {list(want)}"
+        advice = shape_advice(ctx, c)
         if c in inv.fused:  # a fused tensor left whole: its shape is not its parts'
-            if inv.fused[c].shape is not None:
-                yield _fused_shape(finding, t, inv.fused[c], inv)
-            continue
-        e = inv.tensors.get(c)
-        if e is None:
-            continue
-        if e.shape is None:
-            continue
-        if c == "lm_head.weight" and tuple(t.shape[1:]) == tuple(e.shape[1:]):
-            continue  # rows are WC301's business
-        if c == "d2t":
-            continue  # WC304
-        if c == "t2d":
-            continue  # WC308: no engine reads it, whatever its shape
-        if tuple(t.shape) != tuple(e.shape):
-            yield finding(
-                f"{t.name}: shape {list(t.shape)}, config implies {list(e.shape)}; correct the "
-                "config",
-                t.name,
-                detail="the engine builds the parameter from the config and its weight loader "
-                "asserts on another shape; `weightcheck inspect SRC` shows each config value and "
-                "where it came from",
+            yield _fused_shape(
+                finding, t, inv.fused[c], inv, said + advice, _shape_evidence(ctx, c)
             )
+            continue
+        yield finding(
+            said + advice,
+            t.name,
+            detail="the engine builds the parameter from the config and its weight loader "
+            "asserts on another shape; " + _shape_evidence(ctx, c),
+        )
 
 
-def _fused_shape(finding, t, f, inv):
+def config_held(ctx) -> held.Solution:
+    """The config fields the weights contradict, with the values they hold, and the tensors no
+    config value fits (weightcheck/model/held.py): over the tensors a transposition (WC213) or a
+    swap (WC211) has not explained. Computed once per check."""
+    if "held" not in ctx._memo:
+        d, inv = ctx.drafter, ctx.drafter.inventory
+        sol = held.Solution()
+        if inv is not None and d.source.config is not None and not ctx.normalized.mistyped:
+            skip = set(transposed(ctx)) | {n for pair in swapped_pairs(ctx) for n in pair}
+            got = {c: tuple(t.shape) for c, t in d.by_canonical().items() if c not in skip}
+            mla = held.MLA_DIMS if inv.architecture.attention == "mla" else frozenset()
+            layers = inv.architecture.layers_held(d.covered())
+            sol = held.solve(d.config, ctx.normalized, inv.architecture, layers, got, mla)
+        ctx._memo["held"] = sol
+    return ctx._memo["held"]
+
+
+def shape_advice(ctx, canonical: str) -> str:
+    """What to do about a tensor of another shape than its config implies, decided in this one
+    place: a config field the weights contradict is named (WC409 says to set it), a tensor no
+    config value fits is re-exported; where a value would fit but the shapes cannot say which
+    field (fc's width), the config is corrected; nothing where another root says it (a
+    transposed or swapped tensor)."""
+    sol = config_held(ctx)
+    h = sol.settles(canonical)
+    if h is not None:
+        return f"; {h.field} is wrong"
+    if canonical in sol.wrong:
+        return "; the tensor is wrong: re-export it"
+    if canonical in sol.unsure:
+        return "; correct the config or the tensor"
+    if canonical in sol.fits:
+        return "; correct the config"
+    return ""
+
+
+def _shape_evidence(ctx, canonical: str) -> str:
+    sol = config_held(ctx)
+    h = sol.settles(canonical)
+    if h is not None:
+        return (
+            f"{h.field} {h.was()}, the weights hold {h.value} (WC409 names every tensor it sizes)"
+        )
+    if canonical in sol.wrong:
+        return (
+            "no value of a config size field gives this shape and keeps the other tensors' "
+            "shapes: the tensor, not the config, is wrong (an export that wrote other rows or "
+            "columns); re-export it with the shape the config implies"
+        )
+    if canonical in sol.fits:
+        said = " or ".join(f"{f} {v}" for f, v in sol.fits[canonical])
+        return f"{said} would give this shape; `weightcheck inspect SRC` shows each config value"
+    return "`weightcheck inspect SRC` shows each config value and where it came from"
+
+
+def _fused_shape(finding, t, f, inv, message, evidence):
     """A fused tensor whose shape is not its parts' config shapes concatenated: the engines split
     it at the config's offsets all the same (their weight loaders narrow each part's rows and
     assert its columns), so the parts they load are not the ones trained."""
@@ -188,12 +235,11 @@ def _fused_shape(finding, t, f, inv):
         f"{p.rsplit('.', 2)[-2].removesuffix('_proj')} {inv.tensors[p].shape[0]}" for p in f.parts
     )
     return finding(
-        f"{t.name}: shape {list(t.shape)}, config implies {list(f.shape)}; correct the config",
+        message,
         t.name,
         detail=f"{f.note}; the config implies rows {parts}: the engines' weight loaders split it "
         "at those offsets and assert each part's columns; rows past them are never read, too few "
-        "stop the load, so the parts served are not the ones trained; `weightcheck inspect SRC` "
-        "shows each config value and where it came from",
+        "stop the load, so the parts served are not the ones trained; " + evidence,
     )
 
 
