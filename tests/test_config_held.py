@@ -200,3 +200,22 @@ def test_random_wrong_values_and_wrong_tensors_never_get_looping_advice(tmp_path
             assert not by_code(rep, "WC409"), (name, extra, axis, json.dumps(rep)[:400])
             for f in _shape_findings(rep):
                 assert not f["message"].endswith("; correct the config"), (name, extra, axis, f)
+
+
+def test_compare_says_a_config_mistake_is_one(tmp_path):
+    """compare of the fixture and a copy whose hidden_size is wrong: the same bytes, configs that
+    differ; the first reason says A's config contradicts its own weights, and that corrected it
+    agrees on both differing fields (target_hidden_size follows hidden_size)."""
+    from conftest import run_cli
+
+    src = edit(SF, tmp_path / "x", cfg=lambda c: c.update(hidden_size=96))
+    r = run_cli("compare", src, SF, "--json")
+    rep = json.loads(r.stdout)
+    assert r.exit_code == 1 and rep["verdict"] == "incompatible"
+    first = rep["reasons"][0]
+    assert first.startswith(
+        "A's config contradicts its own weights (hidden_size is 96, they hold 64"
+    )
+    assert first.endswith("corrected, it agrees on hidden_size, target_hidden_size")
+    r = run_cli("compare", SF, src, "--json")
+    assert json.loads(r.stdout)["reasons"][0].startswith("B's config contradicts its own weights")

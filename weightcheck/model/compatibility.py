@@ -17,7 +17,7 @@ from typing import Callable, Literal
 
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
-from weightcheck.model import inventory
+from weightcheck.model import held, inventory
 from weightcheck.model.drafter import Drafter, Tensor
 from weightcheck.record import record
 
@@ -28,8 +28,11 @@ Decided = Literal["lfs-sha256", "bytes", "dtype"]
 
 # what a difference is about: a side that is a target model, the architectures, the drafter
 # classes the configs build, a tensor on one side only, a tensor's shape or dtype, a config field,
-# tensors stored fused on one side and separately on the other (the same parts: not identical)
-Kind = Literal["target", "architecture", "declared", "only", "shape", "dtype", "config", "layout"]
+# tensors stored fused on one side and separately on the other (the same parts: not identical),
+# a side's config that contradicts its own weights (rule WC409: a config mistake, said first)
+Kind = Literal[
+    "target", "architecture", "declared", "only", "shape", "dtype", "config", "layout", "own"
+]
 
 
 @record(frozen=True)
@@ -188,6 +191,20 @@ def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = 
     return out
 
 
+def _own_weights_say(label: str, d: Drafter, other: Drafter, fields: list[str]) -> str | None:
+    """When a side's config contradicts its own weights (model/held.py, rule WC409): which
+    fields, what the weights hold, and which of the differing ``fields`` agree once it is
+    corrected (a config mistake, not another model)."""
+    sol = held.of_drafter(d)
+    if not sol.fields:
+        return None
+    fixed = config_mod.normalize(sol.config).values
+    agree = [f for f in fields if same_field(f, fixed.get(f), other.normalized.values.get(f))]
+    wrong = ", ".join(f"{h.field} is {json_value(h.said)}, they hold {h.value}" for h in sol.fields)
+    tail = f"; corrected, it agrees on {', '.join(agree)}" if agree else ""
+    return f"{label}'s config contradicts its own weights ({wrong}: `weightcheck check {label}`, WC409){tail}"
+
+
 def declared_architecture(d: Drafter) -> str | None:
     """The drafter architecture a drafter's config names (architectures[0]), if it names one."""
     named = inventory.named_by(d.config or {})
@@ -214,6 +231,11 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
         )
     else:
         diffs = config_differences(a, b, equivalent)
+    arch = [d for d in diffs if d["category"] == "architecture"]
+    for label, d, other in (("A", a, b), ("B", b, a)) if arch else ():
+        said = _own_weights_say(label, d, other, [x["field"] for x in arch])
+        if said:
+            c.reasons.append(Difference("own", None, None, None, said))
     for dif in diffs:
         f, va, vb = dif["field"], dif["a"], dif["b"]
         if dif["category"] == "architecture":

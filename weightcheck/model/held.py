@@ -68,6 +68,7 @@ class Solution:
     # of those, the tensors only one field would settle but no other tensor confirms: the config
     # or the tensor may be wrong
     unsure: frozenset = frozenset()
+    config: dict | None = None  # the config with every field set to the value the weights hold
 
     def settles(self, canonical: str) -> Held | None:
         return next((h for h in self.fields if canonical in h.tensors), None)
@@ -91,6 +92,50 @@ def mismatches(inv: inventory.Inventory, got: dict[str, tuple]) -> dict[str, tup
         if tuple(shape) != tuple(want):
             out[c] = tuple(want)
     return out
+
+
+def of_drafter(d) -> Solution:
+    """:func:`solve` for a drafter (weightcheck/model/drafter.py), over the tensors a
+    transposition (WC213) or a swap of names (WC211) has not explained: their shapes are not
+    sizes."""
+    inv = d.inventory
+    if inv is None or d.source.config is None or d.normalized.mistyped:
+        return Solution()
+    skip = set(transposed(d)) | {n for pair in swapped_pairs(d) for n in pair}
+    got = {c: tuple(t.shape) for c, t in d.by_canonical().items() if c not in skip}
+    mla = MLA_DIMS if inv.architecture.attention == "mla" else frozenset()
+    layers = inv.architecture.layers_held(d.covered())
+    return solve(d.config, d.normalized, inv.architecture, layers, got, mla)
+
+
+def transposed(d) -> list[str]:
+    """Canonical 2-D tensors stored transposed: their shape is the reverse of the shape the
+    config implies (and that shape is not square)."""
+    inv = d.inventory
+    if inv is None or d.source.config is None:
+        return []
+    return [
+        c
+        for c, t in d.by_canonical().items()
+        if c in inv.tensors and inventory.transposed(t.shape, inv.tensors[c].shape)
+    ]
+
+
+def swapped_pairs(d) -> list[tuple[str, str]]:
+    """Pairs of canonical tensors that hold each other's expected shapes (and not their own):
+    names swapped in an export (MLA's kv_a_proj_with_mqa / kv_b_proj, q_a_proj / q_b_proj)."""
+    inv = d.inventory
+    if inv is None or d.source.config is None:
+        return []
+    got = {c: tuple(t.shape) for c, t in d.by_canonical().items()}
+    want = {c: e.shape for c, e in inv.tensors.items() if e.shape is not None and c in got}
+    wrong = sorted(c for c in want if got[c] != want[c])
+    pairs = []
+    for i, a in enumerate(wrong):
+        for b in wrong[i + 1 :]:
+            if got[a] == want[b] and got[b] == want[a]:
+                pairs.append((a, b))
+    return pairs
 
 
 def solve(
@@ -141,7 +186,7 @@ def solve(
         )
         raw, norm, off = raw2, norm2, off2
     fits = {c: tuple(v) for c, v in fits.items()}
-    return Solution(tuple(fields), tuple(sorted({c for c, _ in off})), fits, frozenset(unsure))
+    return Solution(tuple(fields), tuple(sorted({c for c, _ in off})), fits, frozenset(unsure), raw)
 
 
 def _dims(wrong: dict[str, tuple], got: dict[str, tuple]) -> set[tuple[str, int]]:

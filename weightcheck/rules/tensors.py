@@ -6,7 +6,7 @@ import re
 
 from weightcheck import expr
 from weightcheck.model import config as config_mod
-from weightcheck.model import held, inventory
+from weightcheck.model import held
 from weightcheck.model import names as name_table
 from weightcheck.rules.base import CONDITIONAL, CRASH, UNCHANGED, UNTRAINED, rule
 from weightcheck.storage.header import CONFIG_DTYPES
@@ -174,18 +174,9 @@ def shapes(ctx, finding):
 
 def config_held(ctx) -> held.Solution:
     """The config fields the weights contradict, with the values they hold, and the tensors no
-    config value fits (weightcheck/model/held.py): over the tensors a transposition (WC213) or a
-    swap (WC211) has not explained. Computed once per check."""
+    config value fits (weightcheck/model/held.py). Computed once per check."""
     if "held" not in ctx._memo:
-        d, inv = ctx.drafter, ctx.drafter.inventory
-        sol = held.Solution()
-        if inv is not None and d.source.config is not None and not ctx.normalized.mistyped:
-            skip = set(transposed(ctx)) | {n for pair in swapped_pairs(ctx) for n in pair}
-            got = {c: tuple(t.shape) for c, t in d.by_canonical().items() if c not in skip}
-            mla = held.MLA_DIMS if inv.architecture.attention == "mla" else frozenset()
-            layers = inv.architecture.layers_held(d.covered())
-            sol = held.solve(d.config, ctx.normalized, inv.architecture, layers, got, mla)
-        ctx._memo["held"] = sol
+        ctx._memo["held"] = held.of_drafter(ctx.drafter)
     return ctx._memo["held"]
 
 
@@ -435,20 +426,8 @@ def _two_files(ctx, finding, name: str | None, said: str):
 
 
 def swapped_pairs(ctx) -> list[tuple[str, str]]:
-    """Pairs of canonical tensors that hold each other's expected shapes (and not their own):
-    names swapped in an export (MLA's kv_a_proj_with_mqa / kv_b_proj, q_a_proj / q_b_proj)."""
-    inv = ctx.drafter.inventory
-    if inv is None or ctx.drafter.source.config is None:
-        return []
-    got = {c: tuple(t.shape) for c, t in ctx.drafter.by_canonical().items()}
-    want = {c: e.shape for c, e in inv.tensors.items() if e.shape is not None and c in got}
-    wrong = sorted(c for c in want if got[c] != want[c])
-    pairs = []
-    for i, a in enumerate(wrong):
-        for b in wrong[i + 1 :]:
-            if got[a] == want[b] and got[b] == want[a]:
-                pairs.append((a, b))
-    return pairs
+    """Pairs of canonical tensors that hold each other's expected shapes (model/held.py)."""
+    return held.swapped_pairs(ctx.drafter)
 
 
 @rule("WC211")
@@ -511,16 +490,8 @@ _TYPE_STAGE = {
 
 
 def transposed(ctx) -> list[str]:
-    """Canonical 2-D tensors stored transposed: their shape is the reverse of the shape the
-    config implies (and that shape is not square)."""
-    inv = ctx.drafter.inventory
-    if inv is None or ctx.drafter.source.config is None:
-        return []
-    return [
-        c
-        for c, t in ctx.drafter.by_canonical().items()
-        if c in inv.tensors and inventory.transposed(t.shape, inv.tensors[c].shape)
-    ]
+    """Canonical 2-D tensors stored transposed (model/held.py)."""
+    return held.transposed(ctx.drafter)
 
 
 @rule("WC213")
