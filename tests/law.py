@@ -16,7 +16,9 @@ and the CLI runner) and returns its violations as lines, ``[]`` when the law hol
      ``check A --training-config B`` names it (WC905): a training error, unless the trainer B
      belongs to loads A all the same (replayed: it raises on nothing), then a warning naming that
      trainer and no training error; and a training error means such a difference or a tensor
-     whose shape differs (A contradicting its own config);
+     whose shape differs (A contradicting its own config); a field whose value in A's config
+     A's own weights contradict, holding B's (compare's ``a_weights``), is A's config mistake:
+     the gate names it with WC409, not WC905 (the trainers load A's tensors by name);
   E  with ``--target``, an engine that fails to build or leaves a parameter random is an error
      for that engine, and so are other captured layers than trained (WC708) or another count
      (WC712);
@@ -214,11 +216,22 @@ def compare_is_training(a, b) -> list[str]:
         x, y = cmp["a"][key], cmp["b"][key]
         return x is not None and y is not None and x != y
 
-    arch = (
-        any(d["category"] == "architecture" for d in cmp["config_differences"])
-        or differ("architecture")
-        or differ("config_architecture")
-    )
+    # a field A's config gives otherwise than A's weights hold, where the weights agree with B
+    # (compare's a_weights): A's config mistake, WC409's; the trainers weigh A by its weights
+    def mistake(d):
+        return "a_weights" in d and d["a_weights"] == d["b"]
+
+    diffs = [
+        d for d in cmp["config_differences"] if d["category"] == "architecture" and not mistake(d)
+    ]
+    mistakes = [
+        d["field"]
+        for d in cmp["config_differences"]
+        if d["category"] == "architecture" and mistake(d)
+    ]
+    if mistakes and not any(f["code"] == "WC409" for f in flat(chk["findings"])):
+        return [f"D compare: A's weights hold B's {mistakes}, the gate has no WC409"]
+    arch = bool(diffs) or differ("architecture") or differ("config_architecture")
     # WC908 (the trainer's own loader raises) is layout-specific: the trainers load by their own
     # names, compare pairs by canonical name (docs/consistency.md)
     skip = layout_specific()
@@ -228,7 +241,7 @@ def compare_is_training(a, b) -> list[str]:
     )
     trainer = (chk.get("training") or {}).get("trainer")
     loads = trainer is not None and not trainer["raises"]
-    why = [d["field"] for d in cmp["config_differences"] if d["category"] == "architecture"]
+    why = [d["field"] for d in diffs]
     if arch and loads:
         named = [
             f

@@ -219,3 +219,30 @@ def test_compare_says_a_config_mistake_is_one(tmp_path):
     assert first.endswith("corrected, it agrees on hidden_size, target_hidden_size")
     r = run_cli("compare", SF, src, "--json")
     assert json.loads(r.stdout)["reasons"][0].startswith("B's config contradicts its own weights")
+
+
+def test_the_training_gate_weighs_src_as_its_weights_hold_it(tmp_path):
+    """SpecForge loads SRC's tensors by name into the training config's module and never reads
+    SRC's config: a wrong hidden_size in SRC's config is WC409 (fix the config before serving),
+    not another architecture than the training config's (no WC905) when the weights are that
+    architecture; against a training config of another width, WC905 gives the weights' value."""
+    src = edit(SF, tmp_path / "x", cfg=lambda c: c.update(hidden_size=96))
+    _, rep = check(src, "--training-config", SF / "config.json")
+    assert by_code(rep, "WC409") and not by_code(rep, "WC905")
+    assert rep["training"]["fraction_initialized"] == 1.0
+    wide = edit(SF, tmp_path / "wide", cfg=lambda c: c.update(hidden_size=128))
+    _, rep = check(src, "--training-config", wide / "config.json")
+    (f,) = [f for f in by_code(rep, "WC905") if f["subject"] == "hidden_size"]
+    assert said(f).split("\n")[1].startswith("64 in SRC's weights (its config says 96: WC409)")
+
+
+def test_compare_tables_what_the_weights_hold(tmp_path):
+    from conftest import run_cli
+
+    src = edit(SF, tmp_path / "x", cfg=lambda c: c.update(hidden_size=96))
+    rep = json.loads(run_cli("compare", src, SF, "--json").stdout)
+    diffs = {d["field"]: d for d in rep["config_differences"]}
+    assert diffs["hidden_size"]["a_weights"] == 64 and "b_weights" not in diffs["hidden_size"]
+    assert diffs["target_hidden_size"]["a_weights"] == 64  # its default follows hidden_size
+    text = run_cli("compare", src, SF).stdout
+    assert "96 (weights: 64)" in text

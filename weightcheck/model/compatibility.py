@@ -172,10 +172,17 @@ def architecture_differences(a_values: dict, b_values: dict) -> list[tuple[str, 
 def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> list[dict]:
     out = []
     fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
+    weights = {"a": held.weights_say(a).values, "b": held.weights_say(b).values}
     for f in fields:
         va, vb = a.normalized.values.get(f), b.normalized.values.get(f)
         if not same_field(f, va, vb):
             note = equivalent(f, a, b, va, vb) if equivalent else None
+            # the value a side's weights hold where its config contradicts them (WC409)
+            own = {
+                f"{k}_weights": weights[k].get(f)
+                for k, v in (("a", va), ("b", vb))
+                if not same_field(f, weights[k].get(f), v)
+            }
             out.append(
                 {
                     "field": f,
@@ -186,6 +193,7 @@ def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = 
                     "a_from": a.normalized.provenance.get(f),
                     "b_from": b.normalized.provenance.get(f),
                     **({"note": note} if note else {}),
+                    **own,
                 }
             )
     return out
@@ -198,7 +206,7 @@ def _own_weights_say(label: str, d: Drafter, other: Drafter, fields: list[str]) 
     sol = held.of_drafter(d)
     if not sol.fields:
         return None
-    fixed = config_mod.normalize(sol.config).values
+    fixed = held.weights_say(d).values
     agree = [f for f in fields if same_field(f, fixed.get(f), other.normalized.values.get(f))]
     wrong = ", ".join(f"{h.field} is {json_value(h.said)}, they hold {h.value}" for h in sol.fields)
     tail = f"; corrected, it agrees on {', '.join(agree)}" if agree else ""

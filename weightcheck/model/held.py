@@ -108,6 +108,13 @@ def of_drafter(d) -> Solution:
     return solve(d.config, d.normalized, inv.architecture, layers, got, mla)
 
 
+def weights_say(d) -> config_mod.NormalizedConfig:
+    """``d``'s normalized config with every field its weights contradict set as they hold it
+    (:func:`of_drafter`): the architecture of its weights. ``d.normalized`` when none is."""
+    sol = of_drafter(d)
+    return config_mod.normalize(sol.config) if sol.fields else d.normalized
+
+
 def transposed(d) -> list[str]:
     """Canonical 2-D tensors stored transposed: their shape is the reverse of the shape the
     config implies (and that shape is not square)."""

@@ -93,6 +93,13 @@ def compare_document(r: CompareReport) -> list:
     return blocks + _annotations(r)
 
 
+def _said(config_value, weights_value) -> str:
+    """A config value, and what the side's weights hold where they contradict it (WC409)."""
+    if weights_value is None:
+        return value_str(config_value)
+    return f"{value_str(config_value)} (weights: {value_str(weights_value)})"
+
+
 def _side(name: str, s) -> tuple[str, str]:
     """``A  path (dialect, architecture)``: where a side was read from (a Hub source with its
     revision and commit) and what it is; its files are inspect's to list."""
@@ -125,7 +132,9 @@ def _tables(r: CompareReport) -> list:
                 d.field,
             ),
         )
-        rows = [(d.field, d.category, value_str(d.a), value_str(d.b)) for d in diffs]
+        rows = [
+            (d.field, d.category, _said(d.a, d.a_weights), _said(d.b, d.b_weights)) for d in diffs
+        ]
         out += [
             Table(
                 ["config field", "category", "A", "B"],

@@ -50,6 +50,10 @@ class ConfigDifference:
     a_from: str | None
     b_from: str | None
     note: str | None = optional()  # why two spellings mean the same (category informational)
+    # the value a side's weights hold where its config contradicts them (rule WC409; absent when
+    # they agree): a config mistake of that side, not another model
+    a_weights: ConfigValue = optional()
+    b_weights: ConfigValue = optional()
 
 
 @record

@@ -7,7 +7,7 @@ import re
 from weightcheck.engines import aux
 from weightcheck.errors import json_value
 from weightcheck.model import config as config_mod
-from weightcheck.model import inventory
+from weightcheck.model import held, inventory
 from weightcheck.model.compatibility import (
     architecture_differences,
     declared_architecture,
@@ -107,6 +107,8 @@ def training_architecture(ctx, finding):
         said = (
             f"unusable in SRC (WC212: {bad} is mistyped)" if bad else f"{json_value(mine)} in SRC"
         )
+        if not bad and ctx.normalized.get(fld) != mine:  # WC409: SRC's config says otherwise
+            said += f"'s weights (its config says {json_value(ctx.normalized.get(fld))}: WC409)"
         yield finding(
             f"config {fld}: another architecture than SRC's; "
             + (f"{r.pretty} {_what(r)}" if r else f"train SRC's{ask}"),
@@ -305,9 +307,9 @@ def _gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = False) -> T
     # the decoder layers that architecture builds: num_hidden_layers (SRC's, when the training
     # config does not say a usable number)
     L = norm.get("num_hidden_layers")
-    held = arch.layers_held(mine := d.by_canonical())
+    layers = arch.layers_held(mine := d.by_canonical())
     inv = inventory.expected(
-        arch, norm.symbols(), L if isinstance(L, int) and 1 <= L <= inventory.MAX_LAYERS else held
+        arch, norm.symbols(), L if isinstance(L, int) and 1 <= L <= inventory.MAX_LAYERS else layers
     )
     mism, reinit, ignored = [], [], []
     initialized: dict[str, int] = {}
@@ -356,7 +358,9 @@ def _gate(d: Drafter, training_cfg: dict, allow_partial_init: bool = False) -> T
         ignored,
         fields,
         architectures=None if src_arch == arch.name else (src_arch, arch.name),
-        arch_fields=architecture_differences(d.normalized.values, norm.values),
+        # SRC's architecture is its weights': a config field they contradict (WC409) is
+        # weighed as they hold it
+        arch_fields=architecture_differences(held.weights_say(d).values, norm.values),
         initialized=initialized,
         from_scratch=from_scratch,
         allow_partial_init=allow_partial_init,
