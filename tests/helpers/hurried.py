@@ -28,6 +28,7 @@ from helpers.builders import (
 from weightcheck.storage.writer import OutTensor
 
 SPECFORGE = PRODUCERS / "specforge-sglang"  # H 64, vocab 512, draft vocab 128, 3 aux layers
+SPECULATORS = PRODUCERS / "speculators-train"  # the same sizes, speculators' names and config
 
 
 def full_head(out) -> pathlib.Path:
@@ -236,16 +237,23 @@ FUSED = {  # fused tensor -> its parts, in the order they are concatenated (rows
 }
 
 
-def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None, src=SPECFORGE) -> pathlib.Path:
+def fused(
+    out, which=tuple(FUSED), extra_rows: int = 0, cfg=None, src=SPECFORGE, prefix="midlayer."
+) -> pathlib.Path:
     """q/k/v and/or gate/up stored fused, as a vLLM/SGLang-internal export writes them
     (``qkv_proj.weight`` = cat([q, k, v]) [(nh + 2 nkv) hd, 2H], ``gate_up_proj.weight`` =
     cat([gate, up]) [2I, H]); ``extra_rows`` appends rows of zeros to each (negative: drops its
     last rows), ``cfg`` edits the config (a wrong fused shape either way); ``src``: the
-    checkpoint fused (SpecForge's names, bfloat16), the SpecForge fixture by default."""
+    checkpoint fused (bfloat16), the SpecForge fixture by default; ``prefix``: its decoder
+    layer's prefix (``layers.0.`` for speculators' names: ``which`` still names midlayer.*)."""
+
+    def own(name):
+        return prefix + name.removeprefix("midlayer.")
 
     def fuse(m):
         for name in which:
-            parts = [m.pop(p) for p in FUSED[name]]
+            parts = [m.pop(own(p)) for p in FUSED[name]]
+            name = own(name)
             rows = sum(p.shape[0] for p in parts)
             cols = parts[0].shape[1]
             data = b"".join(p.data for p in parts) + bytes(2 * max(extra_rows, 0) * cols)
@@ -253,6 +261,24 @@ def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None, src=SPECFORGE)
             m[name] = OutTensor(name, parts[0].dtype, (rows + extra_rows, cols), data)
 
     return edit(src, out, cfg=cfg, tensors=fuse)
+
+
+def both_spellings(out, which=tuple(FUSED), differ: bool = False) -> pathlib.Path:
+    """The parts kept and the fused tensor written beside them (a half-done export or merge):
+    ``midlayer.self_attn.qkv_proj.weight`` beside q/k/v_proj, ``gate_up_proj`` beside
+    gate/up_proj. ``differ``: the fused copy holds other values (seeded random) than the parts,
+    else exactly their rows."""
+
+    def add(m):
+        for name in which:
+            parts = [m[p] for p in FUSED[name]]
+            rows, cols = sum(p.shape[0] for p in parts), parts[0].shape[1]
+            data = b"".join(p.data for p in parts)
+            if differ:
+                data = synth.random_data(parts[0].dtype, len(data), 11)
+            m[name] = OutTensor(name, parts[0].dtype, (rows, cols), data)
+
+    return edit(SPECFORGE, out, tensors=add)
 
 
 # every hurried drafter, by id: build(folder) -> folder
@@ -287,6 +313,10 @@ BUILDERS = {
     "fused-qkv-short": lambda out: fused(
         out, which=("midlayer.self_attn.qkv_proj.weight",), extra_rows=-32
     ),
+    "fused-speculators": lambda out: fused(out, src=SPECULATORS, prefix="layers.0."),
+    "both-qkv": lambda out: both_spellings(out, which=("midlayer.self_attn.qkv_proj.weight",)),
+    "both-gate-up": lambda out: both_spellings(out, which=("midlayer.mlp.gate_up_proj.weight",)),
+    "both-differ": lambda out: both_spellings(out, differ=True),
     # the config's intermediate_size halved (64): gate_up [256, 64] is twice the rows it implies
     "fused-gate-up-wide": lambda out: fused(
         out,
