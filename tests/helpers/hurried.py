@@ -281,6 +281,66 @@ def both_spellings(out, which=tuple(FUSED), differ: bool = False) -> pathlib.Pat
     return edit(SPECFORGE, out, tensors=add)
 
 
+FUSED_BIAS = {  # a fused bias -> its parts (rows), with the config flag that builds them
+    "midlayer.self_attn.qkv_proj.bias": (
+        "attention_bias",
+        ("midlayer.self_attn.q_proj.bias", "midlayer.self_attn.k_proj.bias",
+         "midlayer.self_attn.v_proj.bias"),
+    ),
+    "midlayer.mlp.gate_up_proj.bias": (
+        "mlp_bias",
+        ("midlayer.mlp.gate_proj.bias", "midlayer.mlp.up_proj.bias"),
+    ),
+}  # fmt: skip
+_BIASES = {  # what each flag adds to the fixture's layer (nh 2, nkv 1, hd 32, H 64, I 128)
+    "attention_bias": (
+        ("midlayer.self_attn.q_proj.bias", 64),
+        ("midlayer.self_attn.k_proj.bias", 32),
+        ("midlayer.self_attn.v_proj.bias", 32),
+        ("midlayer.self_attn.o_proj.bias", 64),
+    ),
+    "mlp_bias": (
+        ("midlayer.mlp.gate_proj.bias", 128),
+        ("midlayer.mlp.up_proj.bias", 128),
+        ("midlayer.mlp.down_proj.bias", 64),
+    ),
+}
+
+
+def biased(out, flags=("attention_bias",), fuse=(), fuse_weights=False) -> pathlib.Path:
+    """The config's ``flags`` (attention_bias, mlp_bias) set and the biases they build written
+    (seeded bfloat16); ``fuse``: the fused biases (FUSED_BIAS) written in place of their parts;
+    ``fuse_weights``: the weights beside them fused too (as an engine-internal export writes
+    both)."""
+    src = pathlib.Path(out).with_name(pathlib.Path(out).name + "-unfused")
+    if fuse_weights:
+        which = [w for w, (flag, _) in zip(FUSED, FUSED_BIAS.values()) if flag in flags]
+        fused(src, which=tuple(which))
+    else:
+        src = SPECFORGE
+
+    def add(m):
+        for flag in flags:
+            for i, (name, n) in enumerate(_BIASES[flag]):
+                m[name] = OutTensor(name, "BF16", (n,), synth.random_data("BF16", 2 * n, 40 + i))
+        for name in fuse:
+            parts = [m.pop(p) for p in FUSED_BIAS[name][1]]
+            n = sum(p.shape[0] for p in parts)
+            data = b"".join(_bytes(p.data, p.nbytes) for p in parts)
+            m[name] = OutTensor(name, "BF16", (n,), data)
+
+    return edit(src, out, cfg=lambda c: c.update({f: True for f in flags}), tensors=add)
+
+
+def _bytes(data, n: int) -> bytes:
+    """An OutTensor's data as bytes (a synth.random_data callable written out)."""
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    chunks = []
+    data(chunks.append)
+    return b"".join(chunks)[:n]
+
+
 # every hurried drafter, by id: build(folder) -> folder
 BUILDERS = {
     "full-head": full_head,
