@@ -172,9 +172,29 @@ def _expected_and_state(name: str, p) -> dict:
             vals = _bits(src.to(data.dtype).contiguous()).reshape(-1)
             mask = changed.reshape(-1)
             if int(mask.sum()) == 0:  # rewrote what was there: same place as the last same shard
-                mask = last_mask.get(shard, mask)
-            last_mask[shard] = mask
+                if shard not in last_mask:
+                    # the first write of its shard, after a whole-parameter write of the same
+                    # values (a fused tensor beside its parts, equal): it changed nothing
+                    continue
+                mask = last_mask[shard]
             if int(mask.sum()) == vals.numel():
+                exp[mask] = vals
+            elif (
+                shard is not None
+                and src.dim() == data.dim() >= 1
+                and tuple(src.shape[1:]) == tuple(data.shape[1:])
+                and src.shape[0] < data.shape[0]
+            ):
+                # a shard's rows, some of whose elements it rewrote with the values already
+                # there (a fused tensor's rows before it): its rows start at the first it changed
+                ch = changed.reshape(data.shape[0], -1).any(dim=1).nonzero()
+                a = int(ch.min())
+                if a + src.shape[0] > data.shape[0]:
+                    ok = False
+                    continue
+                mask = torch.zeros_like(changed).reshape(data.shape)
+                mask[a : a + src.shape[0]] = True
+                mask = mask.reshape(-1)
                 exp[mask] = vals
             elif src.dim() == data.dim() and all(a <= b for a, b in zip(src.shape, data.shape)):
                 # e.g. a padded vocab: the tensor fills the leading block, padding got zeros
@@ -183,6 +203,7 @@ def _expected_and_state(name: str, p) -> dict:
                 e2[region] = _bits(src.to(data.dtype).contiguous())
             else:
                 ok = False
+            last_mask[shard] = mask
         equals = bool(ok and torch.equal(exp[written], bits[written]))
     return {"shape": list(data.shape), "state": state, "equals_checkpoint": equals}
 

@@ -263,19 +263,22 @@ def fused(
     return edit(src, out, cfg=cfg, tensors=fuse)
 
 
-def both_spellings(out, which=tuple(FUSED), differ: bool = False) -> pathlib.Path:
+def both_spellings(out, which=tuple(FUSED), differ=()) -> pathlib.Path:
     """The parts kept and the fused tensor written beside them (a half-done export or merge):
     ``midlayer.self_attn.qkv_proj.weight`` beside q/k/v_proj, ``gate_up_proj`` beside
-    gate/up_proj. ``differ``: the fused copy holds other values (seeded random) than the parts,
-    else exactly their rows."""
+    gate/up_proj. ``differ``: the parts whose rows in the fused copy hold other values (seeded
+    random; True: every part's), the others exactly the part's."""
 
     def add(m):
         for name in which:
             parts = [m[p] for p in FUSED[name]]
             rows, cols = sum(p.shape[0] for p in parts), parts[0].shape[1]
-            data = b"".join(p.data for p in parts)
-            if differ:
-                data = synth.random_data(parts[0].dtype, len(data), 11)
+            data = b"".join(
+                _bytes(synth.random_data(p.dtype, len(p.data), 11 + i), len(p.data))
+                if differ is True or p.name in differ
+                else p.data
+                for i, p in enumerate(parts)
+            )
             m[name] = OutTensor(name, parts[0].dtype, (rows, cols), data)
 
     return edit(SPECFORGE, out, tensors=add)
@@ -377,6 +380,17 @@ BUILDERS = {
     "both-qkv": lambda out: both_spellings(out, which=("midlayer.self_attn.qkv_proj.weight",)),
     "both-gate-up": lambda out: both_spellings(out, which=("midlayer.mlp.gate_up_proj.weight",)),
     "both-differ": lambda out: both_spellings(out, differ=True),
+    # q differs, kept from qkv_proj's rows (it sorts after q_proj); v differs, kept from v_proj
+    "both-differ-q": lambda out: both_spellings(
+        out,
+        which=("midlayer.self_attn.qkv_proj.weight",),
+        differ=("midlayer.self_attn.q_proj.weight",),
+    ),
+    "both-differ-v": lambda out: both_spellings(
+        out,
+        which=("midlayer.self_attn.qkv_proj.weight",),
+        differ=("midlayer.self_attn.v_proj.weight",),
+    ),
     # the config's intermediate_size halved (64): gate_up [256, 64] is twice the rows it implies
     "fused-gate-up-wide": lambda out: fused(
         out,

@@ -116,6 +116,18 @@ class Drafter:
             out += self.parts_of(t) or [t]
         return out
 
+    def fused_copies(self) -> dict[str, list[Tensor]]:
+        """Canonical part -> its copies, where a fused tensor that splits and the part stored
+        apart (or a second fused tensor) are both given: the rows of the fused tensor
+        (:meth:`parts_of`) and the tensor itself. Both engines load every copy into the part's
+        rows, files in order and names sorted within a file, and the last write stays (the one
+        :meth:`by_canonical` picks; the SGLang and vLLM oracles: docs/differential.md R34)."""
+        out: dict[str, list[Tensor]] = {}
+        for t in self.logical():
+            if t.canonical is not None:
+                out.setdefault(t.canonical, []).append(t)
+        return {c: ts for c, ts in out.items() if len(ts) > 1 and any(t.window for t in ts)}
+
     def covered(self) -> set[str]:
         """Every canonical name the checkpoint holds: its tensors', and the parts of each fused
         tensor (split or not: one of another shape is a shape error, not missing parts)."""
