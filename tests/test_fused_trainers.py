@@ -44,9 +44,7 @@ def _fused_qkv_speculators(out):
     "kind,fused",
     [("fused", (QKV, GATE_UP)), ("fused-qkv", (QKV,)), ("fused-gate-up", (GATE_UP,))],
 )
-def test_specforge_raises_on_a_fused_tensor_and_the_printed_command_fixes_it(
-    tmp_path, kind, fused
-):
+def test_specforge_raises_on_a_fused_tensor_and_the_printed_command_fixes_it(tmp_path, kind, fused):
     src = hurried.BUILDERS[kind](tmp_path / kind)
     r = replay_training(src, SPECFORGE_RUN, target=TARGET)
     parts = [p for f in fused for p in hurried.FUSED[f]]
@@ -132,9 +130,7 @@ def test_every_command_printed_for_a_fused_drafter_works(tmp_path):
     engines') succeeds and the finding it was printed for is gone; the trainers' commands are
     among them."""
     ids = ("fused", "fused-qkv", "fused-gate-up", "fused-speculators")
-    ds = [
-        fixcommands.Drafter(k, str(hurried.BUILDERS[k](tmp_path / k)), str(TARGET)) for k in ids
-    ]
+    ds = [fixcommands.Drafter(k, str(hurried.BUILDERS[k](tmp_path / k)), str(TARGET)) for k in ids]
     printed = {(d.id, code, c) for d in ds for c, (code, *_) in fixcommands.commands(d).items()}
     sf = "weightcheck convert SRC OUT --to sglang --target TARGET"
     sp = "weightcheck convert SRC OUT --to speculators --verifier TARGET --target TARGET"

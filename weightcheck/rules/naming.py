@@ -142,8 +142,10 @@ def _fused_beside_parts(ctx, finding):
         said = "differ" if all(same[c] is False for c in differ) else "differ or are not comparable"
         head = f"{fused}: its {dshort} rows and the {dshort} stored apart {said}"
         tail = (
-            "; `weightcheck compare` against the training checkpoint tells which bytes match: "
-            "drop the other spelling from the export"
+            " (a fine-tune from SRC starts from the parts stored apart: SpecForge and speculators "
+            "load by name and drop the fused tensor, docs/trainers.md); `weightcheck compare` "
+            "against the training checkpoint tells which bytes match: drop the other spelling "
+            "from the export"
         )
         if len(sides) > 1:  # the rows kept come from both spellings
             yield finding(
