@@ -315,24 +315,21 @@ def biased(out, flags=("attention_bias",), fuse=(), fuse_weights=False) -> pathl
     (seeded bfloat16); ``fuse``: the fused biases (FUSED_BIAS) written in place of their parts;
     ``fuse_weights``: the weights beside them fused too (as an engine-internal export writes
     both)."""
-    src = pathlib.Path(out).with_name(pathlib.Path(out).name + "-unfused")
-    if fuse_weights:
-        which = [w for w, (flag, _) in zip(FUSED, FUSED_BIAS.values()) if flag in flags]
-        fused(src, which=tuple(which))
-    else:
-        src = SPECFORGE
 
     def add(m):
         for flag in flags:
             for i, (name, n) in enumerate(_BIASES[flag]):
                 m[name] = OutTensor(name, "BF16", (n,), synth.random_data("BF16", 2 * n, 40 + i))
-        for name in fuse:
-            parts = [m.pop(p) for p in FUSED_BIAS[name][1]]
-            n = sum(p.shape[0] for p in parts)
-            data = b"".join(_bytes(p.data, p.nbytes) for p in parts)
-            m[name] = OutTensor(name, "BF16", (n,), data)
+        fused_weights = [w for w, (f, _) in zip(FUSED, FUSED_BIAS.values()) if f in flags]
+        for name, parts in [(w, FUSED[w]) for w in fused_weights if fuse_weights] + [
+            (b, FUSED_BIAS[b][1]) for b in fuse
+        ]:
+            ts = [m.pop(p) for p in parts]
+            data = b"".join(_bytes(t.data, t.nbytes) for t in ts)
+            shape = (sum(t.shape[0] for t in ts), *ts[0].shape[1:])
+            m[name] = OutTensor(name, ts[0].dtype, shape, data)
 
-    return edit(src, out, cfg=lambda c: c.update({f: True for f in flags}), tensors=add)
+    return edit(SPECFORGE, out, cfg=lambda c: c.update({f: True for f in flags}), tensors=add)
 
 
 def _bytes(data, n: int) -> bytes:
@@ -390,6 +387,15 @@ BUILDERS = {
         out,
         which=("midlayer.self_attn.qkv_proj.weight",),
         differ=("midlayer.self_attn.v_proj.weight",),
+    ),
+    # attention_bias with its q/k/v/o biases; the same with q/k/v and their biases fused;
+    # mlp_bias with gate/up and their biases fused (vLLM loads them, SGLang drops the biases)
+    "biased-attention": biased,
+    "fused-bias-qkv": lambda out: biased(
+        out, fuse=("midlayer.self_attn.qkv_proj.bias",), fuse_weights=True
+    ),
+    "fused-bias-mlp": lambda out: biased(
+        out, flags=("mlp_bias",), fuse=("midlayer.mlp.gate_up_proj.bias",), fuse_weights=True
     ),
     # the config's intermediate_size halved (64): gate_up [256, 64] is twice the rows it implies
     "fused-gate-up-wide": lambda out: fused(

@@ -102,7 +102,7 @@ class Drafter:
         for part, r0, rows in f.offsets(inv):
             a, b = r0 * row, (r0 + rows) * row
             out.append(dataclasses.replace(
-                t, canonical=part, shape=(rows, f.shape[1]), nbytes=b - a, window=(a, b),
+                t, canonical=part, shape=(rows, *f.shape[1:]), nbytes=b - a, window=(a, b),
                 begin=None if t.begin is None else t.begin + a,
                 end=None if t.begin is None else t.begin + b,
             ))  # fmt: skip
