@@ -49,7 +49,7 @@ def test_equal_copies_are_one_info_and_convert_keeps_one(tmp_path, engine):
     code, hits = _wc103(src, *opts)
     (f,) = hits
     assert code == 0 and f["severity"] == "info" and f["subject"] == QKV
-    assert "q_proj, k_proj, v_proj stored apart, with equal values" in f["message"]
+    assert "its parts stored apart too, with equal values" in f["message"]
     assert "q_proj from midlayer.self_attn.qkv_proj.weight's rows" in f["detail"]
     assert "v_proj from midlayer.self_attn.v_proj.weight" in f["detail"]
     assert f["fix"] and f["fix"].startswith("weightcheck convert SRC OUT --to ")
@@ -65,9 +65,9 @@ def test_equal_copies_are_one_info_and_convert_keeps_one(tmp_path, engine):
 @pytest.mark.parametrize(
     "kind,severity,words",
     [
-        ("both-differ-q", "warning", "its q_proj rows and the q_proj stored apart differ; the engines keep its rows"),
-        ("both-differ-v", "warning", "its v_proj rows and the v_proj stored apart differ; the engines keep the parts stored apart"),
-        ("both-differ", "error", "the engines serve rows of each"),
+        ("both-differ-q", "warning", "q_proj stored apart too, with other values; the engines keep its rows"),
+        ("both-differ-v", "warning", "v_proj stored apart too, with other values; the engines keep the copy apart"),
+        ("both-differ", "error", "3 parts stored apart too, with other values; the engines serve rows of each"),
     ],
 )  # fmt: skip
 def test_copies_that_differ(tmp_path, kind, severity, words):

@@ -114,7 +114,6 @@ def _fused_beside_parts(ctx, finding):
         parts.sort(key=lambda p: order.index(p[0]) if p[0] in order else len(order))
         same = {c: _copies_equal(ctx, copies, keep) for c, copies, keep in parts}
         kept = {c: keep for c, _, keep in parts}
-        short = ", ".join(c.split(".")[-2] for c in kept)
         where = "; ".join(
             f"{c.split('.')[-2]} from " + (f"{t.name}'s rows" if t.window else t.name)
             for c, t in kept.items()
@@ -127,8 +126,8 @@ def _fused_beside_parts(ctx, finding):
         )
         if all(same.values()):
             yield finding(
-                f"{fused} repeats {short} stored apart, with equal values; nothing served "
-                "changes, keep one spelling",
+                f"{fused}: its parts stored apart too, with equal values; nothing served "
+                "changes, keep one",
                 fused,
                 consequence=UNCHANGED,
                 fix=ctx.fix_command(ctx.engine or "sglang"),
@@ -140,7 +139,8 @@ def _fused_beside_parts(ctx, finding):
         dshort = ", ".join(c.split(".")[-2] for c in differ)
         sides = {bool(kept[c].window) for c in differ}
         said = "differ" if all(same[c] is False for c in differ) else "differ or are not comparable"
-        head = f"{fused}: its {dshort} rows and the {dshort} stored apart {said}"
+        which = dshort if len(differ) == 1 else f"{len(differ)} parts"
+        head = f"{fused}: {which} stored apart too, with other values"
         tail = (
             " (a fine-tune from SRC starts from the parts stored apart: SpecForge and speculators "
             "load by name and drop the fused tensor, docs/trainers.md); `weightcheck compare` "
@@ -149,18 +149,20 @@ def _fused_beside_parts(ctx, finding):
         )
         if len(sides) > 1:  # the rows kept come from both spellings
             yield finding(
-                f"{head}; the engines serve rows of each, so some are not the trained ones",
+                f"{head}; the engines serve rows of each",
                 fused,
                 consequence=UNTRAINED,
-                detail=f"{how}. Whichever spelling was trained, the rows kept from the other are "
-                f"not{tail}",
+                detail=f"{how}. The copies of {dshort} {said}: whichever spelling was trained, "
+                f"the rows kept from the other are not the trained ones{tail}",
             )
             continue
-        keeps = "its rows" if sides == {True} else "the parts stored apart"
+        keeps = "its rows" if sides == {True} else "the copy apart"
         yield finding(
-            f"{head}; the engines keep {keeps}: the trained ones?",
+            f"{head}; the engines keep {keeps}",
             fused,
-            detail=f"{how}. The served model is the trained one only if {keeps} are{tail}",
+            detail=f"{how}. The copies of {dshort} {said}: the served model is the trained one "
+            f"only if {'the fused rows are' if sides == {True} else 'the parts stored apart are'}"
+            f"{tail}",
         )
 
 

@@ -77,10 +77,8 @@ def training_ignored(ctx, finding):
         t = by_name.get(name)
         c = t.canonical if t is not None and t.canonical else name
         command, said = as_run(r.fix_command)
-        short = ", ".join(p.split(".")[-2] for p in parts)
         yield finding(
-            f"{c}: {r.pretty} never splits it, so its {short} start from scratch; convert SRC "
-            "first",
+            f"{c}: {r.pretty} never splits it: its parts start from scratch; convert SRC first",
             c,
             consequence=UNTRAINED,
             fix=command,
@@ -160,7 +158,7 @@ def loads_all_the_same(g: TrainingGate):
 
 def _what(r) -> str:
     return (
-        "trains SRC's own (it never reads this config)"
+        "trains SRC's own, not this config's"
         if r.built_from == "src"
         else "trains this config's, loaded from SRC"
     )
