@@ -279,7 +279,7 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
         ]
         fix = (
             f"{tr.load.convert} first: it writes the midlayer.* names SpecForge loads fully"
-            + (" (a fused tensor's parts split)" if split or r.fused else "")
+            + (" (a fused tensor's parts split)" if r.fused else "")
             if not extras
             else f"its model has no place for {_few(extras)} under any name: SpecForge "
             "cannot fine-tune this drafter as it is"
