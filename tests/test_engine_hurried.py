@@ -131,3 +131,36 @@ def test_a_fused_tensor_of_another_shape(runs, engine):
     assert (rec["started"], rec["stage"]) == (False, "load")
     assert rec["keys"]["midlayer.self_attn.qkv_proj.weight"]["fate"] == "error"
     assert rep["engine"]["starts"] is False
+
+
+BOTH = {  # a fused tensor beside its parts (tests/helpers/hurried.py both_spellings): WC103's say
+    "both-qkv": "info",
+    "both-gate-up": "info",
+    "both-differ": "error",
+    "both-differ-q": "warning",
+    "both-differ-v": "warning",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BOTH))
+def test_a_fused_tensor_beside_its_parts(runs, engine, kind):
+    """Both engines load every copy into the fused parameter, the fused tensor whole and each
+    part into its rows, in load order (names sorted within a file): the oracle's replay of the
+    writes in that order equals the parameter, so each part's rows are the copy loaded last (q, k
+    from qkv_proj; v from v_proj; gate from gate_up_proj; up from up_proj). WC103 says so with
+    the severity of what is served (docs/differential.md R34)."""
+    rec, rep = runs[engine][kind]
+    assert rec["started"], rec["error"]
+    for key, v in rec["keys"].items():
+        if "_proj." in key:
+            assert v["fate"] == "loaded", (key, v)
+    for key in hurried.FUSED:
+        param = "model." + key.replace("midlayer.", "layers.0.")
+        assert rec["params"][param]["equals_checkpoint"] is True, (param, rec["params"][param])
+    if engine == "sglang":  # the writes' order (its --details): the fused tensor between parts
+        w = rec["sglang"]["writers"]["model.layers.0.self_attn.qkv_proj.weight"]
+        want = ["k_proj", "q_proj", "qkv_proj", "v_proj"] if "gate-up" not in kind else None
+        if want:
+            assert [k.split(".")[-2] for k in w] == want, w
+    sev = {f["severity"] for f in rep["findings"] if f["code"] == "WC103"}
+    assert sev == {BOTH[kind]}, rep["findings"]

@@ -11,7 +11,7 @@
 
 The corpus: the producer fixtures, the differential corpus (tests/engine/corpus.py), synth.py's
 drafters and the hurried user's (tests/helpers/hurried.py), each under plain check, ``--target``,
-``--engine E`` for both engines and the SpecForge training gate; the differential corpus sampled
+``--engine E`` for both engines and the SpecForge and speculators training gates; the differential corpus sampled
 in the default run as test_fix_commands samples it (``STEP``), all of it under ``-m stress``.
 """
 
@@ -38,6 +38,7 @@ OPTIONS = (
     ("--engine", "vllm"),
     ("--engine", "vllm", "--target", "TARGET"),
     ("--training-config", "SPECFORGE"),
+    ("--training-config", "SPECULATORS"),
 )
 
 

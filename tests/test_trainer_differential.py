@@ -212,3 +212,84 @@ def test_both_outcomes_occur(report):
     for t in {c.trainer for c in report.cases}:
         recs = [report.records[c.id] for c in report.cases if c.trainer == t]
         assert any(r["raises"] is None for r in recs) and any(r["raises"] for r in recs), t
+
+
+# --- fused projections (docs/differential.md R34) -----------------------------------------------------
+
+
+def test_fused_drafters_in_the_trainers_and_the_commands_printed_for_them(tmp_path):
+    """qkv_proj / gate_up_proj (tests/helpers/hurried.py fused*) in each trainer's own code: the
+    replay says what the trainer does (SpecForge raises: the parts stay missing; speculators
+    loads SRC and leaves the parts at init), and the command check prints for it
+    (WC908 / WC903), run as printed, writes a drafter the trainer initializes completely."""
+    _need_replay()
+    import shlex
+
+    from conftest import run_cli
+    from helpers import hurried
+
+    from weightcheck import api
+
+    trainers = [t for t in td.TRAINERS if td.have_trainer(t)]
+    if not trainers:
+        pytest.skip("; ".join(td.skip_reason(t) for t in td.TRAINERS))
+    qkv, gate_up = hurried.FUSED
+    srcs = {
+        k: hurried.BUILDERS[k](tmp_path / k)
+        for k in ("fused", "fused-qkv", "fused-gate-up", "fused-speculators")
+    }
+    srcs["fused-qkv-speculators"] = hurried.fused(
+        tmp_path / "fqs", which=(qkv,), src=hurried.SPECULATORS, prefix="layers.0."
+    )
+    cases, printed = [], {}
+    for t in trainers:
+        for k, src in srcs.items():
+            cases.append(td.Case(f"{t}/{k}", t, str(src), td.TRAINING_CONFIG[t], corpus.TARGET))
+            rep = api.check(str(src), training_config=td.TRAINING_CONFIG[t], target=corpus.TARGET)
+            fixes = {
+                f["fix"]
+                for f in rep.report["findings"]
+                if f["code"] in ("WC903", "WC908") and f["fix"]
+            }
+            if not fixes:  # SpecForge and a speculators layout: input_norm has no place there
+                assert (t, k) in {
+                    ("specforge", "fused-speculators"),
+                    ("specforge", "fused-qkv-speculators"),
+                }
+                continue
+            (fix,) = fixes
+            out = tmp_path / "out" / t / k
+            subst = {"SRC": str(src), "OUT": str(out), "TARGET": corpus.TARGET}
+            words = [subst.get(w, w) for w in shlex.split(fix)]
+            assert run_cli(*words[1:]).exit_code == 0, fix
+            printed[(t, k)] = fix
+            cases.append(td.Case(f"{t}/{k}+fix", t, str(out), td.TRAINING_CONFIG[t], corpus.TARGET))
+    recs = {}
+    for t in trainers:
+        jobs = [c.job() for c in cases if c.trainer == t]
+        (tmp_path / t).mkdir()
+        recs.update(_oracle(t, tmp_path / t, jobs))
+    rows = [row for c in cases for row in td.compare(c, td.replay(c), recs[c.id])]
+    assert not rows, td.table(rows)
+    parts = {n: [p.rsplit(".", 2)[-2] for p in ps] for n, ps in hurried.FUSED.items()}
+    for c in cases:
+        rec, k = recs[c.id], c.id.split("/", 1)[1]
+        if k.endswith("+fix"):  # the printed command's output: every part from SRC
+            assert rec["raises"] is None, (c.id, rec["raises"])
+            chance = rec.get("by_chance") or {}  # an absent embedding: init or the target's
+            left = [n for n, o in rec["params"].items() if o == "init" and n not in chance]
+            assert not left, (c.id, left)
+            assert rec["fraction"] == 1.0 or chance, (c.id, rec["fraction"])
+            continue
+        if c.trainer == "specforge":
+            assert "is missing draft weights required" in rec["raises"], (c.id, rec["raises"])
+        elif k.endswith("speculators"):  # loads; the fused tensor's parts at init
+            held = [qkv] if "qkv" in k else [qkv, gate_up]
+            for n in held:
+                for p in parts[n]:
+                    (name,) = [x for x in rec["params"] if x.endswith(f".{p}.weight")]
+                    assert rec["params"][name] == "init", (c.id, name)
+            assert 0 < rec["fraction"] < 1
+        else:  # a SpecForge-layout config: speculators refuses it first
+            assert "non-speculator model config" in rec["raises"], rec["raises"]
+    assert {k for _, k in printed} >= {"fused", "fused-qkv", "fused-gate-up", "fused-speculators"}

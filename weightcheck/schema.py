@@ -338,6 +338,9 @@ class TrainerLoad:
     default_target_layer_ids: tuple[Expr, ...] = ()
     says_embedding: str = ""  # WC902: what it does when SRC has no embedding
     says_without_map: str = ""  # WC907: what it does with d2t/t2d when the run gives no map
+    # the command that writes SRC under the trainer's own names, a fused tensor's parts split
+    # (WC908, WC903): SRC, OUT and TARGET stand for the user's paths
+    convert: str = ""
     cite_names: str = ""
     cite_unexpected: str = ""
     cite_missing: str = ""
@@ -355,6 +358,7 @@ class TrainerLoad:
     cite_base_model_prefix: str = ""
     cite_t2d: str = ""
     cite_target_layers: str = ""
+    cite_fused: str = ""
 
 
 @shape

@@ -614,44 +614,42 @@ class _Recorder(instrument.LoaderLog):
         out["params"] = params
 
     def _equals(self, name, p, state):
-        """The parameter vs the checkpoint tensor(s) that wrote it, cast to its dtype. A stacked
-        parameter (q/k/v, gate/up) is compared slice by slice, each shard's last write against
-        the rows it changed, so a partial one can still be True. None: nothing wrote it."""
+        """The parameter vs the checkpoint tensor(s) that wrote it, cast to its dtype, each write
+        applied in the order it came: a whole-parameter write sets all of it, a shard's (q/k/v,
+        gate/up) the rows it changed — so a fused tensor beside its parts is compared row by row
+        with the copy written last. None: nothing wrote it."""
         torch = self.engine.torch
         writes = self.writes.get(name)
         if not writes:
             return None
         got = p.data
+        exp = got.clone()
         with torch.no_grad():
-            if writes[-1][1] is None:  # a whole-parameter write came last
-                if state in ("partial", "init"):
-                    return False
-                expected = self.tensors[writes[-1][0]].to(dtype=got.dtype)
-                if tuple(expected.shape) == tuple(got.shape):
-                    return bool(torch.equal(got, expected))
-                # vocab padding: the loader zero-fills rows past the checkpoint's
-                if (
-                    expected.dim() == got.dim() >= 1
-                    and tuple(expected.shape[1:]) == tuple(got.shape[1:])
-                    and expected.shape[0] < got.shape[0]
-                ):
-                    n = expected.shape[0]
-                    return bool(torch.equal(got[:n], expected)) and not bool(got[n:].any())
-                return False
-            last: dict = {}
             for key, shard, rows in writes:
-                if shard is not None:
-                    last[shard] = (key, rows)
-            for key, rows in last.values():
+                expected = self.tensors[key].to(dtype=got.dtype)
+                if shard is None:  # a whole-parameter write
+                    if state in ("partial", "init"):
+                        return False
+                    if tuple(expected.shape) == tuple(got.shape):
+                        exp.copy_(expected)
+                    elif (  # vocab padding: the loader zero-fills rows past the checkpoint's
+                        expected.dim() == got.dim() >= 1
+                        and tuple(expected.shape[1:]) == tuple(got.shape[1:])
+                        and expected.shape[0] < got.shape[0]
+                    ):
+                        n = expected.shape[0]
+                        exp[:n] = expected
+                        exp[n:] = 0
+                    else:
+                        return False
+                    continue
                 if rows is None:  # wrote what was already there
                     continue
-                expected = self.tensors[key].to(dtype=got.dtype)
                 a, b = rows
                 if b - a != expected.shape[0] or tuple(got[a:b].shape) != tuple(expected.shape):
                     return False
-                if not torch.equal(got[a:b], expected):
-                    return False
-            return True
+                exp[a:b] = expected
+            return bool(torch.equal(exp, got))
 
 
 def main(argv=None) -> int:

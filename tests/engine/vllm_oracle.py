@@ -50,6 +50,9 @@ import time
 import traceback
 
 from oracle_common import checkpoint_keys, first_line, instrument, new_record
+from vllm_expected import bit_view as _bits
+from vllm_expected import expected_and_state
+from vllm_expected import sentinel as _sentinel
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -58,10 +61,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 K = 3  # num_speculative_tokens (does not change what is loaded)
-
-# marked NaN / sentinel bit patterns, per element size: a checkpoint NaN (0x7fc0...) differs
-_SENTINEL_FLOAT = {2: 0x7FD5, 4: 0x7FD5D5D5, 8: 0x7FD5D5D5D5D5D5D5}
-_INT_VIEW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 
 
 class Recorder(instrument.LoaderLog):
@@ -107,21 +106,6 @@ class Recorder(instrument.LoaderLog):
 REC: Recorder | None = None
 
 
-def _bits(t):
-    import torch
-
-    if t.dtype == torch.bool:
-        return t.view(torch.uint8)
-    return t.view(getattr(torch, _INT_VIEW[t.element_size()]))
-
-
-def _sentinel(t) -> int:
-    """The marked value of a tensor's dtype, as an integer of its bit view."""
-    if t.dtype.is_floating_point:
-        return _SENTINEL_FLOAT[t.element_size()]
-    return {1: 0xA5, 2: -0x2A2B, 4: -0x2A2A2A2B, 8: -0x2A2A2A2A2A2A2A2B}[t.element_size()]
-
-
 def _fill_marked(model) -> None:
     """Every parameter of the freshly built draft model := marked NaN (floats) / marked value."""
     import torch
@@ -143,55 +127,11 @@ def _wrap_weight_loaders(model) -> None:
     REC.wrap(model, default_weight_loader)
 
 
-def _expected_and_state(name: str, p) -> dict:
-    """State of one parameter from its elements and the writes recorded for it."""
-    import torch
-
-    data = p.data
-    bits = _bits(data).reshape(-1)
-    written = bits != _sentinel(data)
-    n = int(written.sum())
-    writes = REC.writes.get(name, [])
-    state = "init" if n == 0 else ("loaded" if n == bits.numel() else "partial")
-    if bits.numel() == 0 and writes:
-        # an empty parameter (intermediate_size 0) its weight loader was called for: loaded, as
-        # vLLM counts it (vllm==0.32.0 vllm/model_executor/models/utils.py:299-345
-        # AutoWeightsLoader._load_param yields its name once its weight_loader returned;
-        # model_loader/default_loader.py:562-566 checks that set)
-        state = "loaded"
-    equals = None
-    if writes:
-        exp = bits.clone()
-        ok = True
-        last_mask: dict = {}
-        for key, shard, changed in writes:
-            src = REC.keys.get(key, {}).get("tensor") if key is not None else None
-            if src is None:
-                ok = False
-                continue
-            vals = _bits(src.to(data.dtype).contiguous()).reshape(-1)
-            mask = changed.reshape(-1)
-            if int(mask.sum()) == 0:  # rewrote what was there: same place as the last same shard
-                mask = last_mask.get(shard, mask)
-            last_mask[shard] = mask
-            if int(mask.sum()) == vals.numel():
-                exp[mask] = vals
-            elif src.dim() == data.dim() and all(a <= b for a, b in zip(src.shape, data.shape)):
-                # e.g. a padded vocab: the tensor fills the leading block, padding got zeros
-                region = tuple(slice(0, s) for s in src.shape)
-                e2 = exp.view(data.shape)
-                e2[region] = _bits(src.to(data.dtype).contiguous())
-            else:
-                ok = False
-        equals = bool(ok and torch.equal(exp[written], bits[written]))
-    return {"shape": list(data.shape), "state": state, "equals_checkpoint": equals}
-
-
 def _snapshot_after_load(model) -> None:
     import torch
 
     for name, p in model.named_parameters():
-        REC.params[name] = _expected_and_state(name, p)
+        REC.params[name] = expected_and_state(p, REC.writes.get(name, []), REC.keys)
         # integer/bool parameters: unwritten elements back to their init (e.g. zeros for d2t)
         if name in REC.init_values:
             bits = _bits(p.data)

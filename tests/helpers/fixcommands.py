@@ -30,15 +30,20 @@ from weightcheck import api
 from weightcheck.errors import WeightcheckError
 
 # the options a fix is printed under: plain check, with the target, with each engine, and the
-# pre-training gate against a SpecForge run (its trainer's refusals print commands too)
+# pre-training gate against a SpecForge run and a speculators run (each trainer's refusals, and
+# what it leaves at init, print commands too)
 OPTIONS = (
     (),
     ("--target", "TARGET"),
     ("--engine", "sglang"),
     ("--engine", "vllm"),
     ("--training-config", "SPECFORGE"),
+    ("--training-config", "SPECULATORS"),
 )
-TRAINING_CONFIG = str(PRODUCERS / "specforge-sglang" / "config.json")
+TRAINING_CONFIGS = {
+    "SPECFORGE": str(PRODUCERS / "specforge-sglang" / "config.json"),
+    "SPECULATORS": str(PRODUCERS / "speculators-train" / "config.json"),
+}
 _COMMAND = re.compile(r"`(weightcheck convert [^`]+)`")
 
 
@@ -83,7 +88,7 @@ def _check(path: str, options: tuple, target: str) -> dict | None:
     if "--target" in options:
         kw["target"] = target
     if "--training-config" in options:
-        kw["training_config"] = TRAINING_CONFIG
+        kw["training_config"] = TRAINING_CONFIGS[options[options.index("--training-config") + 1]]
     if "--engine" in options:
         kw["engine"] = options[options.index("--engine") + 1]
     try:

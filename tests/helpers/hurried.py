@@ -28,6 +28,7 @@ from helpers.builders import (
 from weightcheck.storage.writer import OutTensor
 
 SPECFORGE = PRODUCERS / "specforge-sglang"  # H 64, vocab 512, draft vocab 128, 3 aux layers
+SPECULATORS = PRODUCERS / "speculators-train"  # the same sizes, speculators' names and config
 
 
 def full_head(out) -> pathlib.Path:
@@ -236,16 +237,23 @@ FUSED = {  # fused tensor -> its parts, in the order they are concatenated (rows
 }
 
 
-def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None, src=SPECFORGE) -> pathlib.Path:
+def fused(
+    out, which=tuple(FUSED), extra_rows: int = 0, cfg=None, src=SPECFORGE, prefix="midlayer."
+) -> pathlib.Path:
     """q/k/v and/or gate/up stored fused, as a vLLM/SGLang-internal export writes them
     (``qkv_proj.weight`` = cat([q, k, v]) [(nh + 2 nkv) hd, 2H], ``gate_up_proj.weight`` =
     cat([gate, up]) [2I, H]); ``extra_rows`` appends rows of zeros to each (negative: drops its
     last rows), ``cfg`` edits the config (a wrong fused shape either way); ``src``: the
-    checkpoint fused (SpecForge's names, bfloat16), the SpecForge fixture by default."""
+    checkpoint fused (bfloat16), the SpecForge fixture by default; ``prefix``: its decoder
+    layer's prefix (``layers.0.`` for speculators' names: ``which`` still names midlayer.*)."""
+
+    def own(name):
+        return prefix + name.removeprefix("midlayer.")
 
     def fuse(m):
         for name in which:
-            parts = [m.pop(p) for p in FUSED[name]]
+            parts = [m.pop(own(p)) for p in FUSED[name]]
+            name = own(name)
             rows = sum(p.shape[0] for p in parts)
             cols = parts[0].shape[1]
             data = b"".join(p.data for p in parts) + bytes(2 * max(extra_rows, 0) * cols)
@@ -253,6 +261,84 @@ def fused(out, which=tuple(FUSED), extra_rows: int = 0, cfg=None, src=SPECFORGE)
             m[name] = OutTensor(name, parts[0].dtype, (rows + extra_rows, cols), data)
 
     return edit(src, out, cfg=cfg, tensors=fuse)
+
+
+def both_spellings(out, which=tuple(FUSED), differ=()) -> pathlib.Path:
+    """The parts kept and the fused tensor written beside them (a half-done export or merge):
+    ``midlayer.self_attn.qkv_proj.weight`` beside q/k/v_proj, ``gate_up_proj`` beside
+    gate/up_proj. ``differ``: the parts whose rows in the fused copy hold other values (seeded
+    random; True: every part's), the others exactly the part's."""
+
+    def add(m):
+        for name in which:
+            parts = [m[p] for p in FUSED[name]]
+            rows, cols = sum(p.shape[0] for p in parts), parts[0].shape[1]
+            data = b"".join(
+                _bytes(synth.random_data(p.dtype, len(p.data), 11 + i), len(p.data))
+                if differ is True or p.name in differ
+                else p.data
+                for i, p in enumerate(parts)
+            )
+            m[name] = OutTensor(name, parts[0].dtype, (rows, cols), data)
+
+    return edit(SPECFORGE, out, tensors=add)
+
+
+FUSED_BIAS = {  # a fused bias -> its parts (rows), with the config flag that builds them
+    "midlayer.self_attn.qkv_proj.bias": (
+        "attention_bias",
+        ("midlayer.self_attn.q_proj.bias", "midlayer.self_attn.k_proj.bias",
+         "midlayer.self_attn.v_proj.bias"),
+    ),
+    "midlayer.mlp.gate_up_proj.bias": (
+        "mlp_bias",
+        ("midlayer.mlp.gate_proj.bias", "midlayer.mlp.up_proj.bias"),
+    ),
+}  # fmt: skip
+_BIASES = {  # what each flag adds to the fixture's layer (nh 2, nkv 1, hd 32, H 64, I 128)
+    "attention_bias": (
+        ("midlayer.self_attn.q_proj.bias", 64),
+        ("midlayer.self_attn.k_proj.bias", 32),
+        ("midlayer.self_attn.v_proj.bias", 32),
+        ("midlayer.self_attn.o_proj.bias", 64),
+    ),
+    "mlp_bias": (
+        ("midlayer.mlp.gate_proj.bias", 128),
+        ("midlayer.mlp.up_proj.bias", 128),
+        ("midlayer.mlp.down_proj.bias", 64),
+    ),
+}
+
+
+def biased(out, flags=("attention_bias",), fuse=(), fuse_weights=False) -> pathlib.Path:
+    """The config's ``flags`` (attention_bias, mlp_bias) set and the biases they build written
+    (seeded bfloat16); ``fuse``: the fused biases (FUSED_BIAS) written in place of their parts;
+    ``fuse_weights``: the weights beside them fused too (as an engine-internal export writes
+    both)."""
+
+    def add(m):
+        for flag in flags:
+            for i, (name, n) in enumerate(_BIASES[flag]):
+                m[name] = OutTensor(name, "BF16", (n,), synth.random_data("BF16", 2 * n, 40 + i))
+        fused_weights = [w for w, (f, _) in zip(FUSED, FUSED_BIAS.values()) if f in flags]
+        for name, parts in [(w, FUSED[w]) for w in fused_weights if fuse_weights] + [
+            (b, FUSED_BIAS[b][1]) for b in fuse
+        ]:
+            ts = [m.pop(p) for p in parts]
+            data = b"".join(_bytes(t.data, t.nbytes) for t in ts)
+            shape = (sum(t.shape[0] for t in ts), *ts[0].shape[1:])
+            m[name] = OutTensor(name, ts[0].dtype, shape, data)
+
+    return edit(SPECFORGE, out, cfg=lambda c: c.update({f: True for f in flags}), tensors=add)
+
+
+def _bytes(data, n: int) -> bytes:
+    """An OutTensor's data as bytes (a synth.random_data callable written out)."""
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    chunks = []
+    data(chunks.append)
+    return b"".join(chunks)[:n]
 
 
 # every hurried drafter, by id: build(folder) -> folder
@@ -286,6 +372,30 @@ BUILDERS = {
     ),
     "fused-qkv-short": lambda out: fused(
         out, which=("midlayer.self_attn.qkv_proj.weight",), extra_rows=-32
+    ),
+    "fused-speculators": lambda out: fused(out, src=SPECULATORS, prefix="layers.0."),
+    "both-qkv": lambda out: both_spellings(out, which=("midlayer.self_attn.qkv_proj.weight",)),
+    "both-gate-up": lambda out: both_spellings(out, which=("midlayer.mlp.gate_up_proj.weight",)),
+    "both-differ": lambda out: both_spellings(out, differ=True),
+    # q differs, kept from qkv_proj's rows (it sorts after q_proj); v differs, kept from v_proj
+    "both-differ-q": lambda out: both_spellings(
+        out,
+        which=("midlayer.self_attn.qkv_proj.weight",),
+        differ=("midlayer.self_attn.q_proj.weight",),
+    ),
+    "both-differ-v": lambda out: both_spellings(
+        out,
+        which=("midlayer.self_attn.qkv_proj.weight",),
+        differ=("midlayer.self_attn.v_proj.weight",),
+    ),
+    # attention_bias with its q/k/v/o biases; the same with q/k/v and their biases fused;
+    # mlp_bias with gate/up and their biases fused (vLLM loads them, SGLang drops the biases)
+    "biased-attention": biased,
+    "fused-bias-qkv": lambda out: biased(
+        out, fuse=("midlayer.self_attn.qkv_proj.bias",), fuse_weights=True
+    ),
+    "fused-bias-mlp": lambda out: biased(
+        out, flags=("mlp_bias",), fuse=("midlayer.mlp.gate_up_proj.bias",), fuse_weights=True
     ),
     # the config's intermediate_size halved (64): gate_up [256, 64] is twice the rows it implies
     "fused-gate-up-wide": lambda out: fused(

@@ -64,11 +64,19 @@ def equal_as(src_a, a, src_b, b, dtype: str | None) -> bool | None:
         step = max(1, rows // SAMPLES)
         spans = [(i, i + 1) for i in range(0, rows, step)] + [(rows - 1, rows)]
     for i, j in spans:
-        x = _cast(_floats(read_range(src_a, a.name, i * ra, j * ra), da), dt)
-        y = _cast(_floats(read_range(src_b, b.name, i * rb, j * rb), db), dt)
+        x = _cast(_floats(_read(src_a, a, i * ra, j * ra), da), dt)
+        y = _cast(_floats(_read(src_b, b, i * rb, j * rb), db), dt)
         if not np.array_equal(x, y):
             return False
     return True
+
+
+def _read(src, t, a: int, b: int) -> bytes:
+    """Bytes [a, b) of tensor ``t``; a fused tensor's part (model/drafter.py ``parts_of``) is a
+    window of the fused tensor's bytes."""
+    w = getattr(t, "window", None)
+    base = w[0] if w else 0
+    return read_range(src, t.name, base + a, base + b)
 
 
 def same_raw(src_a, a, src_b, b) -> bool:
@@ -78,7 +86,7 @@ def same_raw(src_a, a, src_b, b) -> bool:
         return False
     for i in range(0, a.nbytes, WHOLE):
         j = min(a.nbytes, i + WHOLE)
-        if read_range(src_a, a.name, i, j) != read_range(src_b, b.name, i, j):
+        if _read(src_a, a, i, j) != _read(src_b, b, i, j):
             return False
     return True
 

@@ -102,7 +102,7 @@ class Drafter:
         for part, r0, rows in f.offsets(inv):
             a, b = r0 * row, (r0 + rows) * row
             out.append(dataclasses.replace(
-                t, canonical=part, shape=(rows, f.shape[1]), nbytes=b - a, window=(a, b),
+                t, canonical=part, shape=(rows, *f.shape[1:]), nbytes=b - a, window=(a, b),
                 begin=None if t.begin is None else t.begin + a,
                 end=None if t.begin is None else t.begin + b,
             ))  # fmt: skip
@@ -115,6 +115,18 @@ class Drafter:
         for t in self.tensors:
             out += self.parts_of(t) or [t]
         return out
+
+    def fused_copies(self) -> dict[str, list[Tensor]]:
+        """Canonical part -> its copies, where a fused tensor that splits and the part stored
+        apart (or a second fused tensor) are both given: the rows of the fused tensor
+        (:meth:`parts_of`) and the tensor itself. Both engines load every copy into the part's
+        rows, files in order and names sorted within a file, and the last write stays (the one
+        :meth:`by_canonical` picks; the SGLang and vLLM oracles: docs/differential.md R34)."""
+        out: dict[str, list[Tensor]] = {}
+        for t in self.logical():
+            if t.canonical is not None:
+                out.setdefault(t.canonical, []).append(t)
+        return {c: ts for c, ts in out.items() if len(ts) > 1 and any(t.window for t in ts)}
 
     def covered(self) -> set[str]:
         """Every canonical name the checkpoint holds: its tensors', and the parts of each fused

@@ -307,12 +307,12 @@ def expected(arch: Architecture, symbols: dict, layers: int = 1) -> Inventory:
 
 
 def _fused(inv: Inventory, name: str, f: FusedTemplate, parts: tuple[str, ...]) -> Fused:
-    """The shape of ``parts`` concatenated along dim 0, when every part's is known and 2-D with
-    one column count."""
+    """The shape of ``parts`` concatenated along dim 0, when every part's is known and they
+    agree past it (a weight's column count; a bias has none)."""
     shapes = [inv.tensors[p].shape for p in parts]
-    if any(s is None or len(s) != 2 for s in shapes) or len({s[1] for s in shapes}) != 1:
+    if any(not s for s in shapes) or len({tuple(s[1:]) for s in shapes}) != 1:
         return Fused(name, parts, None, f.note)
-    return Fused(name, parts, (sum(s[0] for s in shapes), shapes[0][1]), f.note)
+    return Fused(name, parts, (sum(s[0] for s in shapes), *shapes[0][1:]), f.note)
 
 
 def _expand(inv: Inventory, t: TensorTemplate, symbols: dict) -> None:

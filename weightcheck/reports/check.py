@@ -258,6 +258,9 @@ class TrainerReport:
     unexpected: list[str]
     missing: list[str]
     mismatched: list[ShapeDiff]
+    # SRC's fused tensors (qkv_proj, gate_up_proj) its loader takes by name and never splits ->
+    # their parts, named as SRC names them
+    unsplit: dict[str, list[str]]
 
 
 @record(kw_only=True)

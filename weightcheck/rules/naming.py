@@ -89,6 +89,88 @@ def duplicates(ctx, finding):
             "if that copy is. `weightcheck compare` against the training checkpoint tells which "
             "bytes match; drop the other copy from the export.",
         )
+    yield from _fused_beside_parts(ctx, finding)
+
+
+def _fused_beside_parts(ctx, finding):
+    """A fused tensor (qkv_proj, gate_up_proj) given beside its parts stored apart: both engines
+    load both spellings into the fused parameter, the fused tensor whole (its weight loader splits
+    it) and each part into its rows, in load order, so each part's rows are the last written
+    copy's (the SGLang and vLLM oracles: docs/differential.md R34). One finding per fused tensor:
+    equal values, nothing served changes (info); different ones, the served rows are the trained
+    ones only if the copies kept are (a warning) — and where the engines keep rows of each
+    spelling, whichever was trained some rows served are the other's (an error)."""
+    canonical = {t.name: t.canonical or t.name for t in ctx.drafter.tensors}
+    groups: dict[str, list[tuple[str, list, object]]] = {}
+    for c, copies in ctx.drafter.fused_copies().items():
+        rows = next(t for t in copies if t.window)  # a view of the fused tensor's rows
+        keep = max(copies, key=lambda t: (t.file or "", t.name))  # Drafter.by_canonical's pick
+        groups.setdefault(rows.name, []).append((c, copies, keep))
+    arch = ctx.drafter.architecture
+    for name, parts in groups.items():
+        fused = canonical[name]
+        got = arch.fused_of(fused) if arch is not None else None
+        order = list(got[1]) if got else []  # the parts in the fused tensor's row order
+        parts.sort(key=lambda p: order.index(p[0]) if p[0] in order else len(order))
+        same = {c: _copies_equal(ctx, copies, keep) for c, copies, keep in parts}
+        kept = {c: keep for c, _, keep in parts}
+        where = "; ".join(
+            f"{c.split('.')[-2]} from " + (f"{t.name}'s rows" if t.window else t.name)
+            for c, t in kept.items()
+        )
+        how = (
+            "both engines load both spellings into one parameter, the fused tensor whole (its "
+            "weight loader splits it at the config's offsets) and each part into its rows, in "
+            "load order (files in order, names sorted within a file): the last write of each "
+            f"part's rows stays — {where}"
+        )
+        if all(same.values()):
+            yield finding(
+                f"{fused}: its parts stored apart too, with equal values; nothing served "
+                "changes, keep one",
+                fused,
+                consequence=UNCHANGED,
+                fix=ctx.fix_command(ctx.engine or "sglang"),
+                detail=f"{how}; the copies are equal in the dtype each engine builds, so the "
+                "served weights are the same whichever stays.",
+            )
+            continue
+        differ = [c for c in kept if same[c] is not True]
+        dshort = ", ".join(c.split(".")[-2] for c in differ)
+        sides = {bool(kept[c].window) for c in differ}
+        said = "differ" if all(same[c] is False for c in differ) else "differ or are not comparable"
+        which = dshort if len(differ) == 1 else f"{len(differ)} parts"
+        head = f"{fused}: {which} stored apart too, with other values"
+        tail = (
+            " (a fine-tune from SRC starts from the parts stored apart: SpecForge and speculators "
+            "load by name and drop the fused tensor, docs/trainers.md); `weightcheck compare` "
+            "against the training checkpoint tells which bytes match: drop the other spelling "
+            "from the export"
+        )
+        if len(sides) > 1:  # the rows kept come from both spellings
+            yield finding(
+                f"{head}; the engines serve rows of each",
+                fused,
+                consequence=UNTRAINED,
+                detail=f"{how}. The copies of {dshort} {said}: whichever spelling was trained, "
+                f"the rows kept from the other are not the trained ones{tail}",
+            )
+            continue
+        keeps = "its rows" if sides == {True} else "the copy apart"
+        yield finding(
+            f"{head}; the engines keep {keeps}",
+            fused,
+            detail=f"{how}. The copies of {dshort} {said}: the served model is the trained one "
+            f"only if {'the fused rows are' if sides == {True} else 'the parts stored apart are'}"
+            f"{tail}",
+        )
+
+
+def _copies_equal(ctx, copies: list, keep) -> bool | None:
+    from weightcheck.engines import same_bytes
+
+    dtypes = tuple({getattr(v, "dtype", None) for v in ctx.views().values()}) or (None,)
+    return same_bytes.copies_equal(ctx.drafter.source, copies, keep, dtypes)
 
 
 def copies_equal(ctx, names: list[str]) -> bool | None:

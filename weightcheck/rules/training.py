@@ -14,7 +14,7 @@ from weightcheck.model.compatibility import (
     same_field,
 )
 from weightcheck.model.drafter import Drafter
-from weightcheck.rules.base import CONDITIONAL, TrainingGate, rule
+from weightcheck.rules.base import CONDITIONAL, UNTRAINED, TrainingGate, rule
 
 
 @rule("WC901", needs="training")
@@ -67,6 +67,36 @@ def training_ignored(ctx, finding):
             detail="training ignores it: the fine-tune drops it unless the training config's "
             "flags (fc_norm, norm_before_fc, bias) build it",
         )
+    r = loads_all_the_same(ctx.training)
+    if r is None:  # no trainer replayed, or it raises (WC908 says why)
+        return
+    by_name = {t.name: t for t in ctx.drafter.tensors}
+    for name, parts in r.unsplit().items():
+        if any(r.params.get(p) != "init" for p in parts):
+            continue
+        t = by_name.get(name)
+        c = t.canonical if t is not None and t.canonical else name
+        command, said = as_run(r.fix_command)
+        yield finding(
+            f"{c}: {r.pretty} never splits it: its parts start from scratch; convert SRC first",
+            c,
+            consequence=UNTRAINED,
+            fix=command,
+            detail=f"{r.pretty} loads SRC by name and splits no fused tensor ({r.cite_fused}): "
+            f"{name} is not in its model and is dropped, and {', '.join(parts)} stay at their "
+            f"initial values, SRC's trained rows unused; {said} writes them split, under its "
+            "names",
+        )
+
+
+def as_run(command: str | None) -> tuple[str | None, str]:
+    """A trainer's convert command as it runs (convert converts aux ids between conventions for
+    the target family: --target TARGET added), and the same in backticks for a detail."""
+    if not command:
+        return None, ""
+    if "--target" not in command:
+        command += " --target TARGET"
+    return command, f"`{command}`"
 
 
 @rule("WC904", needs="training")
@@ -130,7 +160,7 @@ def loads_all_the_same(g: TrainingGate):
 
 def _what(r) -> str:
     return (
-        "trains SRC's own (it never reads this config)"
+        "trains SRC's own, not this config's"
         if r.built_from == "src"
         else "trains this config's, loaded from SRC"
     )
@@ -197,10 +227,7 @@ def trainer_raises(ctx, finding):
     if r.kind == "mismatch" and _all_said(ctx.training, r):
         return  # WC901 says these shapes already (an error too)
     found = _COMMAND.search(r.fix or "")
-    # the command as it runs: convert converts aux ids between conventions for the target family
-    command = found.group(0) if found else None
-    if command is not None and "--target" not in command:
-        command += " --target TARGET"
+    command = as_run(found.group(0) if found else None)[0]
     # the detail shows the same command
     fix = re.sub(f"`?{re.escape(found.group(0))}`?", f"`{command}`", r.fix, 1) if found else r.fix
     yield finding(

@@ -114,6 +114,11 @@ class Replay:
     unexpected: list[str] = field(default_factory=list)  # SRC names the model lacks
     missing: list[str] = field(default_factory=list)  # model names SRC lacks
     mismatched: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # name, SRC, model
+    # SRC's fused tensors ([[fused]]) its model has no name for -> their parts under SRC's own
+    # naming: loaded by name, never split ([load] cite_fused)
+    fused: dict[str, list[str]] = field(default_factory=dict)
+    fix_command: str = ""  # the command that writes SRC under its names ([load] convert)
+    cite_fused: str = ""
     fix: str | None = None  # what makes the trainer load it
     cite: str | None = None  # where the raise is
     kind: str | None = None  # what raised: architecture, config, mismatch, unexpected, ...
@@ -125,6 +130,12 @@ class Replay:
     # speculators --from-pretrained), with the line that says so
     built_from: str = "training"
     cite_built_from: str = ""
+
+    def unsplit(self) -> dict[str, list[str]]:
+        """SRC's fused tensors it never splits whose parts are its model's own names (the parts
+        it would have loaded had SRC stored them apart), each with those parts."""
+        out = {n: [p for p in ps if p in self.params] for n, ps in self.fused.items()}
+        return {n: ps for n, ps in out.items() if ps}
 
     def count(self, origin: str) -> int:
         return sum(
@@ -162,6 +173,7 @@ class Replay:
             "mismatched": [
                 {"name": n, "src": list(a), "trainer": list(b)} for n, a, b in self.mismatched
             ],
+            "unsplit": {n: list(ps) for n, ps in self.fused.items()},
         }
 
 
@@ -286,6 +298,8 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         says_without_map=f"{_PRETTY[tr.name]} {ld.says_without_map}",
         built_from="training" if own is training_cfg else "src",
         cite_built_from=ld.cite_builds_from,
+        fix_command=ld.convert,
+        cite_fused=ld.cite_fused,
     )
     handed = d.as_handed()[0] if not (state and ld.state_file) else d.tensors
     src = _as_loaded(ld.base_model_prefix, {t.name: t for t in handed}, model)
@@ -296,6 +310,7 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         for n, (s, _) in model.items()
         if n in src and s is not None and tuple(src[n].shape) != s
     ]
+    r.fused = _unsplit(d, src, model)
     bad = {n for n, _, _ in r.mismatched}
     allowed = set(ld.allowed_missing)
     for n, (_, p) in model.items():
@@ -314,6 +329,30 @@ def replay(d, training_cfg: dict, trainer: str, target=None, training_vocab=None
         tr, d, training_cfg, sym, r, allowed, target, training_vocab
     )
     return r
+
+
+def _unsplit(d, src: dict, model: dict) -> dict[str, list[str]]:
+    """SRC's fused tensors (mappings/architectures [[fused]]: qkv_proj, gate_up_proj) that are no
+    name of the trainer's model, each with its parts named as SRC names it (``layers.0.`` stays
+    ``layers.0.``): the trainers load by name and split none ([load] cite_fused)."""
+    arch = d.architecture
+    out: dict[str, list[str]] = {}
+    for name, t in src.items():
+        got = arch.fused_of(t.canonical) if arch and t.canonical and name not in model else None
+        if got is not None:
+            out[name] = [_sibling(name, t.canonical, part) for part in got[1]]
+    return out
+
+
+def _sibling(name: str, canonical: str, part: str) -> str:
+    """``part`` (a canonical name) under ``name``'s naming, ``name`` being ``canonical``'s:
+    layers.0.self_attn.qkv_proj.weight, q_proj -> layers.0.self_attn.q_proj.weight."""
+    a, b = canonical.split("."), part.split(".")
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    tail = ".".join(a[i:])
+    return name[: len(name) - len(tail)] + ".".join(b[i:]) if name.endswith(tail) else part
 
 
 def speculators_cannot_hold(norm) -> str | None:

@@ -270,11 +270,16 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
                 None,
             )
     fix = None
+    split = r.unsplit()  # SRC's fused tensors whose parts are its names: never split
     if _renamable(d, r.missing):
-        extras = [t.name for t in d.tensors if t.canonical not in r.params]
+        extras = [
+            t.name
+            for t in d.tensors
+            if t.canonical not in r.params and not _parts_held(d, t.canonical, r.params)
+        ]
         fix = (
-            "weightcheck convert SRC OUT --to sglang first: it writes the midlayer.* names "
-            "SpecForge loads fully"
+            f"{tr.load.convert} first: it writes the midlayer.* names SpecForge loads fully"
+            + (" (a fused tensor's parts split)" if r.fused else "")
             if not extras
             else f"its model has no place for {_few(extras)} under any name: SpecForge "
             "cannot fine-tune this drafter as it is"
@@ -290,6 +295,17 @@ def _specforge_raises(tr, d, r, sym, allowed, training_vocab, f):
             fix,
         )
     required = [n for n in r.missing if n not in allowed]
+    parts = {p for ps in split.values() for p in ps}
+    if required and set(required) <= parts and set(r.unexpected) <= set(split) | {"d2t", "t2d"}:
+        return (
+            f"its warm start loads by name and never splits a fused tensor: SRC's "
+            f"{', '.join(split)} {'is not its name' if len(split) == 1 else 'are not its names'}"
+            f", so its {', '.join(n.split('.')[-2] for n in required)} stay missing and it raises",
+            "fused",
+            f["cite_fused"],
+            f"{tr.load.convert} first: it writes each fused tensor's parts split, under the "
+            "names SpecForge loads",
+        )
     if required:
         why = (
             f"its warm start loads by Hugging Face names and never renames: "
@@ -402,9 +418,16 @@ def _verifier(cfg: dict | None):
 
 
 def _renamable(d, missing) -> bool:
-    """The missing names are SRC's tensors under another layout's names (canonical names)."""
-    canon = {t.canonical for t in d.tensors if t.canonical}
+    """The missing names are SRC's tensors under another layout's names (canonical names; a fused
+    tensor's parts included)."""
+    canon = d.covered()
     return bool(missing) and any(n in canon for n in missing if n.startswith("midlayer."))
+
+
+def _parts_held(d, canonical: str | None, params) -> bool:
+    """``canonical`` is a fused name whose parts are all the trainer's own names."""
+    got = d.architecture.fused_of(canonical) if d.architecture and canonical else None
+    return got is not None and all(p in params for p in got[1])
 
 
 def speculators_cannot_hold_reason(mismatched, sym) -> str | None:

@@ -161,6 +161,20 @@ def refuse_unplannable(src: Drafter, to: str) -> None:
                 "drop the one that was not trained (`weightcheck compare` against the training "
                 "checkpoint tells which), then convert",
             )
+    for c, copies in src.fused_copies().items():
+        # a fused tensor beside its part stored apart (WC103): the same rule as a tensor given
+        # twice — equal copies, OUT holds the one the engines keep; copies that differ, refused
+        from weightcheck.engines import same_bytes
+
+        keep = src.by_canonical()[c]
+        if same_bytes.copies_equal(src.source, copies, keep) is not True:
+            said = ", ".join(_copy_said(t) for t in copies)
+            raise WeightcheckError(
+                src.source.spec,
+                f"{c} is given {len(copies)} times ({said}) and the copies differ: drop the "
+                "spelling that was not trained (`weightcheck compare` against the training "
+                "checkpoint tells which), then convert",
+            )
     for name, earlier in src.source.shadowed.items():
         # a name in two weight files (WC210): the engines keep the later file's copy, so does
         # OUT when the copies are equal; which of copies that differ was trained is not known
@@ -179,6 +193,11 @@ def refuse_unplannable(src: Drafter, to: str) -> None:
             f"a {src.architecture.name} drafter: the {to} layout (mappings/engines/{to}.toml) "
             f"holds {inv} drafters only, so it is not converted",
         )
+
+
+def _copy_said(t) -> str:
+    """A copy of a part: the tensor stored apart, or the fused tensor's rows."""
+    return f"{t.name}'s {t.canonical.split('.')[-2]} rows" if t.window else t.name
 
 
 def _copies_equal(src: Drafter, c: str, names: list[str]) -> bool | None:
@@ -208,6 +227,14 @@ def name_table_notes(p: Plan) -> None:
             if n != keep:
                 p.notes.append(
                     f"{n} left out: the same values as {keep}, the copy the engines keep"
+                )
+    for c, copies in p.src.fused_copies().items():
+        keep = p.src.by_canonical()[c]
+        for t in copies:
+            if (t.name, t.window) != (keep.name, keep.window):
+                p.notes.append(
+                    f"{_copy_said(t)} left out: the same values as {_copy_said(keep)}, the copy "
+                    "the engines keep"
                 )
     for name, earlier in p.src.source.shadowed.items():
         kept = p.src.source.tensors[name].file
