@@ -1370,6 +1370,13 @@ def test_tie_word_embeddings_with_reduced_draft_vocab(w):
     assert exit_code == 1
     (f,) = by_code(rep, "WC303")
     assert "400" in said(f) and "2048" in said(f)
+    assert f["message"].endswith("set it to false")  # SRC has its head
+    # a tied drafter exported without its head: untied, the head is the checkpoint's, so the
+    # same finding says to ship it (not set-it-false, then WC302 on the next run)
+    headless = edit(src, w.path("headless"), drop=["lm_head.weight"])
+    _, rep = check(headless, "--engine", "sglang")
+    (f,) = by_code(rep, "WC303")
+    assert f["message"].endswith("set it to false and ship the trained lm_head")
     # vLLM never ties the drafter's head: nothing to say under it; plain check: a warning that
     # names the engine that ties
     _, rep = check(src, "--engine", "vllm")
