@@ -32,8 +32,15 @@ pinned "${DEPS[@]}"
 env -u PYTHONPATH TORCH_COMPILE_DISABLE=1 "$VENV/bin/python" -c \
   "import specforge.algorithms.eagle3.model, specforge.modeling.draft.llama3_eagle; print('specforge eval oracle imports')"
 mkdir -p "$VENV/specforge-scripts"
-curl -fsSL -o "$VENV/specforge-scripts/prepare_hidden_states.py.part" \
-  "https://raw.githubusercontent.com/sgl-project/SpecForge/$SPECFORGE_COMMIT/scripts/prepare_hidden_states.py"
+# SPECFORGE_GIT=<a SpecForge clone's git directory> reads it from there instead (a machine that
+# cannot reach GitHub: a mirror or a bare clone that has the commit)
+if [ -n "${SPECFORGE_GIT:-}" ]; then
+  git --git-dir "$SPECFORGE_GIT" show "$SPECFORGE_COMMIT:scripts/prepare_hidden_states.py" \
+    > "$VENV/specforge-scripts/prepare_hidden_states.py.part"
+else
+  curl -fsSL -o "$VENV/specforge-scripts/prepare_hidden_states.py.part" \
+    "https://raw.githubusercontent.com/sgl-project/SpecForge/$SPECFORGE_COMMIT/scripts/prepare_hidden_states.py"
+fi
 echo "$PREPARE_SHA256  $VENV/specforge-scripts/prepare_hidden_states.py.part" | sha256sum -c -
 mv "$VENV/specforge-scripts/prepare_hidden_states.py.part" "$VENV/specforge-scripts/prepare_hidden_states.py"
 side_venv_done
