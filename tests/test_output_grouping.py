@@ -155,3 +155,21 @@ def test_config_from_a_folder_without_config_is_one_line(tmp_path, make_drafter)
         ).stdout
     )
     assert len(plan["config_changes"]) == 1
+
+
+def test_names_that_differ_in_a_layer_number_are_said_as_ranges():
+    """A config naming 40 layers over a one-layer checkpoint (yuhuili/EAGLE3-Vicuna1.3-13B's
+    num_hidden_layers) leaves 351 tensors at init: one entry per tensor kind, its layers as
+    ranges, not 50 names and '… 301 more'. Fewer than three of a kind stay as they are."""
+    kinds = ("self_attn.q_proj.weight", "mlp.up_proj.weight")
+    layers = [*range(1, 40), 41, 43, 44]
+    names = [f"layers.{i}.{k}" for k in kinds for i in layers] + ["midlayer.fc.weight"]
+    names += ["layers.7.hidden_norm.weight", "layers.9.hidden_norm.weight"]
+    fs = [_f("WC704", f"{n}: vllm loads nothing into it", n) for n in names]
+    (g,) = group(fs)
+    assert g.count == len(names)
+    assert g.finding.message == (
+        "{layers.[1-39,41,43-44].self_attn.q_proj.weight, layers.[1-39,41,43-44].mlp.up_proj.weight,"
+        " midlayer.fc.weight, layers.7.hidden_norm.weight, layers.9.hidden_norm.weight}: vllm loads"
+        " nothing into it"
+    )

@@ -9,6 +9,7 @@ details differ. This is presentation: ``check --json`` and the Python API keep e
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from weightcheck.record import record
 from weightcheck.rules.base import Finding
@@ -30,14 +31,52 @@ def _varies_at(a: list[str], b: list[str]) -> int | None:
 
 
 def _listing(values: list[str]) -> str:
-    """``{a, b, c}:`` for words ``a:``, ``b:``, ``c:`` (a common trailing punctuation outside)."""
+    """``{a, b, c}:`` for words ``a:``, ``b:``, ``c:`` (a common trailing punctuation outside);
+    names that differ only in a layer number are one entry with the numbers as ranges."""
     tail = ""
     while all(v and v[-1] in _OUTER for v in values) and len({v[-1] for v in values}) == 1:
         tail = values[0][-1] + tail
         values = [v[:-1] for v in values]
+    values = _layer_ranges(values)
     shown = values[:MAX_LISTED]
     more = f", … {len(values) - len(shown)} more" if len(values) > len(shown) else ""
     return "{" + ", ".join(shown) + more + "}" + tail
+
+
+_NUMBERED = re.compile(r"^(.*?\.)(\d+)(\..*)$")  # layers.12.mlp...: the first dotted number
+RANGED_FROM = 3  # names of one pattern said as ranges from this many on
+
+
+def _layer_ranges(values: list[str]) -> list[str]:
+    """``layers.[1-39].mlp.up_proj.weight`` for the 39 names ``layers.1.mlp.up_proj.weight`` to
+    ``layers.39.…`` (each pattern at its first name's place; fewer than RANGED_FROM stay as they
+    are): a config that names 40 layers over a one-layer checkpoint is 9 entries, not 351."""
+    by: dict[tuple[str, str], list[int]] = {}
+    for v in values:
+        m = _NUMBERED.match(v)
+        if m:
+            by.setdefault((m[1], m[3]), []).append(int(m[2]))
+    out, said = [], set()
+    for v in values:
+        m = _NUMBERED.match(v)
+        key = (m[1], m[3]) if m else None
+        if key is None or len(by[key]) < RANGED_FROM:
+            out.append(v)
+        elif key not in said:
+            said.add(key)
+            out.append(f"{key[0]}[{_ranges(by[key])}]{key[1]}")
+    return out
+
+
+def _ranges(ns: list[int]) -> str:
+    """``1-3,7,9-10`` for 1, 2, 3, 7, 9, 10 (in any order)."""
+    ns = sorted(set(ns))
+    runs, start = [], ns[0]
+    for a, b in zip(ns, ns[1:] + [None]):
+        if b != a + 1:
+            runs.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return ",".join(runs)
 
 
 @record(frozen=True)
