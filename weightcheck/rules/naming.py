@@ -176,13 +176,8 @@ def _copies_equal(ctx, copies: list, keep) -> bool | None:
 def copies_equal(ctx, names: list[str]) -> bool | None:
     """Whether every copy holds the values of the one the engines keep, in the dtype each engine
     builds in (engines/same_bytes.py: whole tensors up to 1 MB, else rows spread over them)."""
-    from weightcheck.engines import same_bytes
-
     by_name = {t.name: t for t in ctx.drafter.tensors}
-    keep = by_name[winner(ctx.drafter, names)]
-    dtypes = tuple({getattr(v, "dtype", None) for v in ctx.views().values()}) or (None,)
-    copies = [by_name[n] for n in names]
-    return same_bytes.copies_equal(ctx.drafter.source, copies, keep, dtypes)
+    return _copies_equal(ctx, [by_name[n] for n in names], by_name[winner(ctx.drafter, names)])
 
 
 @rule("WC106")
