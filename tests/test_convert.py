@@ -731,7 +731,9 @@ def test_dry_run_json(tmp_path, make_drafter):
 
 # =============================================================================================
 # 7. casts, embeddings, lm_head
-@pytest.mark.parametrize("flag, dtype", [("fp32", "float32"), ("fp16", "float16")])
+@pytest.mark.parametrize(
+    "flag, dtype", [("fp32", "float32"), ("fp16", "float16"), ("float32", "float32")]
+)
 def test_dtype_cast(tmp_path, make_drafter, flag, dtype):
     import torch
 
@@ -752,6 +754,35 @@ def test_dtype_cast(tmp_path, make_drafter, flag, dtype):
     if flag == "fp32":  # an exact widening
         assert all(v["max_abs_diff"] == 0.0 for v in c["values"].values())
     assert check(out, "sglang")["ok"]
+
+
+def test_a_cast_that_makes_a_value_inf_is_refused(tmp_path):
+    """bf16 reaches 3.4e38, float16 65504: a norm weight of 1e5 cast to fp16 is inf, and the
+    served model computes with it. The cast is refused (nothing written), naming the tensor and
+    the value; fp32, which holds it, converts; a value within float16's range converts."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    name = "midlayer.post_attention_layernorm.weight"
+
+    def with_value(folder, v):
+        shutil.copytree(PRODUCERS / "specforge-sglang", folder)
+        t = load_file(folder / "model.safetensors")
+        t[name] = t[name].clone()
+        t[name][3] = v
+        save_file(t, folder / "model.safetensors")
+        return folder
+
+    src = with_value(tmp_path / "big", 1e5)
+    said = refused(src, tmp_path / "out", "--to", "sglang", "--dtype", "fp16")
+    assert f"{name} holds 99840, beyond float16's largest 65504" in said and str(src) in said
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+    convert(src, tmp_path / "wide", "--to", "sglang", "--dtype", "fp32")
+    assert load_file(tmp_path / "wide" / "model.safetensors")[name][3].item() == 99840.0
+    ok = with_value(tmp_path / "edge", 65280.0)  # bf16 near float16's end: exact in both
+    convert(ok, tmp_path / "half", "--to", "sglang", "--dtype", "fp16")
+    got = load_file(tmp_path / "half" / "model.safetensors")[name]
+    assert got.dtype == torch.float16 and got[3].item() == 65280.0
 
 
 def test_embeddings_drop(tmp_path, make_drafter):

@@ -288,6 +288,14 @@ def test_measured_acceptance_is_the_one_built_in(ex):
     assert s0["hits"] > 0.4 * s0["given"]
 
 
+def test_dtype_takes_either_spelling(ex):
+    """--dtype takes convert's short names and torch's (fp32 is float32): one report."""
+    args = (ex["a"], "--hidden-states", ex["specforge"], "--target", ex["target"], "--steps", 1)
+    short, long = _eval(*args, "--dtype", "fp32"), _eval(*args, "--dtype", "float32")
+    assert short["drafters"][0]["steps"] == long["drafters"][0]["steps"]
+    assert short["drafters"][0]["dtype"] == long["drafters"][0]["dtype"] == "float32"
+
+
 def test_few_samples_give_no_bootstrap_interval_and_runs_repeat(ex):
     """4 sequences: too few for the acceptance lengths' bootstrap (test_eval_scale.py has the
     intervals); a step's rate still has its Wilson interval; two runs give the same report."""

@@ -18,6 +18,7 @@ from weightcheck import __version__, api
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.output import Output, emit
 from weightcheck.reports import ErrorReport
+from weightcheck.storage.header import DTYPE_OPTIONS
 
 _FORMAT_HELP = {
     "text": "text (default; fits the terminal)",
@@ -329,7 +330,7 @@ def check(explain, verbose, fmt, as_json, **options):
 )
 @click.option(
     "--dtype",
-    type=click.Choice(["bf16", "fp16", "fp32"]),
+    type=click.Choice(list(DTYPE_OPTIONS)),
     default=None,
     help="Cast floating-point tensors (streamed with torch).",
 )
@@ -505,7 +506,7 @@ def clean(folder, fmt, as_json):
 @click.option(
     "--dtype",
     default=None,
-    type=click.Choice(["float32", "bfloat16", "float16"]),
+    type=click.Choice(list(DTYPE_OPTIONS)),
     help="Compute dtype (default: the config's, as the engine builds it).",
 )
 @click.option("--baseline-tps", type=float, default=None, help="Tok/s without speculation.")

@@ -28,7 +28,6 @@ from weightcheck.eval import upload
 from weightcheck.eval.packed import Layout, attend
 from weightcheck.sources.tensors import from_bytes, read_range
 
-DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 _CONFIG_DTYPE = {
     "bfloat16": "bfloat16",
     "bf16": "bfloat16",

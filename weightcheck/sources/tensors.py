@@ -131,11 +131,29 @@ def from_bytes(chunk, dtype: str):
         return torch.frombuffer(chunk, dtype=torch_dtype(dtype))
 
 
+class CastOverflow(ValueError):
+    """A finite value the cast makes infinite (float16 ends at 65504): written, the served model
+    would compute with inf. The message says the largest such value and where the dtype ends."""
+
+
 def write_cast(write, chunk, src_dtype: str, dst_dtype: str) -> None:
     """``write`` the bytes of ``chunk`` cast from one dtype to another (as they are when equal),
-    without copying the cast chunk again."""
+    without copying the cast chunk again. Raises :class:`CastOverflow` before writing a chunk in
+    which a finite value became infinite."""
     if src_dtype == dst_dtype:
         write(chunk)
         return
-    y = from_bytes(chunk, src_dtype).to(torch_dtype(dst_dtype)).contiguous()
+    import torch
+
+    x = from_bytes(chunk, src_dtype)
+    y = x.to(torch_dtype(dst_dtype)).contiguous()
+    if y.is_floating_point() and bool(torch.isinf(y).any()):
+        over = torch.isinf(y) & torch.isfinite(x)
+        if bool(over.any()):
+            big = float(x[over].abs().max())
+            end = float(torch.finfo(y.dtype).max)
+            raise CastOverflow(
+                f"holds {big:.6g}, beyond {TORCH_NAMES.get(dst_dtype, dst_dtype)}'s largest "
+                f"{end:.6g} (cast, it would be inf)"
+            )
     write(torch_tensor_view(y))  # y stays alive until write returns

@@ -128,6 +128,18 @@ CONFIG_DTYPES = {
 }
 
 
+# what a --dtype option accepts (convert's cast, eval's compute dtype): torch's names, as config.json
+# and the engines' own --dtype say them, and the short ones -> safetensors spelling
+DTYPE_OPTIONS = {
+    "bf16": "BF16",
+    "bfloat16": "BF16",
+    "fp16": "F16",
+    "float16": "F16",
+    "fp32": "F32",
+    "float32": "F32",
+}
+
+
 def tensor_nbytes(dtype: str, shape) -> int:
     """Bytes a tensor of this dtype and shape takes in a safetensors file."""
     return math.prod(shape) * DTYPE_BITS[dtype] // 8

@@ -16,7 +16,13 @@ from weightcheck.commands.convert.provenance import CARD_MARK, MARK, origins
 from weightcheck.engines.data import ENGINES, loader_for
 from weightcheck.errors import WeightcheckError
 from weightcheck.model.vocab import runs
-from weightcheck.sources.tensors import iter_chunks, read_range, read_small, write_cast
+from weightcheck.sources.tensors import (
+    CastOverflow,
+    iter_chunks,
+    read_range,
+    read_small,
+    write_cast,
+)
 from weightcheck.storage.header import itemsize, parse_header, read_header_length
 from weightcheck.storage.writer import OutTensor, header_bytes
 
@@ -52,8 +58,21 @@ def copy_range(src_path: str, src_off: int, n: int, out_fd: int, out_off: int) -
 
 
 def produce(plan: Plan, it: Item, write) -> None:
-    """Stream the bytes of a non-copy item to ``write``."""
+    """Stream the bytes of a non-copy item to ``write``; a value the cast to ``--dtype`` makes
+    infinite refuses the conversion (nothing is left written: publish.py removes the temp)."""
+    try:
+        _produce(plan, it, write)
+    except CastOverflow as e:
+        tgt = {"embed-from-target": plan.embed_target, "head-from-target": plan.head_target}
+        where = tgt[it.kind].source.spec if it.kind in tgt else plan.src.source.spec
+        raise WeightcheckError(
+            where,
+            f"{it.src_name} {e}: refused; keep its dtype (no --dtype) or choose bf16 or fp32 "
+            "(float32's range)",
+        ) from None
 
+
+def _produce(plan: Plan, it: Item, write) -> None:
     if it.kind in ("cast", "pickle"):
         isz = itemsize(it.src_dtype)
         n = it.nbytes // itemsize(it.dtype) * isz  # the source bytes (a part's: a window)
