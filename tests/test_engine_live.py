@@ -294,8 +294,9 @@ def test_text_output_shows_both_tables(overlay):
     assert "live: sglang" in out and "installed" in out
     n = len(read_st(BASE / "model.safetensors")[2])
     assert f"live and replay agree on the {n} tensor(s) both saw and on every parameter" in out
-    # the key-by-key table twice: the replay's (with "looked up as") and the live one
-    assert out.count("checkpoint tensor") == 2 and out.count("looked up as") == 1
+    # the key-by-key table twice: the replay's (with the name looked up, "(as d2t)") and the live
+    # one (its parameters only)
+    assert out.count("checkpoint tensor") == 2 and out.count("(as d2t)") == 1
 
 
 # --- a Hub source: headers only ------------------------------------------------------------------

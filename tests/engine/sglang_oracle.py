@@ -649,7 +649,10 @@ class _Recorder(instrument.LoaderLog):
                 if b - a != expected.shape[0] or tuple(got[a:b].shape) != tuple(expected.shape):
                     return False
                 exp[a:b] = expected
-            return bool(torch.equal(exp, got))
+            # rows no write reached are NaN in both (begin() fills every parameter with NaN):
+            # equal here, as the partial state already says they are at init
+            same = (exp == got) | (torch.isnan(exp) & torch.isnan(got))
+            return bool(same.all())
 
 
 def main(argv=None) -> int:
