@@ -22,16 +22,6 @@ def _path(p) -> str | None:
     return None if p is None else os.fspath(p)
 
 
-def _dtype(d: str | None) -> str | None:
-    """A --dtype as the CLI takes it (storage/header.py DTYPE_OPTIONS: bf16 or bfloat16, ...)."""
-    from weightcheck.errors import UsageError
-    from weightcheck.storage.header import DTYPE_OPTIONS
-
-    if d is not None and d not in DTYPE_OPTIONS:
-        raise UsageError(None, f"dtype {d!r}: choose one of {', '.join(DTYPE_OPTIONS)}")
-    return d
-
-
 @record(kw_only=True)
 class InspectRequest:
     src: str
@@ -116,7 +106,6 @@ class ConvertRequest:
 
     def __post_init__(self):
         self.src, self.out = _path(self.src), _path(self.out)
-        self.dtype = _dtype(self.dtype)
         for name in ("config_from", "lm_head_from", "vocab_from", "target", "verifier", "mapping"):
             setattr(self, name, _path(getattr(self, name)))
 
@@ -132,7 +121,7 @@ class EvalRequest:
     sample: int | None = None  # N samples drawn at random for seed
     seed: int = 0
     device: str | None = None  # auto (None), cpu, cuda, cuda:N
-    dtype: str | None = None  # as ConvertRequest's, kept as torch's name (None: the config's)
+    dtype: str | None = None  # as ConvertRequest's (None: the config's)
     baseline_tps: float | None = None  # tok/s without speculation (with cycle_ms: the speed)
     cycle_ms: float | None = None  # one verify cycle
     draft_ms: float | None = None  # drafting per cycle
@@ -144,8 +133,4 @@ class EvalRequest:
             self.drafters = [self.drafters]
         self.drafters = [os.fspath(d) for d in self.drafters]
         self.hidden_states, self.target = _path(self.hidden_states), _path(self.target)
-        if _dtype(self.dtype):  # torch's name: the forward computes in it
-            from weightcheck.storage.header import DTYPE_OPTIONS, TORCH_NAMES
-
-            self.dtype = TORCH_NAMES[DTYPE_OPTIONS[self.dtype]]
         self.loss_mask = _path(self.loss_mask)

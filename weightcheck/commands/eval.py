@@ -14,6 +14,7 @@ from weightcheck.eval.run import Interrupted, evaluate, headline
 from weightcheck.progress import Progress
 from weightcheck.reports.eval import EvalInterrupted, EvalReport
 from weightcheck.requests import EvalRequest
+from weightcheck.storage.header import TORCH_NAMES, dtype_option
 
 
 def check_speed(baseline_tps, cycle_ms, draft_ms) -> bool:
@@ -84,7 +85,7 @@ def run(req: EvalRequest) -> EvalReport:
             sample=req.sample,
             sample_seed=req.seed,
             device=req.device,
-            dtype=req.dtype,
+            dtype=TORCH_NAMES[dtype_option(req.dtype)] if req.dtype else None,
             token=req.token,
             progress=bar.step if bar is not None and bar.enabled else None,
         )

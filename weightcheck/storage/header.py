@@ -140,6 +140,16 @@ DTYPE_OPTIONS = {
 }
 
 
+def dtype_option(d: str) -> str:
+    """A --dtype as given (a key of DTYPE_OPTIONS) in safetensors spelling; anything else is a
+    usage error naming the choices (the API passes what a caller wrote)."""
+    from weightcheck.errors import UsageError
+
+    if d not in DTYPE_OPTIONS:
+        raise UsageError(None, f"--dtype {d!r}: choose one of {', '.join(DTYPE_OPTIONS)}")
+    return DTYPE_OPTIONS[d]
+
+
 def tensor_nbytes(dtype: str, shape) -> int:
     """Bytes a tensor of this dtype and shape takes in a safetensors file."""
     return math.prod(shape) * DTYPE_BITS[dtype] // 8

@@ -28,7 +28,7 @@ from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model import compatibility, dialects, vocab
 from weightcheck.model import config as config_mod
 from weightcheck.model.drafter import Drafter
-from weightcheck.storage.header import DTYPE_OPTIONS
+from weightcheck.storage.header import dtype_option
 
 DESTINATIONS = ("sglang", "vllm", "speculators")
 CASTABLE = ("BF16", "F16", "F32", "F64")  # what a streamed cast reads and writes
@@ -114,7 +114,7 @@ def plan(
     for r in out_spec.refuse:
         if expr.holds(r.when, norm.values):
             raise WeightcheckError(src.source.spec, f"cannot convert to {to}: {r.why}")
-    out_dtype = DTYPE_OPTIONS[dtype] if dtype else None
+    out_dtype = dtype_option(dtype) if dtype else None
     names_dialect = dialects.by_name(out_spec.names_dialect)
     canon = src.by_canonical()
     copy_items(p, canon, embeddings, out_spec, out_dtype, names_dialect)

@@ -17,6 +17,7 @@ from weightcheck.progress import Progress
 from weightcheck.reports.base import typed
 from weightcheck.reports.convert import ConvertReport, Written
 from weightcheck.requests import ConvertRequest
+from weightcheck.storage.header import dtype_option
 
 
 def run(req: ConvertRequest) -> ConvertReport:
@@ -109,6 +110,7 @@ def options(req: ConvertRequest) -> int:
     if shard_size < 1:
         raise UsageError(None, f"--max-shard-size {size!r}: a shard holds at least a byte")
     if req.dtype:
+        dtype_option(req.dtype)  # a usage error before anything is read
         require_torch("--dtype")
     return shard_size
 
