@@ -756,7 +756,6 @@ def test_dtype_cast(tmp_path, make_drafter, flag, dtype):
     assert check(out, "sglang")["ok"]
 
 
-
 def test_an_unknown_dtype_is_a_usage_error(tmp_path):
     """The CLI's choice list is the API's too: 'half' (torch's alias) is neither spelling."""
     from weightcheck import api
@@ -768,6 +767,7 @@ def test_an_unknown_dtype_is_a_usage_error(tmp_path):
     assert not (tmp_path / "out").exists()
     said = refused(src, tmp_path / "out", "--to", "sglang", "--dtype", "half")
     assert "'half' is not one of 'bf16', 'bfloat16', 'fp16', 'float16', 'fp32', 'float32'" in said
+
 
 def test_a_cast_that_makes_a_value_inf_is_refused(tmp_path):
     """bf16 reaches 3.4e38, float16 65504: a norm weight of 1e5 cast to fp16 is inf, and the
