@@ -71,6 +71,9 @@ def test_the_config_table_says_same_layers_other_spelling(tmp_path, make_drafter
     (row,) = [d for d in j["config_differences"] if d["field"] == "aux_layer_ids"]
     assert row["a"] == [2, 30, 58] and row["b"] == [3, 31, 59]
     assert row["category"] == "informational" and "same layers, other spelling" in row["note"]
+    # the text says why under the table (the ids alone read as a difference)
+    text = " ".join(run_cli("compare", src, out).stdout.split())
+    assert f"aux_layer_ids: {row['note']}" in text
 
 
 def test_other_layers_are_still_a_difference(tmp_path, make_drafter):

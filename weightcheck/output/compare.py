@@ -144,6 +144,9 @@ def _tables(r: CompareReport) -> list:
             ),
             Blank(),
         ]
+        # why a field that reads differently means the same (aux ids in two conventions)
+        notes = [Note(f"{d.field}: {d.note}") for d in diffs if d.note]
+        out += [*notes, Blank()] if notes else []
     if r.values is not None:
         out += [_values_table(r.values), Blank()]
     return out
