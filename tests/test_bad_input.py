@@ -416,7 +416,9 @@ def test_folder_not_a_checkpoint_hints_at_subfolders(tmp_path):
 )
 def test_file_with_another_extension(tmp_path, fname, content):
     path = write_bytes(tmp_path / fname, content)
-    one_error_line(run_cli("inspect", path), "not a checkpoint", where=path)
+    line = one_error_line(run_cli("inspect", path), "not a checkpoint", where=path)
+    # a config.json given for its checkpoint: the line names the folder to pass instead
+    assert line.endswith(f"; pass its folder: {tmp_path}") == (fname == "config.json"), line
 
 
 # --- indexes ---------------------------------------------------------------------------------

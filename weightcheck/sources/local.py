@@ -176,8 +176,10 @@ def open_local(
         elif base.endswith(PICKLE_EXT):
             index_name, fnames, src.layout = None, [base], "pickled file"
         else:
+            # a config.json (or any file beside the weights) names its folder: say so
+            hint = f"; pass its folder: {root or '.'}" if base.endswith(".json") else ""
             raise WeightcheckError(
-                path, "not a checkpoint: expected a .safetensors, .bin, .pt file or a folder"
+                path, f"not a checkpoint: expected a .safetensors, .bin, .pt file or a folder{hint}"
             )
     cfg_path = os.path.join(root, "config.json")
     if os.path.isfile(cfg_path):
