@@ -169,10 +169,13 @@ def architecture_differences(a_values: dict, b_values: dict) -> list[tuple[str, 
     ]
 
 
-def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> list[dict]:
+def config_differences(
+    a: Drafter, b: Drafter, solved: tuple, equivalent: Equivalence | None = None
+) -> list[dict]:
+    """The config fields A and B differ on; ``solved``: each side's :func:`held.of_drafter`."""
     out = []
     fields = [s.name for s in config_mod.field_specs()] + ["dtype_key"]
-    weights = {"a": held.weights_say(a).values, "b": held.weights_say(b).values}
+    weights = {k: held.weights_say(d, sol).values for k, d, sol in zip("ab", (a, b), solved)}
     for f in fields:
         va, vb = a.normalized.values.get(f), b.normalized.values.get(f)
         if not same_field(f, va, vb):
@@ -199,14 +202,15 @@ def config_differences(a: Drafter, b: Drafter, equivalent: Equivalence | None = 
     return out
 
 
-def _own_weights_say(label: str, d: Drafter, other: Drafter, fields: list[str]) -> str | None:
-    """When a side's config contradicts its own weights (model/held.py, rule WC409): which
-    fields, what the weights hold, and which of the differing ``fields`` agree once it is
+def _own_weights_say(
+    label: str, d: Drafter, sol: held.Solution, other: Drafter, fields: list[str]
+) -> str | None:
+    """When a side's config contradicts its own weights (``sol``: model/held.py, rule WC409):
+    which fields, what the weights hold, and which of the differing ``fields`` agree once it is
     corrected (a config mistake, not another model)."""
-    sol = held.of_drafter(d)
     if not sol.fields:
         return None
-    fixed = held.weights_say(d).values
+    fixed = held.weights_say(d, sol).values
     agree = [f for f in fields if same_field(f, fixed.get(f), other.normalized.values.get(f))]
     wrong = ", ".join(f"{h.field} is {json_value(h.said)}, they hold {h.value}" for h in sol.fields)
     tail = f"; corrected, it agrees on {', '.join(agree)}" if agree else ""
@@ -238,10 +242,13 @@ def judge(a: Drafter, b: Drafter, equivalent: Equivalence | None = None) -> Comp
             )
         )
     else:
-        diffs = config_differences(a, b, equivalent)
+        # what each side's weights say of its config (model/held.py), solved once for both uses
+        solved = (held.of_drafter(a), held.of_drafter(b))
+        diffs = config_differences(a, b, solved, equivalent)
     arch = [d for d in diffs if d["category"] == "architecture"]
-    for label, d, other in (("A", a, b), ("B", b, a)) if arch else ():
-        said = _own_weights_say(label, d, other, [x["field"] for x in arch])
+    sides = (("A", a, solved[0], b), ("B", b, solved[1], a)) if arch else ()
+    for label, d, sol, other in sides:
+        said = _own_weights_say(label, d, sol, other, [x["field"] for x in arch])
         if said:
             c.reasons.append(Difference("own", None, None, None, said))
     for dif in diffs:

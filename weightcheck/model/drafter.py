@@ -138,14 +138,11 @@ class Drafter:
         """Canonical name -> the tensor (a fused tensor's parts: :meth:`logical`); of several for
         one canonical tensor (WC103), the one the engines keep: both load files in order and
         names sorted within a file, the last write stays (engines/parameters.py winner)."""
-        out: dict[str, Tensor] = {}
+        copies: dict[str, list[Tensor]] = {}
         for t in self.logical():
-            if t.canonical is None:
-                continue
-            had = out.get(t.canonical)
-            if had is None or (t.file or "", t.name) > (had.file or "", had.name):
-                out[t.canonical] = t
-        return out
+            if t.canonical is not None:
+                copies.setdefault(t.canonical, []).append(t)
+        return {c: last_loaded(ts) for c, ts in copies.items()}
 
     @property
     def total_bytes(self) -> int:
@@ -154,6 +151,13 @@ class Drafter:
     @property
     def total_params(self) -> int:
         return sum(t.numel for t in self.tensors)
+
+
+def last_loaded(copies: list[Tensor]) -> Tensor:
+    """Of several copies of one canonical tensor (WC103), the one the engines keep: both load
+    files in order and names sorted within a file, and the last write stays (the first of equals
+    when two tie; engines/parameters.py winner)."""
+    return max(copies, key=lambda t: (t.file or "", t.name))
 
 
 # a numbered decoder block, as model families name them: Llama/Qwen/Mistral `layers.N.`,

@@ -108,10 +108,11 @@ def of_drafter(d) -> Solution:
     return solve(d.config, d.normalized, inv.architecture, layers, got, mla)
 
 
-def weights_say(d) -> config_mod.NormalizedConfig:
+def weights_say(d, sol: Solution | None = None) -> config_mod.NormalizedConfig:
     """``d``'s normalized config with every field its weights contradict set as they hold it
-    (:func:`of_drafter`): the architecture of its weights. ``d.normalized`` when none is."""
-    sol = of_drafter(d)
+    (``sol``, :func:`of_drafter`'s when not given): the architecture of its weights.
+    ``d.normalized`` when none is."""
+    sol = of_drafter(d) if sol is None else sol
     return config_mod.normalize(sol.config) if sol.fields else d.normalized
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from weightcheck.engines.data import ENGINES
 from weightcheck.engines.parameters import winner
 from weightcheck.engines.view import view as replay
+from weightcheck.model.drafter import last_loaded
 from weightcheck.rules.base import CONDITIONAL, UNCHANGED, UNTRAINED, agree, engines_do, rule
 
 
@@ -104,7 +105,7 @@ def _fused_beside_parts(ctx, finding):
     groups: dict[str, list[tuple[str, list, object]]] = {}
     for c, copies in ctx.drafter.fused_copies().items():
         rows = next(t for t in copies if t.window)  # a view of the fused tensor's rows
-        keep = max(copies, key=lambda t: (t.file or "", t.name))  # Drafter.by_canonical's pick
+        keep = last_loaded(copies)
         groups.setdefault(rows.name, []).append((c, copies, keep))
     arch = ctx.drafter.architecture
     for name, parts in groups.items():

@@ -27,7 +27,7 @@ from weightcheck.engines.data import load, output_for, replays
 from weightcheck.errors import UsageError, WeightcheckError
 from weightcheck.model import compatibility, dialects, vocab
 from weightcheck.model import config as config_mod
-from weightcheck.model.drafter import Drafter
+from weightcheck.model.drafter import Drafter, last_loaded
 from weightcheck.storage.header import dtype_option
 
 DESTINATIONS = ("sglang", "vllm", "speculators")
@@ -166,7 +166,7 @@ def refuse_unplannable(src: Drafter, to: str) -> None:
         # twice — equal copies, OUT holds the one the engines keep; copies that differ, refused
         from weightcheck.engines import same_bytes
 
-        keep = src.by_canonical()[c]
+        keep = last_loaded(copies)
         if same_bytes.copies_equal(src.source, copies, keep) is not True:
             said = ", ".join(_copy_said(t) for t in copies)
             raise WeightcheckError(
@@ -229,7 +229,7 @@ def name_table_notes(p: Plan) -> None:
                     f"{n} left out: the same values as {keep}, the copy the engines keep"
                 )
     for c, copies in p.src.fused_copies().items():
-        keep = p.src.by_canonical()[c]
+        keep = last_loaded(copies)
         for t in copies:
             if (t.name, t.window) != (keep.name, keep.window):
                 p.notes.append(
